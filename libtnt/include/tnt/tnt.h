@@ -1,0 +1,262 @@
+/**
+ * @file tnt.h
+ * @brief libtnt: collectives, fused gradient allreduce and dataset sharding
+ *        for data-parallel training, bootstrapped through PMIx.
+ *
+ * This is the only installed header. Every symbol it declares is exported;
+ * everything else in libtnt has hidden visibility.
+ *
+ * Conventions:
+ *  - Functions that can fail return ::tnt_status_t. ::TNT_OK is 0, errors are
+ *    negative, ::TNT_IN_PROGRESS (positive) means "not finished yet".
+ *  - Output parameters come last and are set only on success.
+ *  - Collectives are called by every rank of the communicator in the same
+ *    order (blocking and nonblocking ones share one order). Every blocking
+ *    wait is bounded by TNT_TIMEOUT seconds.
+ *  - After an error, tnt_last_error() returns a message that says what
+ *    happened and what to do (which collective, which ranks, which setting).
+ */
+#ifndef TNT_TNT_H
+#define TNT_TNT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#  define TNT_API __attribute__((visibility("default")))
+#else
+#  define TNT_API
+#endif
+
+#define TNT_VERSION_MAJOR 0
+#define TNT_VERSION_MINOR 1
+#define TNT_VERSION_PATCH 0
+
+/** Opaque communicator: all ranks of the job. */
+typedef struct tnt_comm tnt_comm_t;
+
+/** Status codes. Errors are negative; see tnt_status_string(). */
+typedef enum {
+    TNT_IN_PROGRESS         = 1,   /**< nonblocking operation not finished yet */
+    TNT_OK                  = 0,
+    TNT_ERR_INVALID_ARG     = -1,  /**< bad argument (dtype, op, pointer, count) */
+    TNT_ERR_NO_MEMORY       = -2,  /**< allocation or mapping failed */
+    TNT_ERR_TIMEOUT         = -3,  /**< a peer did not arrive within TNT_TIMEOUT */
+    TNT_ERR_PEER_FAILED     = -4,  /**< a peer process died or its connection broke */
+    TNT_ERR_BOOTSTRAP       = -5,  /**< PMIx bootstrap failed */
+    TNT_ERR_TRANSPORT       = -6,  /**< shared memory or network transport failed */
+    TNT_ERR_UNSUPPORTED     = -7,  /**< feature not built in or not available here */
+    TNT_ERR_MISMATCH        = -8,  /**< ranks disagree (fusion plan, sizes, order) */
+    TNT_ERR_NOT_INITIALIZED = -9,  /**< libtnt used before tnt_init() or after finalize */
+    TNT_ERR_SYSTEM          = -10, /**< a system call failed; the message has errno */
+} tnt_status_t;
+
+/** Element types. TNT_FLOAT16 / TNT_BFLOAT16 reduce with float32 accumulation. */
+typedef enum {
+    TNT_FLOAT32,
+    TNT_FLOAT64,
+    TNT_FLOAT16,
+    TNT_BFLOAT16,
+    TNT_INT32,
+    TNT_INT64,
+    TNT_DTYPE_LAST
+} tnt_dtype_t;
+
+/** Reduction operations. TNT_AVG is the sum divided by the number of ranks
+ *  (integer division for integer types). */
+typedef enum {
+    TNT_SUM,
+    TNT_PROD,
+    TNT_MIN,
+    TNT_MAX,
+    TNT_AVG,
+    TNT_OP_LAST
+} tnt_op_t;
+
+/* ------------------------------------------------------------------------ */
+/* Status and errors                                                         */
+/* ------------------------------------------------------------------------ */
+
+/** Short, static description of a status code. Never NULL. */
+TNT_API const char *tnt_status_string(tnt_status_t status);
+
+/** The detailed message of the last error raised on the calling thread
+ *  (e.g. "rank 3: peer rank 5 did not join allreduce #812 within 300 s; is it
+ *  still running? see TNT_TIMEOUT"). Empty string when there was none. */
+TNT_API const char *tnt_last_error(void);
+
+/** Size in bytes of one element of @p dtype, 0 for an invalid dtype. */
+TNT_API size_t tnt_dtype_size(tnt_dtype_t dtype);
+
+/** Library version string, "MAJOR.MINOR.PATCH". */
+TNT_API const char *tnt_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Setup                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Bootstraps the job through PMIx and connects all ranks (shared memory within
+ * a node, UCX between nodes). Without a reachable PMIx server the process runs
+ * as a singleton (size 1); if SLURM variables say the step has more than one
+ * task, one warning names the fix (srun --tarantella or --mpi=pmix).
+ */
+TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p);
+
+/** Waits for outstanding operations, disconnects and frees @p comm. NULL is a no-op. */
+TNT_API void tnt_finalize(tnt_comm_t *comm);
+
+TNT_API int tnt_rank(const tnt_comm_t *comm);
+TNT_API int tnt_size(const tnt_comm_t *comm);
+TNT_API int tnt_local_rank(const tnt_comm_t *comm);
+TNT_API int tnt_local_size(const tnt_comm_t *comm);
+/** Index of this rank's node, 0 .. tnt_num_nodes()-1, numbered in order of
+ *  the lowest rank on each node. Derived from each rank's PMIX_HOSTNAME. */
+TNT_API int tnt_node_id(const tnt_comm_t *comm);
+TNT_API int tnt_num_nodes(const tnt_comm_t *comm);
+/** Hostname this rank reported through PMIx. */
+TNT_API const char *tnt_hostname(const tnt_comm_t *comm);
+
+/**
+ * Aborts the whole job (PMIx_Abort where a PMIx server is present, so the
+ * launcher or slurmstepd kills every rank), after printing @p message with
+ * this rank and host. Does not return.
+ */
+TNT_API void tnt_abort(tnt_comm_t *comm, int exit_code, const char *message);
+
+/* ------------------------------------------------------------------------ */
+/* Blocking collectives                                                      */
+/* ------------------------------------------------------------------------ */
+
+TNT_API tnt_status_t tnt_barrier(tnt_comm_t *comm);
+
+/** sendbuf == recvbuf: in place. count == 0 is valid and still synchronises
+ *  nothing but argument checks. Results are bitwise identical on all ranks. */
+TNT_API tnt_status_t tnt_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, tnt_dtype_t dtype, tnt_op_t op);
+
+TNT_API tnt_status_t tnt_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
+
+/** recvbuf holds size * bytes_per_rank bytes, rank r's data at offset r * bytes_per_rank. */
+TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes_per_rank);
+
+/* ------------------------------------------------------------------------ */
+/* Nonblocking collectives: post, then test or wait                          */
+/* ------------------------------------------------------------------------ */
+
+/** A posted operation. It runs on libtnt's progress thread, in posting order. */
+typedef struct tnt_request tnt_request_t;
+
+TNT_API tnt_status_t tnt_allreduce_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                        tnt_request_t **req_p);
+
+TNT_API tnt_status_t tnt_broadcast_post(tnt_comm_t *comm, void *buf, size_t bytes, int root,
+                                        tnt_request_t **req_p);
+
+/** TNT_IN_PROGRESS while running; otherwise the operation's final status.
+ *  Does not free the request. */
+TNT_API tnt_status_t tnt_test(tnt_request_t *req);
+
+/** Blocks until the operation finishes, frees the request and returns its status. */
+TNT_API tnt_status_t tnt_wait(tnt_request_t *req);
+
+/* ------------------------------------------------------------------------ */
+/* Fusion engine: bucketed, overlapped gradient allreduce                    */
+/* ------------------------------------------------------------------------ */
+
+/** Pass as threshold to use TNT_FUSION_THRESHOLD_KB, or the built-in default. */
+#define TNT_FUSION_THRESHOLD_AUTO ((size_t)-1)
+
+/** Built-in default fusion threshold in bytes (see docs/tuning.md for how it
+ *  was measured). */
+#define TNT_FUSION_THRESHOLD_DEFAULT_BYTES ((size_t)8 << 20)
+
+/** One tensor of a fusion plan, in the order its gradient becomes ready. */
+typedef struct {
+    size_t      count;   /**< number of elements */
+    tnt_dtype_t dtype;
+} tnt_tensor_desc_t;
+
+/**
+ * Pure planning function: groups consecutive tensors into buckets of at least
+ * @p threshold_bytes (the last bucket may be smaller). A change of dtype closes
+ * the current bucket. Threshold 0 gives one bucket per tensor.
+ * @p bucket_of_tensor (num_tensors entries) receives each tensor's bucket.
+ * Deterministic: the same input gives the same plan on every rank.
+ */
+TNT_API tnt_status_t tnt_fusion_plan(const tnt_tensor_desc_t *tensors, size_t num_tensors,
+                                     size_t threshold_bytes, size_t *bucket_of_tensor,
+                                     size_t *num_buckets_p);
+
+typedef struct tnt_fusion tnt_fusion_t;
+
+/**
+ * Collective: plans the buckets and checks that every rank has the same plan.
+ * A plan that differs between ranks fails with TNT_ERR_MISMATCH and a message
+ * naming the ranks. @p op is applied to every bucket (TNT_SUM with scale
+ * factors gives weighted averages).
+ */
+TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
+                                       size_t num_tensors, size_t threshold_bytes,
+                                       tnt_op_t op, tnt_fusion_t **fusion_p);
+
+TNT_API void tnt_fusion_destroy(tnt_fusion_t *fusion);
+
+/** Number of buckets the plan produced. */
+TNT_API size_t tnt_fusion_num_buckets(const tnt_fusion_t *fusion);
+
+/**
+ * Marks tensor @p index ready: its @p data (count elements of its dtype, which
+ * stays valid and untouched until tnt_fusion_wait returns) is multiplied by
+ * @p scale (1.0 for none) and contributed. When all tensors of a bucket are
+ * ready, the bucket's allreduce starts on the progress thread.
+ */
+TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, void *data,
+                                           double scale);
+
+/**
+ * Returns when every bucket is reduced and every tensor's data holds the
+ * result, then resets the engine for the next step. Fails with
+ * TNT_ERR_INVALID_ARG if some tensor was never marked ready.
+ */
+TNT_API tnt_status_t tnt_fusion_wait(tnt_fusion_t *fusion);
+
+/* ------------------------------------------------------------------------ */
+/* Shard arithmetic (pure functions, no communication)                       */
+/* ------------------------------------------------------------------------ */
+
+/** Half-open range [begin, end). */
+typedef struct {
+    uint64_t begin;
+    uint64_t end;
+} tnt_range_t;
+
+/** Micro-batch of rank @p rank out of @p size for a batch of @p batch samples:
+ *  batch/size samples, plus one when rank < batch % size; ranges are
+ *  contiguous and in rank order. */
+TNT_API tnt_range_t tnt_shard_range(uint64_t batch, int rank, int size);
+
+/** Writes a permutation of 0..n-1 determined only by @p seed (not by the
+ *  number of ranks) into @p perm (n entries). */
+TNT_API tnt_status_t tnt_shard_permutation(uint64_t n, uint64_t seed, uint64_t *perm);
+
+/** Steps in an epoch of @p n samples with global batch @p batch. */
+TNT_API uint64_t tnt_shard_num_steps(uint64_t n, uint64_t batch, int drop_remainder);
+
+/** Positions (into the epoch's permutation) that rank @p rank uses at step
+ *  @p step. The last partial batch (drop_remainder == 0) is split by the same
+ *  rule as tnt_shard_range, so a rank may get an empty range. */
+TNT_API tnt_range_t tnt_shard_step_range(uint64_t n, uint64_t batch, int drop_remainder,
+                                         uint64_t step, int rank, int size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TNT_TNT_H */

@@ -1,0 +1,20 @@
+/*
+ * Collective dispatch: picks the transport and algorithm for one collective.
+ * Single node: the shared-memory algorithms in transport/shm*.c.
+ * Several nodes: hierarchical schemes over shm + net (see coll/allreduce_*.c).
+ * These run on whatever thread calls them (the caller for blocking
+ * collectives, the progress thread for posted ones), never both at once.
+ */
+#ifndef TNT_COLL_COLL_H
+#define TNT_COLL_COLL_H
+
+#include "../core/comm.h"
+
+tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, tnt_dtype_t dtype, tnt_op_t op);
+tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
+tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t bytes_per_rank);
+tnt_status_t tnt_coll_barrier(tnt_comm_t *comm);
+
+#endif

@@ -1,0 +1,22 @@
+/*
+ * Reduction kernels, one per dtype x op, written so that GCC vectorises them
+ * at -O2/-O3 (restrict pointers, simple counted loops). float16 and bfloat16
+ * are widened to float32, combined across all sources, and rounded once.
+ */
+#ifndef TNT_COLL_REDUCE_H
+#define TNT_COLL_REDUCE_H
+
+#include <tnt/tnt.h>
+#include <stddef.h>
+
+/* dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i], combined in that
+ * order (the order is what makes results reproducible). dst may alias
+ * srcs[0]. TNT_AVG is treated as TNT_SUM here; see tnt_reduce_divide. */
+void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs,
+                  int num_srcs, size_t count);
+/* buf[i] /= divisor (integer division for integer types). */
+void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor);
+/* buf[i] *= scale, in the dtype's arithmetic (via float32 for 16-bit types). */
+void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale);
+
+#endif

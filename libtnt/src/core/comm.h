@@ -1,0 +1,98 @@
+/*
+ * The communicator and the progress engine: the glue between bootstrap,
+ * transports and the public API. Layering (lower never includes higher):
+ *   util <- pmix/client (boot) <- transport (shm, net) <- coll <- fusion <- core (API)
+ * coll/ and fusion/ may include this header for the struct and the progress
+ * queue; transports must not.
+ */
+#ifndef TNT_CORE_COMM_H
+#define TNT_CORE_COMM_H
+
+#include <tnt/tnt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../../../pmix/client/tnt_boot.h"
+
+struct tnt_shm;
+struct tnt_net;
+struct tnt_request;
+
+/* One operation run by the progress thread. Requests are executed strictly in
+ * posting order, which is what keeps collectives matched across ranks. The
+ * memory is owned by whoever posted it: tnt_allreduce_post() allocates one
+ * per call, the fusion engine embeds one per bucket so that steady-state
+ * steps allocate nothing. */
+struct tnt_request {
+    /* Runs on the progress thread; returns the operation's final status. */
+    tnt_status_t (*execute)(tnt_comm_t *comm, struct tnt_request *req);
+    /* Written by the progress thread with release order after execute()
+     * finished and its results are in place; waiters read it with acquire
+     * order, so the result buffers happen-before the waiter's next access. */
+    _Atomic int status;
+    int heap_allocated;         /* freed by tnt_wait() when set */
+    struct tnt_request *next;   /* queue link, owned by the progress queue */
+    union {
+        struct {
+            const void *sendbuf;
+            void *recvbuf;
+            size_t count;
+            tnt_dtype_t dtype;
+            tnt_op_t op;
+        } allreduce;
+        struct {
+            void *buf;
+            size_t bytes;
+            int root;
+        } broadcast;
+        void *user;             /* for execute() functions of other layers */
+    } args;
+};
+
+struct tnt_comm {
+    tnt_boot_t *boot;
+    int rank;
+    int size;
+    int local_rank;
+    int local_size;
+    int node_id;
+    int num_nodes;
+    double timeout_s;              /* TNT_TIMEOUT */
+    char hostname[TNT_BOOT_HOSTNAME_MAX];
+
+    /* Layout of ranks over nodes (size entries each unless noted). Nodes are
+     * numbered in order of their lowest rank; local ranks in rank order. */
+    int *node_of_rank;
+    int *local_rank_of_rank;
+    int *node_sizes;               /* num_nodes entries */
+    int *node_first_rank;          /* num_nodes entries: lowest rank on node */
+    int *local_to_global;          /* local_size entries: ranks on my node */
+
+    struct tnt_shm *shm;           /* ranks on this node (also when local_size == 1) */
+    struct tnt_net *net;           /* ranks on other nodes; NULL when num_nodes == 1 */
+
+    /* Collectives issued so far, for error messages ("allreduce #812"). */
+    uint64_t coll_seq;
+
+    /* Progress thread: a FIFO of requests, started lazily on first post. */
+    pthread_mutex_t progress_lock;
+    pthread_cond_t progress_cond;
+    pthread_t progress_thread;
+    int progress_running;
+    int progress_stop;
+    struct tnt_request *queue_head;
+    struct tnt_request *queue_tail;
+    _Atomic uint64_t posted;       /* requests enqueued */
+    _Atomic uint64_t completed;    /* requests finished by the progress thread */
+};
+
+/* Enqueues a caller-owned request for the progress thread. */
+tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req);
+/* Waits (bounded, backing off) for one request to finish; does not free it. */
+tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req);
+/* Waits until every posted request has finished (blocking collectives call
+ * this first so that they run after earlier nonblocking ones). */
+tnt_status_t tnt_progress_drain(tnt_comm_t *comm);
+
+#endif

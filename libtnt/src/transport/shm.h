@@ -1,0 +1,49 @@
+/*
+ * Shared-memory transport and the single-node collectives built on it.
+ * One segment per node, created by local rank 0, attached by the others and
+ * unlinked as soon as all local ranks have attached, so nothing stays in
+ * /dev/shm even after kill -9. Large messages are pipelined through a bounded
+ * staging area; each local rank reduces its own slice by reading its peers'
+ * data directly, in a fixed order (local rank 0, 1, ...), so results are
+ * bitwise identical everywhere. Waits back off and detect dead peers.
+ */
+#ifndef TNT_TRANSPORT_SHM_H
+#define TNT_TRANSPORT_SHM_H
+
+#include <tnt/tnt.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct tnt_shm tnt_shm_t;
+
+typedef struct {
+    const char *name;            /* unique per job and node, "/tnt-..." */
+    int local_rank;
+    int local_size;
+    const int *global_ranks;     /* local_size entries, for error messages */
+    double timeout_s;            /* TNT_TIMEOUT */
+} tnt_shm_params_t;
+
+/* Collective over the local ranks. */
+tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p);
+void tnt_shm_destroy(tnt_shm_t *shm);
+
+tnt_status_t tnt_shm_barrier(tnt_shm_t *shm);
+/* TNT_AVG divides by local_size. */
+tnt_status_t tnt_shm_allreduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
+                               tnt_dtype_t dtype, tnt_op_t op);
+tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root_local_rank);
+tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                               size_t bytes_per_rank);
+
+/* Building blocks of the hierarchical allreduce. Slice i of a count-element
+ * vector is tnt_shm_slice(count, i, local_size) (same rule as shard ranges).
+ * reduce_scatter: afterwards recvbuf's own slice holds the node's reduction
+ * (op must not be TNT_AVG). allgather_slices: each local rank contributes its
+ * slice of buf; afterwards buf is complete on every local rank. */
+void tnt_shm_slice(size_t count, int local_rank, int local_size, size_t *offset_p, size_t *count_p);
+tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                                    size_t count, tnt_dtype_t dtype, tnt_op_t op);
+tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, tnt_dtype_t dtype);
+
+#endif

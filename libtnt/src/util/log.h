@@ -1,0 +1,46 @@
+/*
+ * Logging and error reporting for libtnt (and the launcher/plugin helpers that
+ * link it statically). Messages are prefixed "tarantella[rank R@host]: ".
+ * Level comes from TNT_LOG_LEVEL (error|warn|info|debug|trace, default warn);
+ * only rank 0 logs below "error" unless TNT_LOG_ON_ALL_DEVICES=1.
+ *
+ * Rule: an error is logged once, where it is first detected, with
+ * tnt_error_raise(), which also records it as the calling thread's
+ * tnt_last_error() message and returns the status so callers can write
+ *     return tnt_error_raise(TNT_ERR_TIMEOUT, "...");
+ */
+#ifndef TNT_UTIL_LOG_H
+#define TNT_UTIL_LOG_H
+
+#include <tnt/tnt.h>
+
+typedef enum {
+    TNT_LOG_ERROR,
+    TNT_LOG_WARN,
+    TNT_LOG_INFO,
+    TNT_LOG_DEBUG,
+    TNT_LOG_TRACE
+} tnt_log_level_t;
+
+/* Called by tnt_init once rank and host are known; before that messages carry
+ * only the pid. */
+void tnt_log_set_identity(int rank, const char *hostname);
+/* Parses "error|warn|info|debug|trace"; returns -1 for anything else. */
+int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p);
+int tnt_log_enabled(tnt_log_level_t level);
+void tnt_log(tnt_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define tnt_log_error(...) tnt_log(TNT_LOG_ERROR, __VA_ARGS__)
+#define tnt_log_warn(...)  tnt_log(TNT_LOG_WARN, __VA_ARGS__)
+#define tnt_log_info(...)  tnt_log(TNT_LOG_INFO, __VA_ARGS__)
+#define tnt_log_debug(...) tnt_log(TNT_LOG_DEBUG, __VA_ARGS__)
+
+/* Records "rank R: <message>" as this thread's last error, logs it at error
+ * level, and returns status. */
+tnt_status_t tnt_error_raise(tnt_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Records without logging (for errors the caller expects and handles). */
+tnt_status_t tnt_error_set(tnt_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif
