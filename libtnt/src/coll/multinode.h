@@ -1,0 +1,26 @@
+/*
+ * Collectives across nodes (num_nodes > 1). With UCX they are implemented in
+ * coll/multinode/*.c on top of transport/ucx/ (hierarchical: shm within the
+ * node, UCX between nodes). Without UCX, coll/multinode_none.c makes
+ * tnt_multinode_init fail with a message naming TNT_WITH_UCX.
+ * coll/coll.c calls these only when comm->num_nodes > 1.
+ */
+#ifndef TNT_COLL_MULTINODE_H
+#define TNT_COLL_MULTINODE_H
+
+#include "../core/comm.h"
+
+/* Collective over all ranks: connects every rank to the peers it needs on
+ * other nodes (addresses exchanged through tnt_boot_allgather) and sets
+ * comm->net. */
+tnt_status_t tnt_multinode_init(tnt_comm_t *comm);
+void tnt_multinode_finalize(tnt_comm_t *comm);
+
+tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t count, tnt_dtype_t dtype, tnt_op_t op);
+tnt_status_t tnt_multinode_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
+tnt_status_t tnt_multinode_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t bytes_per_rank);
+tnt_status_t tnt_multinode_barrier(tnt_comm_t *comm);
+
+#endif
