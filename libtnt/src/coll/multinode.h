@@ -1,6 +1,6 @@
 /*
  * Collectives across nodes (num_nodes > 1). With UCX they are implemented in
- * coll/multinode/*.c on top of transport/ucx/ (hierarchical: shm within the
+ * the files in coll/multinode/ on top of transport/ucx/ (hierarchical: shm within the
  * node, UCX between nodes). Without UCX, coll/multinode_none.c makes
  * tnt_multinode_init fail with a message naming TNT_WITH_UCX.
  * coll/coll.c calls these only when comm->num_nodes > 1.

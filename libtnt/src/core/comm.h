@@ -32,6 +32,7 @@ struct tnt_request {
      * order, so the result buffers happen-before the waiter's next access. */
     _Atomic int status;
     int heap_allocated;         /* freed by tnt_wait() when set */
+    tnt_comm_t *comm;           /* set by tnt_progress_post() */
     struct tnt_request *next;   /* queue link, owned by the progress queue */
     union {
         struct {
@@ -74,10 +75,20 @@ struct tnt_comm {
 
     /* Collectives issued so far, for error messages ("allreduce #812"). */
     uint64_t coll_seq;
+    /* Set when a collective failed part-way (timeout, dead peer, transport):
+     * the ranks are out of step, so later collectives fail at once with
+     * TNT_ERR_PEER_FAILED instead of each waiting TNT_TIMEOUT. Only the
+     * thread running collectives touches these. */
+    tnt_status_t broken_status;
+    uint64_t broken_seq;
 
-    /* Progress thread: a FIFO of requests, started lazily on first post. */
+    /* Progress thread: a FIFO of requests, started lazily on first post.
+     * progress_cond wakes the thread for new work (it never spins);
+     * done_cond wakes waiters (counted in waiters) when a request finishes. */
     pthread_mutex_t progress_lock;
     pthread_cond_t progress_cond;
+    pthread_cond_t done_cond;
+    int waiters;
     pthread_t progress_thread;
     int progress_running;
     int progress_stop;
@@ -85,8 +96,16 @@ struct tnt_comm {
     struct tnt_request *queue_tail;
     _Atomic uint64_t posted;       /* requests enqueued */
     _Atomic uint64_t completed;    /* requests finished by the progress thread */
+    /* tnt_last_error() of the progress thread's latest failed request; a
+     * waiter copies it into its own thread's last error. Under progress_lock. */
+    char progress_error[1024];
 };
 
+/* Set up and tear down the queue (tnt_init / tnt_finalize). Finalize drains
+ * what is queued, then stops and joins the thread; it fails (and the caller
+ * must not free comm) only if the thread is stuck. */
+tnt_status_t tnt_progress_init(tnt_comm_t *comm);
+tnt_status_t tnt_progress_finalize(tnt_comm_t *comm);
 /* Enqueues a caller-owned request for the progress thread. */
 tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req);
 /* Waits (bounded, backing off) for one request to finish; does not free it. */

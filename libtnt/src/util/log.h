@@ -43,4 +43,16 @@ tnt_status_t tnt_error_raise(tnt_status_t status, const char *fmt, ...)
 tnt_status_t tnt_error_set(tnt_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* This thread's last error message ("" if none); tnt_last_error() returns it. */
+const char *tnt_error_message(void);
+/* Copies a message recorded on another thread (the progress thread) into this
+ * thread's last error, unchanged and without logging it again. */
+void tnt_error_restore(const char *message);
+void tnt_error_clear(void);
+
+/* A warning about a bad TNT_* value ("TNT_TIMEOUT='abc' is not a number of
+ * seconds; using the default 300 s"). Found before tnt_init knows the rank,
+ * it is held back until then, so that only rank 0 prints it. */
+void tnt_log_env_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

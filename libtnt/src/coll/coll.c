@@ -1,0 +1,121 @@
+/*
+ * Collective dispatch. One node: the shared-memory algorithms. Several nodes:
+ * the hierarchical multi-node ones (coll/multinode.h). A communicator of one
+ * rank needs no transport at all.
+ *
+ * Every collective gets the next sequence number (comm->coll_seq), which
+ * error messages use ("allreduce #812"). Once a collective has failed
+ * part-way, the ranks are out of step and every later collective fails at
+ * once, naming the first failure, instead of waiting TNT_TIMEOUT each.
+ */
+#include "coll/coll.h"
+
+#include "coll/multinode.h"
+#include "transport/shm.h"
+#include "util/log.h"
+
+#include <string.h>
+
+static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name)
+{
+    comm->coll_seq++;
+    if (comm->broken_status != TNT_OK) {
+        return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                               "%s #%llu not started: collective #%llu failed earlier (%s), so the "
+                               "ranks are out of step; finalize and restart the job",
+                               name, (unsigned long long)comm->coll_seq,
+                               (unsigned long long)comm->broken_seq,
+                               tnt_status_string(comm->broken_status));
+    }
+    return TNT_OK;
+}
+
+/* Argument errors are detected identically on every rank before anything is
+ * sent; every other failure leaves the ranks out of step. */
+static tnt_status_t coll_end(tnt_comm_t *comm, tnt_status_t status)
+{
+    if (status < 0 && status != TNT_ERR_INVALID_ARG && status != TNT_ERR_UNSUPPORTED &&
+        comm->broken_status == TNT_OK) {
+        comm->broken_status = status;
+        comm->broken_seq = comm->coll_seq;
+    }
+    return status;
+}
+
+tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t count, tnt_dtype_t dtype, tnt_op_t op)
+{
+    tnt_status_t status = coll_begin(comm, "allreduce");
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (comm->size == 1) {
+        /* Every op of a single contribution is that contribution (AVG too). */
+        if (sendbuf != recvbuf && count > 0) {
+            memcpy(recvbuf, sendbuf, count * tnt_dtype_size(dtype));
+        }
+        return TNT_OK;
+    }
+    if (comm->num_nodes == 1) {
+        status = tnt_shm_allreduce(comm->shm, sendbuf, recvbuf, count, dtype, op);
+    } else {
+        status = tnt_multinode_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
+    }
+    return coll_end(comm, status);
+}
+
+tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
+{
+    tnt_status_t status = coll_begin(comm, "broadcast");
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (comm->size == 1) {
+        return TNT_OK;
+    }
+    if (comm->num_nodes == 1) {
+        status = tnt_shm_broadcast(comm->shm, buf, bytes, comm->local_rank_of_rank[root]);
+    } else {
+        status = tnt_multinode_broadcast(comm, buf, bytes, root);
+    }
+    return coll_end(comm, status);
+}
+
+tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t bytes_per_rank)
+{
+    tnt_status_t status = coll_begin(comm, "allgather");
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (comm->size == 1) {
+        if (sendbuf != recvbuf && bytes_per_rank > 0) {
+            memmove(recvbuf, sendbuf, bytes_per_rank);
+        }
+        return TNT_OK;
+    }
+    /* On one node local rank == rank, so the shm layout is the global one. */
+    if (comm->num_nodes == 1) {
+        status = tnt_shm_allgather(comm->shm, sendbuf, recvbuf, bytes_per_rank);
+    } else {
+        status = tnt_multinode_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
+    }
+    return coll_end(comm, status);
+}
+
+tnt_status_t tnt_coll_barrier(tnt_comm_t *comm)
+{
+    tnt_status_t status = coll_begin(comm, "barrier");
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (comm->size == 1) {
+        return TNT_OK;
+    }
+    if (comm->num_nodes == 1) {
+        status = tnt_shm_barrier(comm->shm);
+    } else {
+        status = tnt_multinode_barrier(comm);
+    }
+    return coll_end(comm, status);
+}

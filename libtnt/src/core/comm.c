@@ -1,0 +1,286 @@
+/*
+ * tnt_init / tnt_finalize: bootstrap through PMIx, work out which ranks share
+ * a node (from the hostnames the ranks report, never from PMIX_NODEID), then
+ * connect the node's ranks through one shared-memory segment and the nodes
+ * through the multi-node transport.
+ */
+#include "core/comm.h"
+
+#include "coll/multinode.h"
+#include "transport/shm.h"
+#include "util/log.h"
+#include "util/wait.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* What every rank contributes to the layout allgather. */
+struct peer_id {
+    char hostname[TNT_BOOT_HOSTNAME_MAX];
+    int64_t pid;
+};
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s != '\0'; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Numbers the nodes in order of their lowest rank and fills every layout
+ * field of comm. A small open-addressing table from hostname to node keeps
+ * this linear in the number of ranks. */
+static tnt_status_t derive_layout(tnt_comm_t *comm, const struct peer_id *peers)
+{
+    const int size = comm->size;
+    size_t slots = 16;
+    int *table = NULL;
+    tnt_status_t status = TNT_ERR_NO_MEMORY;
+
+    while (slots < 2 * (size_t)size) {
+        slots *= 2;
+    }
+    table = malloc(slots * sizeof(*table));
+    comm->node_of_rank = malloc((size_t)size * sizeof(int));
+    comm->local_rank_of_rank = malloc((size_t)size * sizeof(int));
+    comm->node_sizes = calloc((size_t)size, sizeof(int));
+    comm->node_first_rank = malloc((size_t)size * sizeof(int));
+    if (table == NULL || comm->node_of_rank == NULL || comm->local_rank_of_rank == NULL ||
+        comm->node_sizes == NULL || comm->node_first_rank == NULL) {
+        goto err_free_table;
+    }
+    for (size_t i = 0; i < slots; i++) {
+        table[i] = -1;
+    }
+
+    int num_nodes = 0;
+    for (int r = 0; r < size; r++) {
+        size_t i = fnv1a(peers[r].hostname) & (slots - 1);
+        int node = -1;
+        while (table[i] >= 0) {
+            if (strcmp(peers[comm->node_first_rank[table[i]]].hostname, peers[r].hostname) == 0) {
+                node = table[i];
+                break;
+            }
+            i = (i + 1) & (slots - 1);
+        }
+        if (node < 0) {
+            node = num_nodes++;
+            table[i] = node;
+            comm->node_first_rank[node] = r;
+        }
+        comm->node_of_rank[r] = node;
+        comm->local_rank_of_rank[r] = comm->node_sizes[node]++;
+    }
+    comm->num_nodes = num_nodes;
+    comm->node_id = comm->node_of_rank[comm->rank];
+    comm->local_rank = comm->local_rank_of_rank[comm->rank];
+    comm->local_size = comm->node_sizes[comm->node_id];
+
+    comm->local_to_global = malloc((size_t)comm->local_size * sizeof(int));
+    if (comm->local_to_global == NULL) {
+        goto err_free_table;
+    }
+    for (int r = 0, l = 0; r < size; r++) {
+        if (comm->node_of_rank[r] == comm->node_id) {
+            comm->local_to_global[l++] = r;
+        }
+    }
+    free(table);
+    return TNT_OK;
+
+err_free_table:
+    free(table);
+    return tnt_error_raise(status, "tnt_init: out of memory for the layout of %d ranks", size);
+}
+
+static void free_layout(tnt_comm_t *comm)
+{
+    free(comm->node_of_rank);
+    free(comm->local_rank_of_rank);
+    free(comm->node_sizes);
+    free(comm->node_first_rank);
+    free(comm->local_to_global);
+}
+
+/* The launcher's own view of local rank and size must agree with the
+ * hostnames; if not, hostnames win (they are what the shm segment needs) and
+ * the difference is reported, since it usually means PMIX_HOSTNAME is missing
+ * or inconsistent. */
+static void check_local_layout(const tnt_comm_t *comm, const struct tnt_boot_info *info)
+{
+    if ((info->local_rank >= 0 && info->local_rank != comm->local_rank) ||
+        (info->local_size >= 0 && info->local_size != comm->local_size)) {
+        tnt_log(TNT_LOG_WARN,
+                "PMIx says local rank %d of %d, but the ranks' hostnames give local rank %d of %d "
+                "on %s; using the hostnames (is PMIX_HOSTNAME consistent across ranks?)",
+                info->local_rank, info->local_size, comm->local_rank, comm->local_size,
+                comm->hostname);
+    }
+}
+
+TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p)
+{
+    tnt_comm_t *comm;
+    struct peer_id *peers = NULL;
+    struct peer_id me;
+    tnt_status_t status;
+
+    if (comm_p == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_init: comm_p is NULL");
+    }
+    tnt_error_clear();
+    comm = calloc(1, sizeof(*comm));
+    if (comm == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory");
+    }
+    comm->timeout_s = tnt_env_timeout_s();
+
+    status = tnt_boot_init(comm->timeout_s, &comm->boot);
+    if (status != TNT_OK) {
+        goto err_free_comm;
+    }
+    const struct tnt_boot_info *info = tnt_boot_info(comm->boot);
+    comm->rank = info->rank;
+    comm->size = info->size;
+    snprintf(comm->hostname, sizeof(comm->hostname), "%s", info->hostname);
+    tnt_log_set_identity(comm->rank, comm->hostname);
+
+    status = tnt_progress_init(comm);
+    if (status != TNT_OK) {
+        goto err_boot;
+    }
+
+    /* Everyone learns everyone's host (the node layout) and pid (the
+     * segment name must be unique per job and node, and identical on the
+     * node's ranks: the pid of the node's lowest rank is both). */
+    peers = malloc((size_t)comm->size * sizeof(*peers));
+    if (peers == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for %d ranks",
+                                 comm->size);
+        goto err_progress;
+    }
+    memset(&me, 0, sizeof(me));
+    snprintf(me.hostname, sizeof(me.hostname), "%s", comm->hostname);
+    me.pid = (int64_t)getpid();
+    status = tnt_boot_allgather(comm->boot, &me, peers, sizeof(me));
+    if (status != TNT_OK) {
+        goto err_free_peers;
+    }
+    status = derive_layout(comm, peers);
+    if (status != TNT_OK) {
+        goto err_free_layout;
+    }
+    check_local_layout(comm, info);
+
+    char shm_name[96];
+    snprintf(shm_name, sizeof(shm_name), "/tnt-%016llx-%lld",
+             (unsigned long long)fnv1a(info->job_id),
+             (long long)peers[comm->node_first_rank[comm->node_id]].pid);
+    tnt_shm_params_t params = {
+        .name = shm_name,
+        .local_rank = comm->local_rank,
+        .local_size = comm->local_size,
+        .global_ranks = comm->local_to_global,
+        .timeout_s = comm->timeout_s,
+    };
+    status = tnt_shm_create(&params, &comm->shm);
+    if (status != TNT_OK) {
+        goto err_free_layout;
+    }
+    if (comm->num_nodes > 1) {
+        status = tnt_multinode_init(comm);
+        if (status != TNT_OK) {
+            goto err_shm;
+        }
+    }
+    free(peers);
+
+    tnt_log_info("rank %d of %d, node %d of %d, local rank %d of %d, job %s, TNT_TIMEOUT %.0f s",
+                 comm->rank, comm->size, comm->node_id, comm->num_nodes, comm->local_rank,
+                 comm->local_size, info->job_id, comm->timeout_s);
+    *comm_p = comm;
+    return TNT_OK;
+
+err_shm:
+    tnt_shm_destroy(comm->shm);
+err_free_layout:
+    free_layout(comm);
+err_free_peers:
+    free(peers);
+err_progress:
+    tnt_progress_finalize(comm);
+err_boot:
+    tnt_boot_finalize(comm->boot);
+err_free_comm:
+    free(comm);
+    return status;
+}
+
+TNT_API void tnt_finalize(tnt_comm_t *comm)
+{
+    if (comm == NULL) {
+        return;
+    }
+    if (tnt_progress_finalize(comm) != TNT_OK) {
+        /* The progress thread is stuck in an operation and still uses comm;
+         * leave everything mapped and connected for it. */
+        tnt_log_error("tnt_finalize: an operation on the progress thread never finished; "
+                      "leaking the communicator");
+        return;
+    }
+    if (comm->num_nodes > 1) {
+        tnt_multinode_finalize(comm);
+    }
+    tnt_shm_destroy(comm->shm);
+    tnt_boot_finalize(comm->boot);
+    free_layout(comm);
+    free(comm);
+}
+
+TNT_API int tnt_rank(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->rank : -1;
+}
+
+TNT_API int tnt_size(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->size : -1;
+}
+
+TNT_API int tnt_local_rank(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->local_rank : -1;
+}
+
+TNT_API int tnt_local_size(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->local_size : -1;
+}
+
+TNT_API int tnt_node_id(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->node_id : -1;
+}
+
+TNT_API int tnt_num_nodes(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->num_nodes : -1;
+}
+
+TNT_API const char *tnt_hostname(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->hostname : "";
+}
+
+TNT_API void tnt_abort(tnt_comm_t *comm, int exit_code, const char *message)
+{
+    const char *msg = message != NULL ? message : "(no message)";
+    tnt_log(TNT_LOG_ERROR, "aborting the job (exit code %d): %s", exit_code, msg);
+    tnt_boot_abort(comm != NULL ? comm->boot : NULL, exit_code, msg);
+}

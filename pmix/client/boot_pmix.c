@@ -1,0 +1,434 @@
+/*
+ * PMIx implementation of the bootstrap interface (tnt_boot.h).
+ *
+ * Every launcher we support (tarantella, OpenMPI's mpirun, srun --mpi=pmix)
+ * hosts a PMIx server and exports PMIX_NAMESPACE/PMIX_RANK plus a server URI
+ * to its children. Without those variables, or when PMIx_Init cannot reach
+ * the server, the process runs as a singleton.
+ *
+ * Fences are issued non-blocking and waited for with our own deadline
+ * (TNT_TIMEOUT), so a missing rank produces an error instead of a hang even
+ * with a PMIx server that ignores PMIX_TIMEOUT.
+ */
+#include "tnt_boot.h"
+
+#include "util/log.h"
+#include "util/wait.h"
+
+#include <pmix.h>
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct tnt_boot {
+    struct tnt_boot_info info;
+    pmix_proc_t myproc;
+    int pmix_initialized;
+    double timeout_s;
+    uint64_t allgather_seq;   /* per-call key suffix, identical on all ranks */
+    uint64_t barrier_seq;     /* for error messages */
+};
+
+/* State of one non-blocking fence. The PMIx callback may still fire after we
+ * gave up waiting (timeout); in that case the state is deliberately leaked
+ * rather than freed under the callback's feet. */
+struct fence_state {
+    _Atomic int done;         /* set with release order after status */
+    pmix_status_t status;
+    pmix_info_t info[2];
+    size_t ninfo;
+};
+
+static const char launch_hint[] =
+    "launch with 'tarantella -n N -- ...', 'mpirun -np N ...' or 'srun --mpi=pmix ...'";
+
+/* Converts the integer-valued PMIx types that servers use for sizes and
+ * ranks (PMIx 4.2 says uint32/uint16, older servers vary). */
+static int value_to_long(const pmix_value_t *val, long *out)
+{
+    switch (val->type) {
+    case PMIX_INT:    *out = val->data.integer; return 0;
+    case PMIX_INT8:   *out = val->data.int8; return 0;
+    case PMIX_INT16:  *out = val->data.int16; return 0;
+    case PMIX_INT32:  *out = val->data.int32; return 0;
+    case PMIX_INT64:  *out = (long)val->data.int64; return 0;
+    case PMIX_UINT:   *out = (long)val->data.uint; return 0;
+    case PMIX_UINT8:  *out = val->data.uint8; return 0;
+    case PMIX_UINT16: *out = val->data.uint16; return 0;
+    case PMIX_UINT32: *out = (long)val->data.uint32; return 0;
+    case PMIX_UINT64: *out = (long)val->data.uint64; return 0;
+    case PMIX_SIZE:   *out = (long)val->data.size; return 0;
+    case PMIX_PROC_RANK: *out = (long)val->data.rank; return 0;
+    default:          return -1;
+    }
+}
+
+static int pmix_timeout_arg(double timeout_s)
+{
+    if (timeout_s <= 0) {
+        return 0;                       /* PMIx: 0 = infinite */
+    }
+    double t = ceil(timeout_s);
+    return t > 1e6 ? 1000000 : (int)t;
+}
+
+/* PMIx_Get of an integer; *out untouched unless it returns PMIX_SUCCESS. */
+static pmix_status_t get_long(const pmix_proc_t *proc, const char *key, long *out)
+{
+    pmix_value_t *val = NULL;
+    pmix_status_t rc = PMIx_Get(proc, key, NULL, 0, &val);
+    if (rc != PMIX_SUCCESS) {
+        return rc;
+    }
+    long v;
+    if (value_to_long(val, &v) != 0) {
+        rc = PMIX_ERR_TYPE_MISMATCH;
+    } else {
+        *out = v;
+    }
+    PMIX_VALUE_RELEASE(val);
+    return rc;
+}
+
+/* The hostname a rank's PMIx server reports for it. Reserved keys such as
+ * PMIX_HOSTNAME are job-level data held by the local server; PMIX_OPTIONAL
+ * keeps PMIx from asking remote servers for it when absent. */
+static pmix_status_t get_hostname(const tnt_boot_t *boot, int rank, char *buf, size_t len)
+{
+    pmix_proc_t proc;
+    pmix_info_t info;
+    pmix_value_t *val = NULL;
+    bool optional = true;
+
+    PMIX_LOAD_PROCID(&proc, boot->myproc.nspace, (pmix_rank_t)rank);
+    PMIX_INFO_LOAD(&info, PMIX_OPTIONAL, &optional, PMIX_BOOL);
+    pmix_status_t rc = PMIx_Get(&proc, PMIX_HOSTNAME, &info, 1, &val);
+    PMIX_INFO_DESTRUCT(&info);
+    if (rc != PMIX_SUCCESS) {
+        return rc;
+    }
+    if (val->type != PMIX_STRING || val->data.string == NULL) {
+        rc = PMIX_ERR_TYPE_MISMATCH;
+    } else {
+        snprintf(buf, len, "%s", val->data.string);
+    }
+    PMIX_VALUE_RELEASE(val);
+    return rc;
+}
+
+static void self_hostname(char *buf, size_t len)
+{
+    if (gethostname(buf, len) != 0) {
+        snprintf(buf, len, "localhost");
+    }
+    buf[len - 1] = '\0';
+}
+
+/* SLURM_NTASKS (or the older SLURM_NPROCS) as a number, 0 if absent. */
+static long slurm_ntasks(void)
+{
+    const char *names[] = {"SLURM_NTASKS", "SLURM_NPROCS"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v != NULL && *v != '\0') {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end != v && n > 0) {
+                return n;
+            }
+        }
+    }
+    return 0;
+}
+
+static void become_singleton(tnt_boot_t *boot, const char *why)
+{
+    struct tnt_boot_info *info = &boot->info;
+
+    info->rank = 0;
+    info->size = 1;
+    info->local_rank = 0;
+    info->local_size = 1;
+    info->is_singleton = 1;
+    snprintf(info->job_id, sizeof(info->job_id), "singleton-%ld", (long)getpid());
+    self_hostname(info->hostname, sizeof(info->hostname));
+
+    /* Exactly one warning per process: SLURM's task count is the stronger
+     * hint (every task of the step is now computing alone). */
+    long ntasks = slurm_ntasks();
+    if (ntasks > 1) {
+        tnt_log_warn("SLURM started %ld tasks but this one found no PMIx server (%s), so each task "
+                     "runs alone as a singleton of size 1; launch with 'srun --tarantella ...' or "
+                     "'srun --mpi=pmix ...' (admins: set MpiDefault=pmix in slurm.conf)",
+                     ntasks, why);
+    } else if (getenv("PMIX_NAMESPACE") != NULL) {
+        tnt_log_warn("running as a singleton of size 1: %s", why);
+    } else {
+        tnt_log_debug("no PMIx server in the environment (PMIX_NAMESPACE unset): running as a "
+                      "singleton of size 1");
+    }
+}
+
+tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
+{
+    tnt_boot_t *boot = calloc(1, sizeof(*boot));
+    char why[256];
+    pmix_status_t rc;
+
+    if (boot == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "bootstrap: out of memory");
+    }
+    boot->timeout_s = timeout_s;
+
+    if (getenv("PMIX_NAMESPACE") == NULL || getenv("PMIX_RANK") == NULL) {
+        become_singleton(boot, "PMIX_NAMESPACE/PMIX_RANK are not set");
+        *boot_p = boot;
+        return TNT_OK;
+    }
+
+    rc = PMIx_Init(&boot->myproc, NULL, 0);
+    if (rc != PMIX_SUCCESS) {
+        snprintf(why, sizeof(why), "PMIx_Init failed: %s", PMIx_Error_string(rc));
+        become_singleton(boot, why);
+        *boot_p = boot;
+        return TNT_OK;
+    }
+    boot->pmix_initialized = 1;
+
+    struct tnt_boot_info *info = &boot->info;
+    pmix_proc_t wildcard;
+    long v;
+    info->rank = (int)boot->myproc.rank;
+    snprintf(info->job_id, sizeof(info->job_id), "%s", boot->myproc.nspace);
+    PMIX_LOAD_PROCID(&wildcard, boot->myproc.nspace, PMIX_RANK_WILDCARD);
+
+    rc = get_long(&wildcard, PMIX_JOB_SIZE, &v);
+    if (rc != PMIX_SUCCESS || v < 1 || v <= info->rank) {
+        tnt_error_raise(TNT_ERR_BOOTSTRAP,
+                        "bootstrap: the PMIx server did not give a valid job size "
+                        "(PMIX_JOB_SIZE: %s); %s",
+                        rc != PMIX_SUCCESS ? PMIx_Error_string(rc) : "out of range", launch_hint);
+        goto err_finalize;
+    }
+    info->size = (int)v;
+
+    /* Local rank and size are cross-checked by the caller against the
+     * hostname layout; -1 when the server does not provide them. */
+    info->local_rank = get_long(&boot->myproc, PMIX_LOCAL_RANK, &v) == PMIX_SUCCESS ? (int)v : -1;
+    info->local_size = get_long(&wildcard, PMIX_LOCAL_SIZE, &v) == PMIX_SUCCESS ? (int)v : -1;
+
+    if (get_hostname(boot, info->rank, info->hostname, sizeof(info->hostname)) != PMIX_SUCCESS ||
+        info->hostname[0] == '\0') {
+        self_hostname(info->hostname, sizeof(info->hostname));
+        tnt_log_debug("PMIX_HOSTNAME not provided by the server; using gethostname() = %s",
+                      info->hostname);
+    }
+    *boot_p = boot;
+    return TNT_OK;
+
+err_finalize:
+    PMIx_Finalize(NULL, 0);
+    free(boot);
+    return TNT_ERR_BOOTSTRAP;
+}
+
+void tnt_boot_finalize(tnt_boot_t *boot)
+{
+    if (boot == NULL) {
+        return;
+    }
+    if (boot->pmix_initialized) {
+        PMIx_Finalize(NULL, 0);
+    }
+    free(boot);
+}
+
+const struct tnt_boot_info *tnt_boot_info(const tnt_boot_t *boot)
+{
+    return &boot->info;
+}
+
+tnt_status_t tnt_boot_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_t len)
+{
+    if (rank < 0 || rank >= boot->info.size || buf == NULL || len == 0) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "bootstrap: no rank %d in a job of size %d",
+                               rank, boot->info.size);
+    }
+    if (rank == boot->info.rank) {
+        snprintf(buf, len, "%s", boot->info.hostname);
+        return TNT_OK;
+    }
+    pmix_status_t rc = get_hostname(boot, rank, buf, len);
+    if (rc != PMIX_SUCCESS) {
+        return tnt_error_raise(TNT_ERR_BOOTSTRAP,
+                               "bootstrap: the PMIx server has no PMIX_HOSTNAME for rank %d (%s); "
+                               "%s", rank, PMIx_Error_string(rc), launch_hint);
+    }
+    return TNT_OK;
+}
+
+static void fence_done(pmix_status_t status, void *cbdata)
+{
+    struct fence_state *st = cbdata;
+    st->status = status;
+    /* Release: status happens-before the waiter's acquire load of done. */
+    atomic_store_explicit(&st->done, 1, memory_order_release);
+}
+
+/* A fence over every rank of the job, collecting the committed data when
+ * collect is set, bounded by TNT_TIMEOUT. what names the operation in
+ * errors ("allgather #3"). */
+static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what)
+{
+    struct fence_state *st = calloc(1, sizeof(*st));
+    bool collect_b = collect != 0;
+    int timeout = pmix_timeout_arg(boot->timeout_s);
+    tnt_backoff_t backoff;
+
+    if (st == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "bootstrap %s: out of memory", what);
+    }
+    PMIX_INFO_LOAD(&st->info[st->ninfo], PMIX_COLLECT_DATA, &collect_b, PMIX_BOOL);
+    st->ninfo++;
+    if (timeout > 0) {
+        /* The server may enforce it too; our own deadline below is what
+         * counts, so give the server a second more. */
+        int server_timeout = timeout + 1;
+        PMIX_INFO_LOAD(&st->info[st->ninfo], PMIX_TIMEOUT, &server_timeout, PMIX_INT);
+        st->ninfo++;
+    }
+    pmix_status_t rc = PMIx_Fence_nb(NULL, 0, st->info, st->ninfo, fence_done, st);
+    if (rc != PMIX_SUCCESS) {
+        free(st);
+        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Fence failed to start: %s; "
+                               "is the launcher's PMIx server still running?", what,
+                               PMIx_Error_string(rc));
+    }
+    tnt_backoff_init(&backoff, boot->timeout_s);
+    while (!atomic_load_explicit(&st->done, memory_order_acquire)) {
+        if (tnt_backoff_wait(&backoff) != 0) {
+            /* st is leaked on purpose: PMIx may still call fence_done. */
+            return tnt_error_raise(TNT_ERR_TIMEOUT,
+                                   "bootstrap %s: not every one of the %d ranks arrived within "
+                                   "%.0f s (PMIx cannot tell which are missing); are they all "
+                                   "still running and calling the same collectives? see TNT_TIMEOUT",
+                                   what, boot->info.size, boot->timeout_s);
+        }
+    }
+    rc = st->status;
+    for (size_t i = 0; i < st->ninfo; i++) {
+        PMIX_INFO_DESTRUCT(&st->info[i]);
+    }
+    free(st);
+    if (rc == PMIX_ERR_TIMEOUT) {
+        return tnt_error_raise(TNT_ERR_TIMEOUT,
+                               "bootstrap %s: the PMIx server timed out waiting for the other "
+                               "ranks (%.0f s); are they all still running? see TNT_TIMEOUT",
+                               what, boot->timeout_s);
+    }
+    if (rc != PMIX_SUCCESS) {
+        return tnt_error_raise(rc == PMIX_ERR_PROC_ABORTED || rc == PMIX_ERR_PROC_ABORTING ||
+                                       rc == PMIX_ERR_LOST_CONNECTION
+                                   ? TNT_ERR_PEER_FAILED
+                                   : TNT_ERR_BOOTSTRAP,
+                               "bootstrap %s: PMIx_Fence failed: %s; did a rank exit or abort?",
+                               what, PMIx_Error_string(rc));
+    }
+    return TNT_OK;
+}
+
+tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, size_t bytes)
+{
+    const struct tnt_boot_info *info = &boot->info;
+    uint64_t seq = boot->allgather_seq++;
+    char key[64];
+    char what[64];
+    pmix_value_t value;
+    pmix_status_t rc;
+    tnt_status_t status;
+
+    if (info->is_singleton || info->size == 1) {
+        if (bytes > 0) {
+            memmove(out, in, bytes);
+        }
+        return TNT_OK;
+    }
+    snprintf(key, sizeof(key), "tnt.ag.%llu", (unsigned long long)seq);
+    snprintf(what, sizeof(what), "allgather #%llu", (unsigned long long)seq);
+
+    /* PMIx copies the value on Put, so in may be reused right away. */
+    PMIX_VALUE_CONSTRUCT(&value);
+    value.type = PMIX_BYTE_OBJECT;
+    value.data.bo.bytes = (char *)(uintptr_t)in;
+    value.data.bo.size = bytes;
+    rc = PMIx_Put(PMIX_GLOBAL, key, &value);
+    if (rc == PMIX_SUCCESS) {
+        rc = PMIx_Commit();
+    }
+    if (rc != PMIX_SUCCESS) {
+        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Put/Commit of %zu bytes "
+                               "failed: %s", what, bytes, PMIx_Error_string(rc));
+    }
+    status = fence(boot, 1, what);
+    if (status != TNT_OK) {
+        return status;
+    }
+
+    int timeout = pmix_timeout_arg(boot->timeout_s);
+    pmix_info_t get_info;
+    PMIX_INFO_LOAD(&get_info, PMIX_TIMEOUT, &timeout, PMIX_INT);
+    for (int r = 0; r < info->size; r++) {
+        pmix_proc_t proc;
+        pmix_value_t *val = NULL;
+        PMIX_LOAD_PROCID(&proc, boot->myproc.nspace, (pmix_rank_t)r);
+        rc = PMIx_Get(&proc, key, timeout > 0 ? &get_info : NULL, timeout > 0 ? 1 : 0, &val);
+        if (rc != PMIX_SUCCESS) {
+            status = tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: could not get rank %d's "
+                                     "data from PMIx: %s; did rank %d call the same collective?",
+                                     what, r, PMIx_Error_string(rc), r);
+            break;
+        }
+        if (val->type != PMIX_BYTE_OBJECT || val->data.bo.size != bytes) {
+            status = tnt_error_raise(TNT_ERR_MISMATCH, "bootstrap %s: rank %d contributed %zu "
+                                     "bytes, this rank %zu; the ranks are not running the same "
+                                     "code path", what, r,
+                                     val->type == PMIX_BYTE_OBJECT ? val->data.bo.size : 0, bytes);
+            PMIX_VALUE_RELEASE(val);
+            break;
+        }
+        if (bytes > 0) {
+            memcpy((char *)out + (size_t)r * bytes, val->data.bo.bytes, bytes);
+        }
+        PMIX_VALUE_RELEASE(val);
+    }
+    PMIX_INFO_DESTRUCT(&get_info);
+    return status;
+}
+
+tnt_status_t tnt_boot_barrier(tnt_boot_t *boot)
+{
+    char what[64];
+
+    if (boot->info.is_singleton || boot->info.size == 1) {
+        return TNT_OK;
+    }
+    snprintf(what, sizeof(what), "barrier #%llu", (unsigned long long)boot->barrier_seq++);
+    return fence(boot, 0, what);
+}
+
+void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)
+{
+    if (exit_code == 0) {
+        exit_code = 1;        /* an abort is a failure, whatever the caller says */
+    }
+    if (boot != NULL && boot->pmix_initialized) {
+        /* The server (launcher, mpirun, slurmstepd) kills every rank of the
+         * job, normally including this one. */
+        PMIx_Abort(exit_code, message != NULL ? message : "tnt_abort", NULL, 0);
+    }
+    _exit(exit_code);
+}
