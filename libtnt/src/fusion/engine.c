@@ -1,0 +1,793 @@
+/*
+ * The fusion engine: bucketed gradient allreduce that overlaps with backprop.
+ *
+ * Life of a step (all ranks run the same plan, checked at create):
+ *  - mark_ready(i, data, scale) on the training thread. A tensor of a
+ *    multi-tensor bucket is copied, scaled, into its slot of the bucket's
+ *    staging buffer; a tensor alone in its bucket is scaled in place and later
+ *    reduced in place, with no copy at all.
+ *  - When a bucket's last tensor arrives, the bucket's request (embedded in
+ *    the bucket, so nothing is allocated) is posted to the progress thread,
+ *    which runs the allreduce and copies the results back into the tensors.
+ *  - Buckets may fill out of order (hooks fire in whatever order autograd
+ *    produces them), but the progress thread runs requests in posting order
+ *    and collectives match only if every rank issues them in the same order.
+ *    So buckets are posted strictly in bucket order: a full bucket waits until
+ *    every earlier bucket has been posted, and posting one may release a run
+ *    of later full buckets.
+ *  - After the last bucket comes one small allgather, the step check: each
+ *    rank contributes one byte saying whether it marked every tensor. Without
+ *    it, a rank that forgot a tensor would leave its peers waiting for that
+ *    bucket's allreduce until TNT_TIMEOUT; with it, the forgetting rank posts
+ *    the missing buckets with zeros in place of the missing tensors, so every
+ *    collective still matches, and then every rank learns from the check
+ *    which ranks' results are incomplete and fails the step with their names.
+ *  - wait() waits for all requests, reports, and resets for the next step.
+ *
+ * Memory: everything (tensor and bucket tables, one staging arena with a
+ * 64-byte aligned slot per multi-tensor bucket, the check's buffer) is
+ * allocated at create. Steady-state steps allocate nothing and make no
+ * system call beyond the progress queue's uncontended mutex and condvar.
+ *
+ * Threads: mark_ready and wait may be called from any thread (autograd may
+ * run hooks on its own threads); fusion->lock serialises them. The progress
+ * thread touches a bucket only between its post and its completion.
+ */
+#include "fusion/fusion.h"
+
+#include "coll/coll.h"
+#include "coll/reduce.h"
+#include "core/comm.h"
+#include "util/log.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FUSION_ALIGN 64
+/* At most this many tensor indices or ranks are spelled out in a message. */
+#define FUSION_LIST_MAX 16
+
+struct fusion_tensor {
+    size_t count;
+    tnt_dtype_t dtype;
+    size_t bucket;
+    size_t offset_bytes;    /* within the bucket's staging slot */
+    void *data;             /* this step's pointer; NULL until marked */
+};
+
+struct fusion_bucket {
+    struct tnt_request req;     /* posted to the progress thread; args.user = bucket */
+    struct tnt_fusion *fusion;
+    size_t first_tensor;
+    size_t num_tensors;
+    size_t count;               /* elements over all its tensors */
+    tnt_dtype_t dtype;
+    unsigned char *staging;     /* NULL for a single-tensor bucket (reduced in place) */
+    size_t marked;              /* tensors marked this step */
+    int posted;                 /* posted this step (and not yet waited for) */
+};
+
+struct tnt_fusion {
+    tnt_comm_t *comm;
+    tnt_op_t op;
+    size_t threshold;
+    size_t num_tensors;
+    size_t num_buckets;
+    struct fusion_tensor *tensors;
+    struct fusion_bucket *buckets;
+    unsigned char *arena;       /* staging slots of all multi-tensor buckets */
+    size_t max_single_bytes;    /* largest single-tensor bucket (for fill-in) */
+    unsigned char *fill;        /* zeros for missing single tensors; lazily, error path */
+
+    pthread_mutex_t lock;
+    size_t next_post;           /* first bucket not yet posted this step */
+    size_t num_marked;          /* tensors marked this step */
+    uint64_t step;              /* steps completed, for messages */
+    int broken;                 /* a request may still be running: unusable */
+
+    /* The step check (see above). */
+    struct tnt_request check_req;
+    int check_posted;
+    unsigned char my_incomplete;
+    unsigned char *incomplete;  /* comm->size bytes */
+};
+
+/* What create compares across ranks: a digest of the whole plan plus the
+ * headline numbers for the message. Fixed-width fields only. */
+struct fusion_summary {
+    uint64_t digest;
+    uint64_t num_tensors;
+    uint64_t num_buckets;
+    uint64_t threshold;
+    uint64_t total_bytes;
+    uint32_t op;
+    uint32_t reserved;
+};
+
+static const char *fusion_op_name(tnt_op_t op)
+{
+    static const char *const names[] = {"sum", "prod", "min", "max", "avg"};
+    return (unsigned)op < (unsigned)TNT_OP_LAST ? names[op] : "?";
+}
+
+static uint64_t fusion_fnv1a(uint64_t hash, uint64_t value)
+{
+    for (int i = 0; i < 8; i++) {
+        hash ^= (value >> (8 * i)) & 0xff;
+        hash *= UINT64_C(0x100000001b3);
+    }
+    return hash;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Progress-thread side                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Runs on the progress thread. The staging slots (or in-place tensors) were
+ * written before the post, whose mutex hand-over orders them before this. */
+static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *req)
+{
+    struct fusion_bucket *bucket = req->args.user;
+    struct tnt_fusion *fusion = bucket->fusion;
+    const size_t elem = tnt_dtype_size(bucket->dtype);
+    tnt_status_t status;
+
+    /* Empty buckets are skipped identically on every rank (same plan). */
+    if (bucket->count == 0) {
+        return TNT_OK;
+    }
+    if (bucket->staging == NULL) {
+        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor];
+        if (t->data != NULL) {
+            return tnt_coll_allreduce(comm, t->data, t->data, bucket->count, bucket->dtype,
+                                      fusion->op);
+        }
+        /* Never marked on this rank (the step fails): contribute zeros from
+         * the shared fill buffer. Buckets run one at a time on this thread,
+         * so re-zeroing it here is safe. */
+        memset(fusion->fill, 0, bucket->count * elem);
+        return tnt_coll_allreduce(comm, fusion->fill, fusion->fill, bucket->count,
+                                  bucket->dtype, fusion->op);
+    }
+    status = tnt_coll_allreduce(comm, bucket->staging, bucket->staging, bucket->count,
+                                bucket->dtype, fusion->op);
+    if (status != TNT_OK) {
+        return status;
+    }
+    for (size_t i = 0; i < bucket->num_tensors; i++) {
+        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
+        if (t->data != NULL && t->count > 0) {
+            memcpy(t->data, bucket->staging + t->offset_bytes, t->count * elem);
+        }
+    }
+    return TNT_OK;
+}
+
+static tnt_status_t fusion_check_execute(tnt_comm_t *comm, struct tnt_request *req)
+{
+    struct tnt_fusion *fusion = req->args.user;
+    return tnt_coll_allgather(comm, &fusion->my_incomplete, fusion->incomplete, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Training-thread side                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* dst = src * scale. float32/float64 are scaled during the copy (one pass);
+ * the other types are copied, then scaled by the reduction kernels. */
+static void fusion_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void *restrict src,
+                               size_t count, double scale)
+{
+    if (scale == 1.0) {
+        memcpy(dst, src, count * tnt_dtype_size(dtype));
+    } else if (dtype == TNT_FLOAT32) {
+        float *restrict d = dst;
+        const float *restrict s = src;
+        const float f = (float)scale;
+        for (size_t i = 0; i < count; i++) {
+            d[i] = s[i] * f;
+        }
+    } else if (dtype == TNT_FLOAT64) {
+        double *restrict d = dst;
+        const double *restrict s = src;
+        for (size_t i = 0; i < count; i++) {
+            d[i] = s[i] * scale;
+        }
+    } else {
+        memcpy(dst, src, count * tnt_dtype_size(dtype));
+        tnt_reduce_scale(dtype, dst, count, scale);
+    }
+}
+
+/* Called with fusion->lock held. Posts every full bucket from next_post on,
+ * in bucket order, and the step check once the last bucket is out. */
+static tnt_status_t fusion_post_ready(struct tnt_fusion *fusion)
+{
+    tnt_status_t status;
+
+    while (fusion->next_post < fusion->num_buckets) {
+        struct fusion_bucket *bucket = &fusion->buckets[fusion->next_post];
+        if (bucket->marked < bucket->num_tensors) {
+            return TNT_OK;
+        }
+        status = tnt_progress_post(fusion->comm, &bucket->req);
+        if (status != TNT_OK) {
+            fusion->broken = 1;     /* peers will miss this collective */
+            return status;
+        }
+        bucket->posted = 1;
+        fusion->next_post++;
+    }
+    if (!fusion->check_posted) {
+        status = tnt_progress_post(fusion->comm, &fusion->check_req);
+        if (status != TNT_OK) {
+            fusion->broken = 1;
+            return status;
+        }
+        fusion->check_posted = 1;
+    }
+    return TNT_OK;
+}
+
+static tnt_status_t fusion_broken_error(const struct tnt_fusion *fusion, const char *fn)
+{
+    return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                           "%s: this fusion engine stopped at step %llu because an allreduce of "
+                           "it failed or could not be posted; destroy it and restart the job",
+                           fn, (unsigned long long)fusion->step);
+}
+
+TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, void *data,
+                                           double scale)
+{
+    tnt_status_t status;
+
+    if (fusion == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_mark_ready: fusion is NULL");
+    }
+    pthread_mutex_lock(&fusion->lock);
+    if (fusion->broken) {
+        status = fusion_broken_error(fusion, "tnt_fusion_mark_ready");
+        goto out_unlock;
+    }
+    if (index >= fusion->num_tensors) {
+        status = tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                 "tnt_fusion_mark_ready: tensor index %zu out of range; the engine "
+                                 "has %zu tensors (0 .. %zu)", index, fusion->num_tensors,
+                                 fusion->num_tensors ? fusion->num_tensors - 1 : 0);
+        goto out_unlock;
+    }
+    struct fusion_tensor *t = &fusion->tensors[index];
+    struct fusion_bucket *bucket = &fusion->buckets[t->bucket];
+    if (t->data != NULL) {
+        status = tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                 "tnt_fusion_mark_ready: tensor %zu was already marked ready in "
+                                 "step %llu; call tnt_fusion_wait before marking it again", index,
+                                 (unsigned long long)fusion->step);
+        goto out_unlock;
+    }
+    if (data == NULL && t->count > 0) {
+        status = tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                 "tnt_fusion_mark_ready: data of tensor %zu (%zu elements) is "
+                                 "NULL", index, t->count);
+        goto out_unlock;
+    }
+    if (!isfinite(scale)) {
+        status = tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                 "tnt_fusion_mark_ready: scale %g of tensor %zu is not finite",
+                                 scale, index);
+        goto out_unlock;
+    }
+
+    if (t->count > 0) {
+        if (bucket->staging != NULL) {
+            fusion_copy_scaled(t->dtype, bucket->staging + t->offset_bytes, data, t->count, scale);
+        } else if (scale != 1.0) {
+            tnt_reduce_scale(t->dtype, data, t->count, scale);
+        }
+    }
+    /* A zero-count tensor may pass NULL; any non-NULL marker records it. */
+    t->data = data != NULL ? data : (void *)fusion;
+    fusion->num_marked++;
+    bucket->marked++;
+    status = TNT_OK;
+    if (bucket->marked == bucket->num_tensors) {
+        status = fusion_post_ready(fusion);
+    }
+out_unlock:
+    pthread_mutex_unlock(&fusion->lock);
+    return status;
+}
+
+/* Writes "3, 7, 12" (at most FUSION_LIST_MAX entries, then ", ... (N in
+ * all)") of the indices i < n for which pick(ctx, i) holds. */
+static void fusion_format_list(char *buf, size_t size, size_t n,
+                               int (*pick)(const void *ctx, size_t i), const void *ctx)
+{
+    size_t used = 0, listed = 0, total = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (!pick(ctx, i)) {
+            continue;
+        }
+        total++;
+        if (listed < FUSION_LIST_MAX && used < size) {
+            int w = snprintf(buf + used, size - used, "%s%zu", listed ? ", " : "", i);
+            used += w > 0 ? (size_t)w : 0;
+            listed++;
+        }
+    }
+    if (total > listed && used < size) {
+        snprintf(buf + used, size - used, ", ... (%zu in all)", total);
+    }
+}
+
+static int fusion_pick_unmarked(const void *ctx, size_t i)
+{
+    const struct tnt_fusion *fusion = ctx;
+    return fusion->tensors[i].data == NULL;
+}
+
+static int fusion_pick_incomplete(const void *ctx, size_t i)
+{
+    const struct tnt_fusion *fusion = ctx;
+    return fusion->incomplete[i] != 0;
+}
+
+/* Called with fusion->lock held, at the end of a step in which some tensors
+ * were never marked: makes the rest of the step's collectives happen anyway
+ * (zeros in place of the missing data) so that peers do not hang. */
+static tnt_status_t fusion_post_fill_in(struct tnt_fusion *fusion)
+{
+    if (fusion->fill == NULL && fusion->max_single_bytes > 0) {
+        /* Error path only, never in a good step. */
+        fusion->fill = malloc(fusion->max_single_bytes);
+        if (fusion->fill == NULL) {
+            fusion->broken = 1;
+            return tnt_error_raise(TNT_ERR_NO_MEMORY,
+                                   "fusion step %llu: no memory (%zu bytes) to stand in for the "
+                                   "tensors that were never marked ready",
+                                   (unsigned long long)fusion->step, fusion->max_single_bytes);
+        }
+    }
+    for (size_t b = fusion->next_post; b < fusion->num_buckets; b++) {
+        struct fusion_bucket *bucket = &fusion->buckets[b];
+        if (bucket->staging == NULL) {
+            continue;
+        }
+        const size_t elem = tnt_dtype_size(bucket->dtype);
+        for (size_t i = 0; i < bucket->num_tensors; i++) {
+            struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
+            if (t->data == NULL) {
+                memset(bucket->staging + t->offset_bytes, 0, t->count * elem);
+            }
+        }
+    }
+    /* Every remaining bucket counts as full for this step only (reset in
+     * wait), so fusion_post_ready posts them all, in order. */
+    for (size_t b = fusion->next_post; b < fusion->num_buckets; b++) {
+        fusion->buckets[b].marked = fusion->buckets[b].num_tensors;
+    }
+    fusion->my_incomplete = 1;
+    return fusion_post_ready(fusion);
+}
+
+static void fusion_reset_step(struct tnt_fusion *fusion)
+{
+    for (size_t i = 0; i < fusion->num_tensors; i++) {
+        fusion->tensors[i].data = NULL;
+    }
+    for (size_t b = 0; b < fusion->num_buckets; b++) {
+        fusion->buckets[b].marked = 0;
+        fusion->buckets[b].posted = 0;
+    }
+    fusion->next_post = 0;
+    fusion->num_marked = 0;
+    fusion->check_posted = 0;
+    fusion->my_incomplete = 0;
+    fusion->step++;
+}
+
+/* Waits for one posted request. Returns its status; marks the engine broken
+ * when the request may still be running (its memory must then stay). */
+static tnt_status_t fusion_wait_request(struct tnt_fusion *fusion, struct tnt_request *req)
+{
+    tnt_status_t status = tnt_progress_wait(fusion->comm, req);
+    if (atomic_load_explicit(&req->status, memory_order_acquire) == TNT_IN_PROGRESS) {
+        fusion->broken = 1;
+    }
+    return status;
+}
+
+/* The body of wait (lock held). report_missing: raise the error about
+ * unmarked tensors (wait) or stay quiet (destroy). */
+static tnt_status_t fusion_finish_step(struct tnt_fusion *fusion, int report_missing)
+{
+    tnt_status_t status = TNT_OK;
+    tnt_status_t first_error = TNT_OK;
+    char first_message[1024] = "";
+    char list[256];
+    const size_t missing = fusion->num_tensors - fusion->num_marked;
+
+    if (fusion->broken) {
+        return fusion_broken_error(fusion, "tnt_fusion_wait");
+    }
+    if (missing > 0) {
+        /* The list is formatted now: the fill-in does not touch data. */
+        fusion_format_list(list, sizeof(list), fusion->num_tensors, fusion_pick_unmarked, fusion);
+        status = fusion_post_fill_in(fusion);
+    } else {
+        /* Only reachable with zero tensors: the check has not gone out yet. */
+        status = fusion_post_ready(fusion);
+    }
+    if (status != TNT_OK) {
+        /* Nothing is waited for: posted requests may still run. */
+        fusion->broken = 1;
+        return status;
+    }
+
+    for (size_t b = 0; b < fusion->num_buckets; b++) {
+        if (!fusion->buckets[b].posted) {
+            continue;
+        }
+        status = fusion_wait_request(fusion, &fusion->buckets[b].req);
+        if (status != TNT_OK && first_error == TNT_OK) {
+            first_error = status;
+            snprintf(first_message, sizeof(first_message), "%s", tnt_last_error());
+        }
+    }
+    status = fusion_wait_request(fusion, &fusion->check_req);
+    if (status != TNT_OK && first_error == TNT_OK) {
+        first_error = status;
+        snprintf(first_message, sizeof(first_message), "%s", tnt_last_error());
+    }
+    if (fusion->broken) {
+        tnt_error_restore(first_message);
+        return first_error;
+    }
+
+    if (first_error != TNT_OK) {
+        /* A collective failed: its own message (naming the peer) stands. */
+        tnt_error_restore(first_message);
+        status = first_error;
+    } else if (missing > 0) {
+        status = report_missing
+                     ? tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                       "fusion step %llu: tensor(s) %s of %zu were never marked "
+                                       "ready; zeros were reduced in their place so no rank "
+                                       "hangs, but this step's results are wrong on every rank. "
+                                       "Call tnt_fusion_mark_ready for every tensor before "
+                                       "tnt_fusion_wait", (unsigned long long)fusion->step, list,
+                                       fusion->num_tensors)
+                     : TNT_ERR_INVALID_ARG;
+    } else {
+        int any = 0;
+        for (int r = 0; r < fusion->comm->size; r++) {
+            any |= fusion->incomplete[r];
+        }
+        if (any) {
+            fusion_format_list(list, sizeof(list), (size_t)fusion->comm->size,
+                               fusion_pick_incomplete, fusion);
+            status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                     "fusion step %llu: rank(s) %s did not mark every tensor "
+                                     "ready, so this step's reduced gradients are incomplete on "
+                                     "every rank (see the error of those ranks)",
+                                     (unsigned long long)fusion->step, list);
+        }
+    }
+    fusion_reset_step(fusion);
+    return status;
+}
+
+TNT_API tnt_status_t tnt_fusion_wait(tnt_fusion_t *fusion)
+{
+    tnt_status_t status;
+
+    if (fusion == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_wait: fusion is NULL");
+    }
+    pthread_mutex_lock(&fusion->lock);
+    status = fusion_finish_step(fusion, 1);
+    pthread_mutex_unlock(&fusion->lock);
+    return status;
+}
+
+TNT_API size_t tnt_fusion_num_buckets(const tnt_fusion_t *fusion)
+{
+    return fusion != NULL ? fusion->num_buckets : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Create / destroy                                                          */
+/* ------------------------------------------------------------------------ */
+
+static void fusion_free(struct tnt_fusion *fusion)
+{
+    free(fusion->incomplete);
+    free(fusion->fill);
+    free(fusion->arena);
+    free(fusion->buckets);
+    free(fusion->tensors);
+    free(fusion);
+}
+
+/* Compares this rank's plan with every other rank's. All ranks get the same
+ * answer (they all see the same gathered summaries), so either all of them
+ * return an engine or none does. */
+static tnt_status_t fusion_compare_plans(struct tnt_fusion *fusion,
+                                         const struct fusion_summary *mine)
+{
+    tnt_comm_t *comm = fusion->comm;
+    const int size = comm->size;
+    struct fusion_summary *all;
+    tnt_status_t status;
+
+    all = calloc((size_t)size, sizeof(*all));
+    if (all == NULL) {
+        /* Peers wait for this rank in the allgather until TNT_TIMEOUT, and
+         * that error names it. */
+        return tnt_error_raise(TNT_ERR_NO_MEMORY,
+                               "tnt_fusion_create: no memory to compare the plans of %d ranks",
+                               size);
+    }
+    /* Blocking collectives run after earlier nonblocking ones. */
+    status = tnt_progress_drain(comm);
+    if (status == TNT_OK) {
+        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+    }
+    if (status != TNT_OK) {
+        goto out_free;
+    }
+
+    const struct fusion_summary *ref = &all[0];
+    char ranks[256];
+    size_t used = 0, listed = 0, differing = 0;
+    int first_diff = -1;
+    ranks[0] = '\0';
+    for (int r = 1; r < size; r++) {
+        if (memcmp(&all[r], ref, sizeof(*ref)) == 0) {
+            continue;
+        }
+        differing++;
+        if (first_diff < 0) {
+            first_diff = r;
+        }
+        if (listed < FUSION_LIST_MAX && used < sizeof(ranks)) {
+            int w = snprintf(ranks + used, sizeof(ranks) - used, "%s%d", listed ? ", " : "", r);
+            used += w > 0 ? (size_t)w : 0;
+            listed++;
+        }
+    }
+    if (differing == 0) {
+        goto out_free;
+    }
+    if (differing > listed && used < sizeof(ranks)) {
+        snprintf(ranks + used, sizeof(ranks) - used, ", ... (%zu in all)", differing);
+    }
+
+    const struct fusion_summary *other = &all[first_diff];
+    char detail[256];
+    if (other->threshold != ref->threshold) {
+        snprintf(detail, sizeof(detail),
+                 "; the fusion threshold differs (%llu vs %llu bytes): set "
+                 "TNT_FUSION_THRESHOLD_KB alike on every rank",
+                 (unsigned long long)ref->threshold, (unsigned long long)other->threshold);
+    } else if (other->op != ref->op) {
+        snprintf(detail, sizeof(detail), "; the reduction differs (%s vs %s)",
+                 fusion_op_name((tnt_op_t)ref->op), fusion_op_name((tnt_op_t)other->op));
+    } else if (other->num_tensors == ref->num_tensors && other->total_bytes == ref->total_bytes) {
+        snprintf(detail, sizeof(detail), "; same sizes in total, but the tensors' order, counts "
+                 "or dtypes differ");
+    } else {
+        snprintf(detail, sizeof(detail), "; %llu vs %llu bytes in all",
+                 (unsigned long long)ref->total_bytes, (unsigned long long)other->total_bytes);
+    }
+    /* Rank 0 and the ranks that differ say it; the others only record it,
+     * so a 64-rank job does not print 64 copies of one line. */
+    const int speak = comm->rank == 0 || memcmp(&all[comm->rank], ref, sizeof(*ref)) != 0;
+    status = (speak ? tnt_error_raise : tnt_error_set)(
+        TNT_ERR_MISMATCH,
+        "fusion plan differs from rank 0's on rank(s) %s (%llu tensors / %llu buckets vs "
+        "%llu / %llu on rank %d%s); every rank must register the same tensors in the same "
+        "order", ranks, (unsigned long long)ref->num_tensors,
+        (unsigned long long)ref->num_buckets, (unsigned long long)other->num_tensors,
+        (unsigned long long)other->num_buckets, first_diff, detail);
+out_free:
+    free(all);
+    return status;
+}
+
+TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
+                                       size_t num_tensors, size_t threshold_bytes,
+                                       tnt_op_t op, tnt_fusion_t **fusion_p)
+{
+    struct tnt_fusion *fusion;
+    size_t *bucket_of = NULL;
+    struct fusion_summary mine;
+    tnt_status_t status;
+
+    if (comm == NULL) {
+        return tnt_error_raise(TNT_ERR_NOT_INITIALIZED,
+                               "tnt_fusion_create: comm is NULL; call tnt_init first");
+    }
+    if (fusion_p == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_create: fusion_p is NULL");
+    }
+    if ((unsigned)op >= (unsigned)TNT_OP_LAST) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "tnt_fusion_create: invalid op %d; use TNT_SUM .. TNT_AVG",
+                               (int)op);
+    }
+    /* Argument errors are returned before the collective: a rank with a bad
+     * list leaves its peers in the plan comparison until TNT_TIMEOUT, which
+     * names it. Checking the list is cheap and identical for a correct
+     * program on every rank. */
+    status = tnt_fusion_plan_check(tensors, num_tensors);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (threshold_bytes == TNT_FUSION_THRESHOLD_AUTO) {
+        threshold_bytes = tnt_fusion_threshold_from_env();
+    }
+
+    fusion = calloc(1, sizeof(*fusion));
+    if (fusion == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: out of memory");
+        goto err;
+    }
+    fusion->comm = comm;
+    fusion->op = op;
+    fusion->threshold = threshold_bytes;
+    fusion->num_tensors = num_tensors;
+    bucket_of = malloc((num_tensors ? num_tensors : 1) * sizeof(*bucket_of));
+    fusion->tensors = calloc(num_tensors ? num_tensors : 1, sizeof(*fusion->tensors));
+    fusion->incomplete = calloc((size_t)comm->size, 1);
+    if (bucket_of == NULL || fusion->tensors == NULL || fusion->incomplete == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY,
+                                 "tnt_fusion_create: out of memory for %zu tensors", num_tensors);
+        goto err_free;
+    }
+    status = tnt_fusion_plan(tensors, num_tensors, threshold_bytes, bucket_of,
+                             &fusion->num_buckets);
+    if (status != TNT_OK) {
+        goto err_free;
+    }
+    fusion->buckets = calloc(fusion->num_buckets ? fusion->num_buckets : 1,
+                             sizeof(*fusion->buckets));
+    if (fusion->buckets == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: out of memory for %zu "
+                                 "buckets", fusion->num_buckets);
+        goto err_free;
+    }
+
+    /* Lay out the buckets and the staging arena, and digest the plan. */
+    uint64_t digest = UINT64_C(0xcbf29ce484222325);
+    uint64_t total_bytes = 0;
+    size_t arena_bytes = 0;
+    digest = fusion_fnv1a(digest, threshold_bytes);
+    digest = fusion_fnv1a(digest, (uint64_t)op);
+    digest = fusion_fnv1a(digest, num_tensors);
+    for (size_t i = 0; i < num_tensors; i++) {
+        struct fusion_tensor *t = &fusion->tensors[i];
+        struct fusion_bucket *bucket = &fusion->buckets[bucket_of[i]];
+        const size_t bytes = tensors[i].count * tnt_dtype_size(tensors[i].dtype);
+
+        t->count = tensors[i].count;
+        t->dtype = tensors[i].dtype;
+        t->bucket = bucket_of[i];
+        if (bucket->num_tensors == 0) {
+            bucket->first_tensor = i;
+            bucket->dtype = t->dtype;
+        }
+        t->offset_bytes = bucket->count * tnt_dtype_size(t->dtype);
+        bucket->num_tensors++;
+        bucket->count += t->count;
+        total_bytes += bytes;
+        digest = fusion_fnv1a(digest, t->count);
+        digest = fusion_fnv1a(digest, (uint64_t)t->dtype);
+        digest = fusion_fnv1a(digest, t->bucket);
+    }
+    for (size_t b = 0; b < fusion->num_buckets; b++) {
+        struct fusion_bucket *bucket = &fusion->buckets[b];
+        const size_t bytes = bucket->count * tnt_dtype_size(bucket->dtype);
+        if (bucket->num_tensors > 1) {
+            /* Offsets for now; turned into pointers once the arena exists. */
+            bucket->staging = (unsigned char *)(uintptr_t)(arena_bytes + 1);
+            if (bytes > SIZE_MAX - arena_bytes - FUSION_ALIGN) {
+                status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: the staging "
+                                         "buffers do not fit in the address space");
+                goto err_free;
+            }
+            arena_bytes += (bytes + FUSION_ALIGN - 1) / FUSION_ALIGN * FUSION_ALIGN;
+        } else if (bytes > fusion->max_single_bytes) {
+            fusion->max_single_bytes = bytes;
+        }
+    }
+    if (arena_bytes > 0) {
+        if (posix_memalign((void **)&fusion->arena, FUSION_ALIGN, arena_bytes) != 0) {
+            fusion->arena = NULL;
+            status = tnt_error_raise(TNT_ERR_NO_MEMORY,
+                                     "tnt_fusion_create: no memory for %zu bytes of fusion "
+                                     "staging buffers; lower the threshold "
+                                     "(TNT_FUSION_THRESHOLD_KB) or use 0 for no staging",
+                                     arena_bytes);
+            goto err_free;
+        }
+        /* Touch every page now, so the first step does not pay page faults. */
+        memset(fusion->arena, 0, arena_bytes);
+    }
+    for (size_t b = 0; b < fusion->num_buckets; b++) {
+        struct fusion_bucket *bucket = &fusion->buckets[b];
+        if (bucket->staging != NULL) {
+            bucket->staging = fusion->arena + ((uintptr_t)bucket->staging - 1);
+        }
+        bucket->fusion = fusion;
+        bucket->req.execute = fusion_bucket_execute;
+        bucket->req.heap_allocated = 0;
+        bucket->req.args.user = bucket;
+        atomic_init(&bucket->req.status, TNT_OK);
+    }
+    fusion->check_req.execute = fusion_check_execute;
+    fusion->check_req.heap_allocated = 0;
+    fusion->check_req.args.user = fusion;
+    atomic_init(&fusion->check_req.status, TNT_OK);
+
+    memset(&mine, 0, sizeof(mine));
+    mine.digest = digest;
+    mine.num_tensors = num_tensors;
+    mine.num_buckets = fusion->num_buckets;
+    mine.threshold = threshold_bytes;
+    mine.total_bytes = total_bytes;
+    mine.op = (uint32_t)op;
+    status = fusion_compare_plans(fusion, &mine);
+    if (status != TNT_OK) {
+        goto err_free;
+    }
+    if (pthread_mutex_init(&fusion->lock, NULL) != 0) {
+        status = tnt_error_raise(TNT_ERR_SYSTEM, "tnt_fusion_create: pthread_mutex_init failed");
+        goto err_free;
+    }
+    free(bucket_of);
+    tnt_log_debug("fusion engine: %zu tensors, %llu bytes, threshold %zu bytes, %zu buckets, "
+                  "%zu bytes of staging", num_tensors, (unsigned long long)total_bytes,
+                  threshold_bytes, fusion->num_buckets, arena_bytes);
+    *fusion_p = fusion;
+    return TNT_OK;
+
+err_free:
+    free(bucket_of);
+    fusion_free(fusion);
+err:
+    return status;
+}
+
+TNT_API void tnt_fusion_destroy(tnt_fusion_t *fusion)
+{
+    if (fusion == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&fusion->lock);
+    /* Destroyed in the middle of a step (an exception between mark_ready and
+     * wait): finish the step like wait would, so that peers still find this
+     * rank's collectives (and learn from the step check that it is
+     * incomplete) instead of waiting for them until TNT_TIMEOUT. */
+    if (!fusion->broken && fusion->num_marked > 0) {
+        (void)fusion_finish_step(fusion, 0);
+    }
+    const int broken = fusion->broken;
+    pthread_mutex_unlock(&fusion->lock);
+    if (broken) {
+        /* A request may still be queued or running on the progress thread
+         * and point into this memory: leaking it is the only safe choice. */
+        tnt_log_warn("fusion engine destroyed while one of its allreduces may still be running; "
+                     "its memory is not freed");
+        return;
+    }
+    pthread_mutex_destroy(&fusion->lock);
+    fusion_free(fusion);
+}
