@@ -14,6 +14,11 @@
  * srcs[0]. TNT_AVG is treated as TNT_SUM here; see tnt_reduce_divide. */
 void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs,
                   int num_srcs, size_t count);
+/* tnt_reduce_n followed by buf[i] /= divisor (divisor <= 1: none). For
+ * float16/bfloat16 the division happens in float32 before the single rounding,
+ * so an average is rounded once. dst may alias any source. */
+void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs,
+                      int num_srcs, size_t count, int divisor);
 /* buf[i] /= divisor (integer division for integer types). */
 void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor);
 /* buf[i] *= scale, in the dtype's arithmetic (via float32 for 16-bit types). */

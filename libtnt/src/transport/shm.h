@@ -24,7 +24,10 @@ typedef struct {
     double timeout_s;            /* TNT_TIMEOUT */
 } tnt_shm_params_t;
 
-/* Collective over the local ranks. */
+/* Collective over the local ranks. Reads TNT_SHM_STAGING_KB (local rank 0:
+ * staging per rank, default 4096) and TNT_SHM_CMA ("0" disables single-copy
+ * reads of peers' buffers with process_vm_readv; default: used when every
+ * local rank can read every other). */
 tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p);
 void tnt_shm_destroy(tnt_shm_t *shm);
 
@@ -39,7 +42,9 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
 /* Building blocks of the hierarchical allreduce. Slice i of a count-element
  * vector is tnt_shm_slice(count, i, local_size) (same rule as shard ranges).
  * reduce_scatter: afterwards recvbuf's own slice holds the node's reduction
- * (op must not be TNT_AVG). allgather_slices: each local rank contributes its
+ * (TNT_AVG divides by local_size; hierarchical callers pass TNT_SUM and
+ * divide once at the end); other parts of recvbuf are left as they were,
+ * and sendbuf == recvbuf is allowed. allgather_slices: each local rank contributes its
  * slice of buf; afterwards buf is complete on every local rank. */
 void tnt_shm_slice(size_t count, int local_rank, int local_size, size_t *offset_p, size_t *count_p);
 tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,

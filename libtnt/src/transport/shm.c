@@ -1,0 +1,588 @@
+/*
+ * Shared-memory transport: the node's segment (create, attach, early unlink),
+ * the phase protocol with bounded, backing-off waits and dead-peer detection,
+ * and the data-movement collectives (barrier, broadcast, allgather). The
+ * reductions are in shm_allreduce.c. Protocol and layout: shm_impl.h.
+ */
+#include "transport/shm_impl.h"
+#include "util/log.h"
+#include "util/wait.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* Default staging area per local rank (both slots together). A few MiB keep
+ * the segment small (8 ranks: 32 MiB) while making each pipeline step long
+ * enough that the phase synchronisation costs little. */
+#define TNT_SHM_STAGING_DEFAULT_KB 4096
+/* Polls of a peer's counter before the first clock read: a small allreduce
+ * between two running ranks completes within this. */
+#define TNT_SHM_FAST_POLLS 256
+/* How often a slow waiter checks whether the peers it waits for are alive. */
+#define TNT_SHM_LIVENESS_NS 100000000ull
+/* Per-peer block read with process_vm_readv before it is reduced; small
+ * enough that n-1 of them stay in L2. */
+#define TNT_SHM_CMA_BLOCK_BYTES (64 * 1024)
+
+static inline void tnt_shm_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+void tnt_shm_slice(size_t count, int local_rank, int local_size, size_t *offset_p, size_t *count_p)
+{
+    size_t base = count / (size_t)local_size;
+    size_t rest = count % (size_t)local_size;
+    size_t r = (size_t)local_rank;
+    *offset_p = r * base + (r < rest ? r : rest);
+    *count_p = base + (r < rest ? 1 : 0);
+}
+
+/* ---- liveness and errors ---------------------------------------------- */
+
+/* Slow path only. kill(pid, 0) alone is not enough: a dead child that its
+ * parent has not reaped yet still exists as a zombie. */
+static int tnt_shm_pid_alive(pid_t pid)
+{
+    if (pid <= 0)
+        return 1; /* not attached yet: nothing to judge by */
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : 1;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return 1;
+    buf[len] = '\0';
+    /* "pid (comm) S ...": the state follows the last ')'. */
+    const char *paren = strrchr(buf, ')');
+    if (paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))
+        return 0;
+    return 1;
+}
+
+static pid_t tnt_shm_peer_pid(const struct tnt_shm *shm, int peer)
+{
+    return (pid_t)atomic_load_explicit(&shm->ctl[peer].pid, memory_order_relaxed);
+}
+
+static tnt_status_t tnt_shm_peer_failed(struct tnt_shm *shm, int peer, const char *what)
+{
+    int32_t expected = 0;
+    /* Relaxed is enough: the word only tells others to stop waiting. */
+    atomic_compare_exchange_strong_explicit(&shm->hdr->failed, &expected, peer + 1,
+                                            memory_order_relaxed, memory_order_relaxed);
+    shm->broken = tnt_error_raise(
+        TNT_ERR_PEER_FAILED,
+        "rank %d: local rank %d (rank %d, pid %d) died during %s #%llu; the job cannot "
+        "continue; see that rank's output for the cause",
+        shm->global_ranks[shm->me], peer, shm->global_ranks[peer], (int)tnt_shm_peer_pid(shm, peer),
+        what, (unsigned long long)shm->num_collectives);
+    return shm->broken;
+}
+
+static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t target,
+                                      const char *what)
+{
+    _Atomic uint64_t *seq = &shm->ctl[peer].seq;
+    /* Acquire: everything the peer wrote before its release store of
+     * target (slot data, buffer addresses, its reads of my slots) happens-
+     * before what this rank does after the load returns. */
+    for (int i = 0; i < TNT_SHM_FAST_POLLS; i++) {
+        if (atomic_load_explicit(seq, memory_order_acquire) >= target)
+            return TNT_OK;
+        tnt_shm_cpu_relax();
+    }
+
+    tnt_backoff_t backoff;
+    tnt_backoff_init(&backoff, shm->timeout_s);
+    uint64_t next_check = tnt_time_ns() + TNT_SHM_LIVENESS_NS;
+    while (atomic_load_explicit(seq, memory_order_acquire) < target) {
+        if (tnt_backoff_wait(&backoff) != 0) {
+            shm->broken = tnt_error_raise(
+                TNT_ERR_TIMEOUT,
+                "rank %d: local rank %d (rank %d, pid %d) did not join %s #%llu within %.0f s; "
+                "is it still running? see TNT_TIMEOUT",
+                shm->global_ranks[shm->me], peer, shm->global_ranks[peer],
+                (int)tnt_shm_peer_pid(shm, peer), what, (unsigned long long)shm->num_collectives,
+                shm->timeout_s);
+            return shm->broken;
+        }
+        int32_t failed = atomic_load_explicit(&shm->hdr->failed, memory_order_relaxed);
+        if (failed > 0)
+            return tnt_shm_peer_failed(shm, failed - 1, what);
+        uint64_t now = tnt_time_ns();
+        if (now >= next_check) {
+            next_check = now + TNT_SHM_LIVENESS_NS;
+            if (!tnt_shm_pid_alive(tnt_shm_peer_pid(shm, peer)))
+                return tnt_shm_peer_failed(shm, peer, what);
+        }
+    }
+    return TNT_OK;
+}
+
+void tnt_shm_signal(struct tnt_shm *shm)
+{
+    shm->phase++;
+    /* Release: my slot writes and my reads of peers' slots for earlier
+     * phases happen-before any peer's acquire load that sees this value. */
+    atomic_store_explicit(&shm->ctl[shm->me].seq, shm->phase, memory_order_release);
+}
+
+tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
+{
+    for (int j = 0; j < shm->n; j++) {
+        if (j == shm->me)
+            continue;
+        tnt_status_t status = tnt_shm_wait_peer(shm, j, shm->phase, what);
+        if (status != TNT_OK)
+            return status;
+    }
+    return TNT_OK;
+}
+
+tnt_status_t tnt_shm_phase(struct tnt_shm *shm, const char *what)
+{
+    tnt_shm_signal(shm);
+    return tnt_shm_wait_all(shm, what);
+}
+
+tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const char *what)
+{
+    if (err == ESRCH || !tnt_shm_pid_alive(tnt_shm_peer_pid(shm, peer)))
+        return tnt_shm_peer_failed(shm, peer, what);
+    shm->broken = tnt_error_raise(
+        TNT_ERR_TRANSPORT,
+        "rank %d: reading local rank %d's buffer (rank %d) with process_vm_readv failed "
+        "during %s #%llu: %s; set TNT_SHM_CMA=0 to copy through shared memory instead",
+        shm->global_ranks[shm->me], peer, shm->global_ranks[peer], what,
+        (unsigned long long)shm->num_collectives, strerror(err));
+    return shm->broken;
+}
+
+/* ---- segment ------------------------------------------------------------ */
+
+static size_t tnt_shm_align(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static size_t tnt_shm_env_kb(const char *name, size_t def, size_t min)
+{
+    const char *v = getenv(name);
+    if (v == NULL || *v == '\0')
+        return def;
+    char *end = NULL;
+    unsigned long long kb = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || kb < min) {
+        tnt_log_warn("%s='%.32s' is not a size in KiB (>= %zu); using %zu", name, v, min, def);
+        return def;
+    }
+    return (size_t)kb;
+}
+
+/* TNT_SHM_CMA: "0" never, "1"/"auto"/unset: when every local rank can read
+ * every other with process_vm_readv (tested at create). */
+static int tnt_shm_env_cma_allowed(void)
+{
+    const char *v = getenv("TNT_SHM_CMA");
+    return !(v != NULL && strcmp(v, "0") == 0);
+}
+
+static tnt_status_t tnt_shm_map(int fd, size_t bytes, void **addr_p)
+{
+    void *addr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (addr == MAP_FAILED)
+        return TNT_ERR_NO_MEMORY;
+    *addr_p = addr;
+    return TNT_OK;
+}
+
+/* Local rank 0: creates the object exclusively, sizes and initialises it,
+ * then publishes the magic word. */
+static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_bytes, int *fd_p)
+{
+    size_t ctl_bytes = (size_t)shm->n * sizeof(struct tnt_shm_ctl);
+    size_t bytes = tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096) +
+                   (size_t)shm->n * 2 * slot_bytes;
+    int fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) {
+        /* Names are unique per job, so this is a leftover of a crashed run
+         * of the same job id that died before every rank attached. */
+        tnt_log_warn("removing stale shared-memory segment %s", shm->name);
+        shm_unlink(shm->name);
+        fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    }
+    if (fd < 0)
+        return tnt_error_raise(TNT_ERR_TRANSPORT,
+                               "rank %d: cannot create shared-memory segment /dev/shm%s: %s; "
+                               "check that /dev/shm is mounted and writable",
+                               shm->global_ranks[0], shm->name, strerror(errno));
+    if (ftruncate(fd, (off_t)bytes) != 0) {
+        int err = errno;
+        close(fd);
+        shm_unlink(shm->name);
+        return tnt_error_raise(TNT_ERR_NO_MEMORY,
+                               "rank %d: cannot size shared-memory segment /dev/shm%s to %zu "
+                               "bytes: %s; free space in /dev/shm or lower TNT_SHM_STAGING_KB",
+                               shm->global_ranks[0], shm->name, bytes, strerror(err));
+    }
+    void *addr;
+    if (tnt_shm_map(fd, bytes, &addr) != TNT_OK) {
+        int err = errno;
+        close(fd);
+        shm_unlink(shm->name);
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
+                               shm->global_ranks[0], bytes, shm->name, strerror(err));
+    }
+    struct tnt_shm_header *hdr = addr;
+    /* ftruncate zero-filled everything: counters start at 0. */
+    hdr->local_size = (uint32_t)shm->n;
+    hdr->segment_bytes = bytes;
+    hdr->slot_bytes = slot_bytes;
+    atomic_store_explicit(&hdr->attached, 1, memory_order_relaxed);
+    /* Release: the fields above happen-before an attacher's acquire of magic. */
+    atomic_store_explicit(&hdr->magic, TNT_SHM_MAGIC, memory_order_release);
+    shm->hdr = hdr;
+    shm->segment_bytes = bytes;
+    *fd_p = fd;
+    return TNT_OK;
+}
+
+static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, int *fd_p)
+{
+    tnt_backoff_t backoff;
+    tnt_backoff_init(&backoff, shm->timeout_s);
+    int fd = -1;
+    struct stat st;
+    struct tnt_shm_header *hdr = MAP_FAILED;
+    tnt_status_t status;
+
+    /* Local rank 0 may not have created, sized or initialised it yet. */
+    for (;;) {
+        if (fd < 0)
+            fd = shm_open(shm->name, O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0 && hdr == MAP_FAILED && fstat(fd, &st) == 0 &&
+            (size_t)st.st_size >= sizeof *hdr)
+            hdr = mmap(NULL, sizeof *hdr, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (hdr != MAP_FAILED &&
+            atomic_load_explicit(&hdr->magic, memory_order_acquire) == TNT_SHM_MAGIC)
+            break;
+        if (fd < 0 && errno != ENOENT) {
+            status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                     "rank %d: cannot open shared-memory segment /dev/shm%s: %s",
+                                     shm->global_ranks[shm->me], shm->name, strerror(errno));
+            goto err_close;
+        }
+        if (tnt_backoff_wait(&backoff) != 0) {
+            status = tnt_error_raise(
+                TNT_ERR_TIMEOUT,
+                "rank %d: local rank 0 (rank %d) did not create shared-memory segment %s within "
+                "%.0f s; is it still running? see TNT_TIMEOUT",
+                shm->global_ranks[shm->me], shm->global_ranks[0], shm->name, shm->timeout_s);
+            goto err_close;
+        }
+    }
+    if (hdr->local_size != (uint32_t)shm->n) {
+        status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                 "rank %d: shared-memory segment %s was made for %u local ranks, "
+                                 "this rank expects %d; the launcher gave ranks different views "
+                                 "of the node",
+                                 shm->global_ranks[shm->me], shm->name, hdr->local_size, shm->n);
+        goto err_unmap;
+    }
+    size_t bytes = hdr->segment_bytes;
+    shm->slot_bytes = hdr->slot_bytes;
+    munmap(hdr, sizeof *hdr);
+    hdr = MAP_FAILED;
+    void *addr;
+    if (tnt_shm_map(fd, bytes, &addr) != TNT_OK) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
+                                 shm->global_ranks[shm->me], bytes, shm->name, strerror(errno));
+        goto err_close;
+    }
+    shm->hdr = addr;
+    shm->segment_bytes = bytes;
+    *fd_p = fd;
+    return TNT_OK;
+
+err_unmap:
+    munmap(hdr, sizeof *hdr);
+err_close:
+    if (fd >= 0)
+        close(fd);
+    return status;
+}
+
+/* Rank 0 waits for every local rank to attach, then removes the name: from
+ * then on the memory lives only as long as some rank maps it, so nothing
+ * is left in /dev/shm however the ranks end. */
+static tnt_status_t tnt_shm_unlink_when_attached(struct tnt_shm *shm)
+{
+    tnt_backoff_t backoff;
+    tnt_backoff_init(&backoff, shm->timeout_s);
+    uint32_t attached;
+    tnt_status_t status = TNT_OK;
+    /* Acquire pairs with the attachers' acq_rel increments. */
+    while ((attached = atomic_load_explicit(&shm->hdr->attached, memory_order_acquire)) <
+           (uint32_t)shm->n) {
+        if (tnt_backoff_wait(&backoff) != 0) {
+            status = tnt_error_raise(
+                TNT_ERR_TIMEOUT,
+                "rank %d: only %u of %d local ranks attached to shared-memory segment %s within "
+                "%.0f s; are all ranks of this node running? see TNT_TIMEOUT",
+                shm->global_ranks[0], attached, shm->n, shm->name, shm->timeout_s);
+            break;
+        }
+    }
+    shm_unlink(shm->name);
+    return status;
+}
+
+/* Every rank reads a word of every peer with process_vm_readv; CMA is used
+ * only when all of them could (ptrace rules, seccomp and Yama may forbid it). */
+static int tnt_shm_probe_cma(struct tnt_shm *shm)
+{
+    if (!tnt_shm_env_cma_allowed())
+        return 0;
+    for (int j = 0; j < shm->n; j++) {
+        if (j == shm->me)
+            continue;
+        uint64_t word = 0;
+        struct iovec local = {&word, sizeof word};
+        struct iovec remote = {
+            (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[j].probe, memory_order_relaxed),
+            sizeof word};
+        if (process_vm_readv(shm->pids[j], &local, 1, &remote, 1, 0) != (ssize_t)sizeof word ||
+            word != TNT_SHM_MAGIC)
+            return 0;
+    }
+    return 1;
+}
+
+tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
+{
+    tnt_status_t status;
+    int fd = -1;
+
+    if (params == NULL || shm_p == NULL || params->name == NULL || params->name[0] != '/' ||
+        params->local_size < 1 || params->local_rank < 0 ||
+        params->local_rank >= params->local_size ||
+        strlen(params->name) >= sizeof(((struct tnt_shm *)0)->name))
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "tnt_shm_create: bad parameters (name must start with '/', "
+                               "0 <= local_rank < local_size)");
+
+    struct tnt_shm *shm = calloc(1, sizeof *shm);
+    if (shm == NULL)
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_shm_create: out of memory");
+    shm->me = params->local_rank;
+    shm->n = params->local_size;
+    shm->timeout_s = params->timeout_s;
+    shm->probe_word = TNT_SHM_MAGIC;
+    snprintf(shm->name, sizeof shm->name, "%s", params->name);
+    shm->global_ranks = calloc((size_t)shm->n, sizeof *shm->global_ranks);
+    shm->pids = calloc((size_t)shm->n, sizeof *shm->pids);
+    shm->srcs = calloc((size_t)shm->n, sizeof *shm->srcs);
+    shm->cma_block_bytes = TNT_SHM_CMA_BLOCK_BYTES;
+    if (shm->global_ranks == NULL || shm->pids == NULL || shm->srcs == NULL ||
+        posix_memalign((void **)&shm->cma_tmp, 4096, (size_t)shm->n * shm->cma_block_bytes) != 0) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_shm_create: out of memory");
+        goto err_free;
+    }
+    for (int j = 0; j < shm->n; j++)
+        shm->global_ranks[j] = params->global_ranks ? params->global_ranks[j] : j;
+
+    if (shm->me == 0) {
+        size_t kb = tnt_shm_env_kb("TNT_SHM_STAGING_KB", TNT_SHM_STAGING_DEFAULT_KB, 64);
+        shm->slot_bytes = tnt_shm_align(kb * 1024 / 2, 4096);
+        status = tnt_shm_create_segment(shm, shm->slot_bytes, &fd);
+    } else {
+        status = tnt_shm_attach_segment(shm, &fd);
+    }
+    if (status != TNT_OK)
+        goto err_free;
+    close(fd); /* the mapping keeps the memory */
+
+    size_t ctl_bytes = (size_t)shm->n * sizeof(struct tnt_shm_ctl);
+    shm->ctl = (struct tnt_shm_ctl *)((char *)shm->hdr + sizeof(struct tnt_shm_header));
+    shm->slots = (char *)shm->hdr + tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096);
+
+    struct tnt_shm_ctl *mine = &shm->ctl[shm->me];
+    atomic_store_explicit(&mine->pid, (int32_t)getpid(), memory_order_relaxed);
+    atomic_store_explicit(&mine->probe, (uint64_t)(uintptr_t)&shm->probe_word,
+                          memory_order_relaxed);
+    if (shm->me != 0)
+        /* acq_rel: the stores above happen-before rank 0's acquire of the
+         * count, and the count itself is a read-modify-write chain. */
+        atomic_fetch_add_explicit(&shm->hdr->attached, 1, memory_order_acq_rel);
+    else if ((status = tnt_shm_unlink_when_attached(shm)) != TNT_OK)
+        goto err_unmap;
+
+    /* Phase 1: everyone attached and published pid and probe address. */
+    shm->num_collectives++;
+    status = tnt_shm_phase(shm, "shared-memory setup");
+    if (status != TNT_OK)
+        goto err_unmap;
+    for (int j = 0; j < shm->n; j++)
+        shm->pids[j] = (pid_t)atomic_load_explicit(&shm->ctl[j].pid, memory_order_relaxed);
+
+    /* Phase 2: everyone tested CMA; use it only if all can. */
+    atomic_store_explicit(&mine->cma_ok, tnt_shm_probe_cma(shm), memory_order_relaxed);
+    status = tnt_shm_phase(shm, "shared-memory setup");
+    if (status != TNT_OK)
+        goto err_unmap;
+    shm->use_cma = shm->n > 1;
+    for (int j = 0; j < shm->n; j++)
+        shm->use_cma &= atomic_load_explicit(&shm->ctl[j].cma_ok, memory_order_relaxed) != 0;
+    /* Phase 3: nobody reads probe words any more (they live in this struct). */
+    status = tnt_shm_phase(shm, "shared-memory setup");
+    if (status != TNT_OK)
+        goto err_unmap;
+
+    tnt_log_debug("shm %s: %d local ranks, %zu KiB staging per rank, CMA %s", shm->name, shm->n,
+                  2 * shm->slot_bytes / 1024, shm->use_cma ? "on" : "off");
+    *shm_p = shm;
+    return TNT_OK;
+
+err_unmap:
+    munmap(shm->hdr, shm->segment_bytes);
+err_free:
+    free(shm->cma_tmp);
+    free(shm->srcs);
+    free(shm->pids);
+    free(shm->global_ranks);
+    free(shm);
+    return status;
+}
+
+void tnt_shm_destroy(tnt_shm_t *shm)
+{
+    if (shm == NULL)
+        return;
+    munmap(shm->hdr, shm->segment_bytes);
+    free(shm->cma_tmp);
+    free(shm->srcs);
+    free(shm->pids);
+    free(shm->global_ranks);
+    free(shm);
+}
+
+/* ---- data-movement collectives ----------------------------------------- */
+
+static tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
+{
+    shm->num_collectives++;
+    return shm->broken;
+}
+
+tnt_status_t tnt_shm_barrier(tnt_shm_t *shm)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK || shm->n == 1)
+        return status;
+    return tnt_shm_phase(shm, "barrier");
+}
+
+/* Single copy: every non-root reads the root's buffer with CMA. Two phases:
+ * the address is published, then the root waits until all have read. */
+static tnt_status_t tnt_shm_broadcast_cma(struct tnt_shm *shm, void *buf, size_t bytes, int root)
+{
+    if (shm->me == root)
+        atomic_store_explicit(&shm->ctl[root].sendbuf, (uint64_t)(uintptr_t)buf,
+                              memory_order_relaxed);
+    tnt_status_t status = tnt_shm_phase(shm, "broadcast");
+    if (status != TNT_OK)
+        return status;
+    if (shm->me != root) {
+        struct iovec local = {buf, bytes};
+        struct iovec remote = {
+            (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[root].sendbuf, memory_order_relaxed),
+            bytes};
+        ssize_t got = process_vm_readv(shm->pids[root], &local, 1, &remote, 1, 0);
+        if (got != (ssize_t)bytes)
+            return tnt_shm_cma_error(shm, root, got < 0 ? errno : EIO, "broadcast");
+    }
+    return tnt_shm_phase(shm, "broadcast");
+}
+
+/* Above this the broadcast reads the root's buffer directly (measured: below
+ * it the two extra phases cost more than the saved copy). */
+#define TNT_SHM_BCAST_CMA_MIN (256 * 1024)
+
+tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK)
+        return status;
+    if (root < 0 || root >= shm->n || (buf == NULL && bytes > 0))
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "rank %d: broadcast: bad root local rank %d or NULL buffer",
+                               shm->global_ranks[shm->me], root);
+    if (shm->n == 1 || bytes == 0)
+        return TNT_OK;
+    if (shm->use_cma && bytes >= TNT_SHM_BCAST_CMA_MIN)
+        return tnt_shm_broadcast_cma(shm, buf, bytes, root);
+
+    /* Pipelined through the root's two slots, one phase per chunk. */
+    for (size_t done = 0; done < bytes; done += shm->slot_bytes) {
+        size_t len = bytes - done < shm->slot_bytes ? bytes - done : shm->slot_bytes;
+        if (shm->me == root)
+            memcpy(tnt_shm_slot(shm, root, shm->phase + 1), (char *)buf + done, len);
+        status = tnt_shm_phase(shm, "broadcast");
+        if (status != TNT_OK)
+            return status;
+        if (shm->me != root)
+            memcpy((char *)buf + done, tnt_shm_slot(shm, root, shm->phase), len);
+    }
+    return TNT_OK;
+}
+
+tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                               size_t bytes_per_rank)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK)
+        return status;
+    if (bytes_per_rank > 0 && (sendbuf == NULL || recvbuf == NULL))
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "rank %d: allgather: NULL buffer",
+                               shm->global_ranks[shm->me]);
+    char *own = (char *)recvbuf + (size_t)shm->me * bytes_per_rank;
+    if (bytes_per_rank > 0 && own != sendbuf)
+        memmove(own, sendbuf, bytes_per_rank);
+    if (shm->n == 1 || bytes_per_rank == 0)
+        return TNT_OK;
+
+    /* Each rank publishes a chunk of its block per phase; everyone copies
+     * all blocks' chunks out. (The own block is already in place, which
+     * also makes sendbuf inside recvbuf work.) */
+    for (size_t done = 0; done < bytes_per_rank; done += shm->slot_bytes) {
+        size_t len = bytes_per_rank - done < shm->slot_bytes ? bytes_per_rank - done
+                                                              : shm->slot_bytes;
+        memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), own + done, len);
+        status = tnt_shm_phase(shm, "allgather");
+        if (status != TNT_OK)
+            return status;
+        for (int j = 0; j < shm->n; j++)
+            if (j != shm->me)
+                memcpy((char *)recvbuf + (size_t)j * bytes_per_rank + done,
+                       tnt_shm_slot(shm, j, shm->phase), len);
+    }
+    return TNT_OK;
+}

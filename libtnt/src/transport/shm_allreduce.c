@@ -1,0 +1,318 @@
+/*
+ * Shared-memory reductions: allreduce, reduce_scatter and allgather_slices.
+ *
+ * Three algorithms, chosen by message size only (so every rank picks the
+ * same one):
+ *  - small: every rank copies its vector into its slot, one phase, then
+ *    every rank reduces all n slots itself. One synchronisation; the
+ *    redundant arithmetic is cheap at these sizes.
+ *  - CMA (Linux cross-memory attach, process_vm_readv): every rank reduces
+ *    its own slice (tnt_shm_slice) by reading the peers' user buffers
+ *    directly, block by block into a private L2-sized buffer, and writes the
+ *    result straight into its recvbuf; then every rank reads the other
+ *    slices from the peers' recvbufs. One copy of each peer's data, no
+ *    staging, no serial root, three phases in all however large the message.
+ *    Used when every local rank could read every other at create time.
+ *  - staged: the same slice decomposition pipelined through each rank's two
+ *    bounded slots: per step, each rank copies a piece of every other
+ *    rank's slice into its slot, reduces its own piece from all slots into
+ *    its other slot, and everyone copies the reduced pieces out. Shared
+ *    memory stays bounded (TNT_SHM_STAGING_KB per rank) for any count.
+ * In every algorithm the sources are combined in local-rank order 0, 1, ...
+ * by the same kernel, so results are bitwise identical on every rank and do
+ * not depend on timing. The hot loops do no allocation; the CMA path makes
+ * one process_vm_readv per peer and 64 KiB block (a few per MiB).
+ */
+#include "coll/reduce.h"
+#include "transport/shm_impl.h"
+#include "util/log.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+/* Up to this many bytes the small algorithm is used (measured with
+ * tests/bench/allreduce_bench: on 2 ranks it beats the staged one below 16
+ * KiB, and with 8 ranks the redundant reductions still cost less than a
+ * second phase). */
+#define TNT_SHM_SMALL_MAX (16 * 1024)
+/* From this many bytes on CMA is used when available (below it the staged
+ * copies are cheaper than the system calls and the extra phases). */
+#define TNT_SHM_CMA_MIN (256 * 1024)
+
+static size_t tnt_shm_dtype_size(tnt_dtype_t dtype)
+{
+    switch (dtype) {
+    case TNT_FLOAT32: case TNT_INT32: return 4;
+    case TNT_FLOAT64: case TNT_INT64: return 8;
+    case TNT_FLOAT16: case TNT_BFLOAT16: return 2;
+    default: return 0;
+    }
+}
+
+static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
+                                       const void *recvbuf, size_t count, tnt_dtype_t dtype,
+                                       tnt_op_t op, const char *what)
+{
+    shm->num_collectives++;
+    if (shm->broken != TNT_OK)
+        return shm->broken;
+    if (tnt_shm_dtype_size(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
+        (count > 0 && (sendbuf == NULL || recvbuf == NULL)))
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "rank %d: %s: bad dtype %d, op %d or NULL buffer",
+                               shm->global_ranks[shm->me], what, (int)dtype, (int)op);
+    return TNT_OK;
+}
+
+/* Elements of one slice that fit in a slot shared by `parts` pieces, rounded
+ * down to whole cache lines so that pieces never share a line. */
+static size_t tnt_shm_piece_elems(const struct tnt_shm *shm, size_t esize, size_t parts)
+{
+    size_t bytes = shm->slot_bytes / parts / TNT_SHM_CACHE_LINE * TNT_SHM_CACHE_LINE;
+    return bytes >= esize ? bytes / esize : 1;
+}
+
+static size_t tnt_shm_min(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* ---- small ------------------------------------------------------------- */
+
+static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sendbuf,
+                                            void *recvbuf, size_t count, tnt_dtype_t dtype,
+                                            tnt_op_t op)
+{
+    size_t bytes = count * tnt_shm_dtype_size(dtype);
+    memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, bytes);
+    tnt_status_t status = tnt_shm_phase(shm, "allreduce");
+    if (status != TNT_OK)
+        return status;
+    for (int j = 0; j < shm->n; j++)
+        shm->srcs[j] = tnt_shm_slot(shm, j, shm->phase);
+    tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count,
+                     op == TNT_AVG ? shm->n : 1);
+    return TNT_OK;
+}
+
+/* ---- staged ------------------------------------------------------------ */
+
+/* allgather_result: allreduce (every rank gets every slice) instead of
+ * reduce_scatter (own slice only, reduced straight into recvbuf). */
+static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendbuf, char *recvbuf,
+                                          size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                          int allgather_result, const char *what)
+{
+    const size_t es = tnt_shm_dtype_size(dtype);
+    const int n = shm->n, me = shm->me;
+    const int divisor = op == TNT_AVG ? n : 1;
+    const size_t piece = tnt_shm_piece_elems(shm, es, (size_t)n);
+    size_t my_off, my_cnt, off, cnt, max_cnt;
+    tnt_status_t status;
+
+    tnt_shm_slice(count, me, n, &my_off, &my_cnt);
+    tnt_shm_slice(count, 0, n, &off, &max_cnt); /* slice 0 is the largest */
+    for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
+        /* Copy in: piece k of every other rank's slice, at piece offset j. */
+        char *in = tnt_shm_slot(shm, me, shm->phase + 1);
+        for (int j = 0; j < n; j++) {
+            tnt_shm_slice(count, j, n, &off, &cnt);
+            if (j != me && k0 < cnt)
+                memcpy(in + (size_t)j * piece * es, sendbuf + (off + k0) * es,
+                       tnt_shm_min(piece, cnt - k0) * es);
+        }
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+            return status;
+
+        /* Reduce my piece from every rank's slot (my own straight from
+         * sendbuf), in local-rank order. */
+        if (k0 < my_cnt) {
+            for (int j = 0; j < n; j++)
+                shm->srcs[j] = j == me ? sendbuf + (my_off + k0) * es
+                                       : tnt_shm_slot(shm, j, shm->phase) + (size_t)me * piece * es;
+            void *dst = allgather_result ? tnt_shm_slot(shm, me, shm->phase + 1)
+                                         : recvbuf + (my_off + k0) * es;
+            tnt_reduce_n_div(dtype, op, dst, shm->srcs, n, tnt_shm_min(piece, my_cnt - k0),
+                             divisor);
+        }
+        if (!allgather_result)
+            continue;
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+            return status;
+
+        /* Copy out every rank's reduced piece (mine included). */
+        for (int j = 0; j < n; j++) {
+            tnt_shm_slice(count, j, n, &off, &cnt);
+            if (k0 < cnt)
+                memcpy(recvbuf + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
+                       tnt_shm_min(piece, cnt - k0) * es);
+        }
+    }
+    return TNT_OK;
+}
+
+/* ---- CMA --------------------------------------------------------------- */
+
+static tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local, uint64_t remote,
+                                     size_t bytes, const char *what)
+{
+    struct iovec liov = {local, bytes};
+    struct iovec riov = {(void *)(uintptr_t)remote, bytes};
+    ssize_t got = process_vm_readv(shm->pids[peer], &liov, 1, &riov, 1, 0);
+    if (got == (ssize_t)bytes)
+        return TNT_OK;
+    return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
+}
+
+static void tnt_shm_publish(struct tnt_shm *shm, const void *sendbuf, const void *recvbuf)
+{
+    /* Relaxed: ordered before the peers' reads by the next phase's
+     * release store / acquire load of seq. */
+    atomic_store_explicit(&shm->ctl[shm->me].sendbuf, (uint64_t)(uintptr_t)sendbuf,
+                          memory_order_relaxed);
+    atomic_store_explicit(&shm->ctl[shm->me].recvbuf, (uint64_t)(uintptr_t)recvbuf,
+                          memory_order_relaxed);
+}
+
+static uint64_t tnt_shm_peer_buf(const struct tnt_shm *shm, int peer, int recv)
+{
+    return atomic_load_explicit(recv ? &shm->ctl[peer].recvbuf : &shm->ctl[peer].sendbuf,
+                                memory_order_relaxed);
+}
+
+/* Every rank reads the other ranks' slices from their buffers (published
+ * recvbuf addresses) into its own buf; one final phase keeps each buffer
+ * alive and unchanged until every peer has read it. */
+static tnt_status_t tnt_shm_gather_slices_cma(struct tnt_shm *shm, char *buf, size_t count,
+                                              size_t es, const char *what)
+{
+    size_t off, cnt;
+    tnt_status_t status;
+    for (int j = 0; j < shm->n; j++) {
+        tnt_shm_slice(count, j, shm->n, &off, &cnt);
+        if (j == shm->me || cnt == 0)
+            continue;
+        status = tnt_shm_cma_read(shm, j, buf + off * es, tnt_shm_peer_buf(shm, j, 1) + off * es,
+                                  cnt * es, what);
+        if (status != TNT_OK)
+            return status;
+    }
+    return tnt_shm_phase(shm, what);
+}
+
+static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf, char *recvbuf,
+                                       size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                       int allgather_result, const char *what)
+{
+    const size_t es = tnt_shm_dtype_size(dtype);
+    const int n = shm->n, me = shm->me;
+    const int divisor = op == TNT_AVG ? n : 1;
+    const size_t block = shm->cma_block_bytes / es;
+    size_t my_off, my_cnt;
+    tnt_status_t status;
+
+    tnt_shm_publish(shm, sendbuf, recvbuf);
+    if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+        return status;
+
+    /* Peers do not write their slice `me` of recvbuf (even in place) until
+     * they have seen this rank finish the next phase, so it is stable. */
+    tnt_shm_slice(count, me, n, &my_off, &my_cnt);
+    for (size_t b0 = 0; b0 < my_cnt; b0 += block) {
+        size_t len = tnt_shm_min(block, my_cnt - b0);
+        size_t pos = (my_off + b0) * es;
+        for (int j = 0; j < n; j++) {
+            if (j == me) {
+                shm->srcs[j] = sendbuf + pos;
+                continue;
+            }
+            char *tmp = shm->cma_tmp + (size_t)j * shm->cma_block_bytes;
+            status = tnt_shm_cma_read(shm, j, tmp, tnt_shm_peer_buf(shm, j, 0) + pos, len * es,
+                                      what);
+            if (status != TNT_OK)
+                return status;
+            shm->srcs[j] = tmp;
+        }
+        tnt_reduce_n_div(dtype, op, recvbuf + pos, shm->srcs, n, len, divisor);
+    }
+    if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+        return status;
+    if (!allgather_result)
+        return TNT_OK;
+    return tnt_shm_gather_slices_cma(shm, recvbuf, count, es, what);
+}
+
+/* ---- public ------------------------------------------------------------ */
+
+tnt_status_t tnt_shm_allreduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
+                               tnt_dtype_t dtype, tnt_op_t op)
+{
+    tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op, "allreduce");
+    if (status != TNT_OK || count == 0)
+        return status;
+    size_t bytes = count * tnt_shm_dtype_size(dtype);
+    if (shm->n == 1) {
+        if (sendbuf != recvbuf)
+            memcpy(recvbuf, sendbuf, bytes);
+        return TNT_OK;
+    }
+    if (bytes <= TNT_SHM_SMALL_MAX && bytes <= shm->slot_bytes)
+        return tnt_shm_allreduce_small(shm, sendbuf, recvbuf, count, dtype, op);
+    if (shm->use_cma && bytes >= TNT_SHM_CMA_MIN)
+        return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
+    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
+}
+
+tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                                    size_t count, tnt_dtype_t dtype, tnt_op_t op)
+{
+    tnt_status_t status =
+        tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op, "reduce_scatter");
+    if (status != TNT_OK || count == 0)
+        return status;
+    size_t es = tnt_shm_dtype_size(dtype);
+    if (shm->n == 1) {
+        if (sendbuf != recvbuf)
+            memcpy(recvbuf, sendbuf, count * es);
+        return TNT_OK;
+    }
+    if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN)
+        return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
+    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
+}
+
+tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, tnt_dtype_t dtype)
+{
+    tnt_status_t status =
+        tnt_shm_check_args(shm, buf, buf, count, dtype, TNT_SUM, "allgather_slices");
+    if (status != TNT_OK || count == 0 || shm->n == 1)
+        return status;
+    const size_t es = tnt_shm_dtype_size(dtype);
+    char *b = buf;
+    if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN) {
+        tnt_shm_publish(shm, buf, buf);
+        if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK)
+            return status;
+        return tnt_shm_gather_slices_cma(shm, b, count, es, "allgather_slices");
+    }
+
+    const size_t piece = tnt_shm_piece_elems(shm, es, 1);
+    size_t my_off, my_cnt, off, cnt, max_cnt;
+    tnt_shm_slice(count, shm->me, shm->n, &my_off, &my_cnt);
+    tnt_shm_slice(count, 0, shm->n, &off, &max_cnt);
+    for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
+        if (k0 < my_cnt)
+            memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), b + (my_off + k0) * es,
+                   tnt_shm_min(piece, my_cnt - k0) * es);
+        if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK)
+            return status;
+        for (int j = 0; j < shm->n; j++) {
+            tnt_shm_slice(count, j, shm->n, &off, &cnt);
+            if (j != shm->me && k0 < cnt)
+                memcpy(b + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
+                       tnt_shm_min(piece, cnt - k0) * es);
+        }
+    }
+    return TNT_OK;
+}
