@@ -1,0 +1,89 @@
+"""Tarantella: data-parallel PyTorch training on libtnt.
+
+``import tarantella as tnt`` bootstraps libtnt once (through PMIx when started
+by ``srun --tarantella``, the ``tarantella`` launcher or ``mpirun``; as a
+single rank under plain ``python3 script.py``). ``tnt.init()`` may be called
+again and does nothing. libtnt is finalized at interpreter exit.
+"""
+import atexit as _atexit
+
+from . import errors
+from .errors import (TarantellaError, InvalidArgumentError, NoMemoryError, TimeoutError,
+                     PeerFailedError, BootstrapError, TransportError, UnsupportedError,
+                     MismatchError, NotInitializedError, SystemCallError)
+from . import _tnt
+
+__version__ = _tnt.version()
+
+_atexit_registered = False
+
+
+def init():
+    """Initialises libtnt; idempotent (later calls do nothing)."""
+    global _atexit_registered
+    _tnt.init()
+    if not _atexit_registered:
+        _atexit.register(_tnt.finalize)
+        _atexit_registered = True
+
+
+def finalize():
+    """Finalizes libtnt now (normally done at exit). Idempotent."""
+    _tnt.finalize()
+
+
+def is_initialized():
+    return _tnt.is_initialized()
+
+
+def get_rank():
+    """This process's rank, 0 .. get_size()-1."""
+    return _tnt.rank()
+
+
+def get_size():
+    """Number of ranks in the job."""
+    return _tnt.size()
+
+
+def get_local_rank():
+    """Rank among the ranks on this node."""
+    return _tnt.local_rank()
+
+
+def get_local_size():
+    """Number of ranks on this node."""
+    return _tnt.local_size()
+
+
+def get_master_rank():
+    """The master rank, which prints, logs and writes checkpoints: always 0."""
+    return 0
+
+
+def is_master_rank():
+    return _tnt.rank() == 0
+
+
+def get_node_id():
+    """Index of this rank's node (nodes numbered by their lowest rank)."""
+    return _tnt.node_id()
+
+
+def get_num_nodes():
+    return _tnt.num_nodes()
+
+
+def abort(message="tarantella: abort requested", exit_code=1):
+    """Kills every rank of the job (through the launcher / slurmstepd)."""
+    _tnt.abort(int(exit_code), str(message))
+
+
+init()
+
+from .collectives import (allreduce, allreduce_, broadcast, broadcast_, allgather,  # noqa: E402
+                          allgather_concat, barrier)
+from . import data  # noqa: E402
+from .optimizers import GradientReducer, DistributedOptimizer, broadcast_parameters  # noqa: E402
+from .model import Model  # noqa: E402
+from . import callbacks, models  # noqa: E402

@@ -1,0 +1,1056 @@
+/*
+ * tarantella._tnt: the private C extension over libtnt.
+ *
+ * The pure-Python package (collectives.py, optimizers.py, data.py) maps numpy
+ * and torch dtypes onto libtnt's, checks shapes across ranks and builds the
+ * user-facing API; this module only moves buffers in and out of libtnt.
+ *
+ * Rules followed here (see STYLE.md, python-xxhash):
+ *  - multi-phase initialisation; the exception table and the Fusion type live
+ *    in the module state;
+ *  - the GIL is released around every call into libtnt that can block or do
+ *    bulk work (bootstrap, collectives, fusion mark/wait, permutations);
+ *  - every Py_buffer acquired is released on every path. The fusion engine
+ *    reads and writes marked tensors until wait(), so buffers handed to
+ *    mark_ready are held by the Fusion object and released by wait(), by
+ *    finalize() or by deallocation, whichever comes first.
+ *
+ * libtnt is one job per process, so the communicator is a process-wide static
+ * (touched only with the GIL held), not module state.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pythread.h>
+
+#include <limits.h>
+#include <string.h>
+
+#include <tnt/tnt.h>
+
+/* ------------------------------------------------------------------------ */
+/* Process-wide communicator                                                 */
+/* ------------------------------------------------------------------------ */
+
+static tnt_comm_t *g_comm;
+/* Serialises init/finalize. Taken with the GIL released (init blocks in the
+ * PMIx fence), so a second thread calling init waits here instead of
+ * bootstrapping twice. */
+static PyThread_type_lock g_setup_lock;
+
+typedef struct fusion_object fusion_object;
+/* Live Fusion objects, so finalize() can destroy their engines before the
+ * communicator goes away (objects may outlive it until interpreter exit).
+ * Guarded by the GIL. */
+static fusion_object *g_fusions;
+
+typedef struct {
+    PyObject     *base_error;    /* tarantella.errors.TarantellaError */
+    PyObject     *error_classes; /* dict: status (int) -> class */
+    PyTypeObject *fusion_type;
+} module_state;
+
+static module_state *get_state(PyObject *module)
+{
+    return (module_state *)PyModule_GetState(module);
+}
+
+/* Raises the exception class of @p status with libtnt's detailed message
+ * (tnt_last_error is per thread; we are on the thread that made the call,
+ * the GIL having been re-acquired on it). Returns NULL for convenience. */
+static PyObject *raise_status(module_state *st, tnt_status_t status, const char *what)
+{
+    const char *detail = tnt_last_error();
+    PyObject *cls = NULL;
+    PyObject *key = PyLong_FromLong((long)status);
+
+    if (key != NULL) {
+        cls = PyDict_GetItemWithError(st->error_classes, key); /* borrowed */
+        Py_DECREF(key);
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (cls == NULL) {
+        cls = st->base_error;
+    }
+    if (detail != NULL && detail[0] != '\0') {
+        PyErr_SetString(cls, detail);
+    } else {
+        PyErr_Format(cls, "%s: %s", what, tnt_status_string(status));
+    }
+    return NULL;
+}
+
+static PyObject *raise_not_initialized(module_state *st, const char *what)
+{
+    PyObject *key = PyLong_FromLong((long)TNT_ERR_NOT_INITIALIZED);
+    PyObject *cls = NULL;
+
+    if (key != NULL) {
+        cls = PyDict_GetItemWithError(st->error_classes, key);
+        Py_DECREF(key);
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    PyErr_Format(cls != NULL ? cls : st->base_error,
+                 "%s: tarantella is not initialised (call tnt.init(), or it was finalized)",
+                 what);
+    return NULL;
+}
+
+static int check_dtype(int dtype)
+{
+    if (dtype < 0 || dtype >= (int)TNT_DTYPE_LAST) {
+        PyErr_Format(PyExc_ValueError, "invalid libtnt dtype code %d", dtype);
+        return -1;
+    }
+    return 0;
+}
+
+/* Acquires a C-contiguous buffer; on failure the Python error names @p what. */
+static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what)
+{
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+
+    if (PyObject_GetBuffer(obj, view, flags) < 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_Format(PyExc_BufferError, "%s: need a %sC-contiguous buffer (%S)", what,
+                     writable ? "writable " : "", value != NULL ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup and rank information                                                */
+/* ------------------------------------------------------------------------ */
+
+static void fusion_release_all(void);
+
+static PyObject *tnt_py_init(PyObject *module, PyObject *unused)
+{
+    module_state *st = get_state(module);
+    tnt_status_t status = TNT_OK;
+    tnt_comm_t *comm = NULL;
+
+    if (g_comm != NULL) {
+        Py_RETURN_NONE;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
+    Py_END_ALLOW_THREADS
+    /* Another thread may have finished init while we waited for the lock. */
+    if (g_comm == NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        status = tnt_init(&comm);
+        Py_END_ALLOW_THREADS
+        if (status == TNT_OK) {
+            g_comm = comm;
+        }
+    }
+    PyThread_release_lock(g_setup_lock);
+    if (status != TNT_OK) {
+        return raise_status(st, status, "init");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *tnt_py_finalize(PyObject *module, PyObject *unused)
+{
+    tnt_comm_t *comm = g_comm;
+
+    if (comm == NULL) {
+        Py_RETURN_NONE;
+    }
+    /* Engines reference the communicator: destroy them first. */
+    fusion_release_all();
+    g_comm = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
+    tnt_finalize(comm);
+    PyThread_release_lock(g_setup_lock);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *tnt_py_is_initialized(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(g_comm != NULL);
+}
+
+/* Rank queries need an initialised communicator. */
+#define TNT_PY_INT_QUERY(name)                                               \
+    static PyObject *tnt_py_##name(PyObject *module, PyObject *unused)       \
+    {                                                                        \
+        if (g_comm == NULL) {                                                \
+            return raise_not_initialized(get_state(module), #name);          \
+        }                                                                    \
+        return PyLong_FromLong(tnt_##name(g_comm));                          \
+    }
+
+TNT_PY_INT_QUERY(rank)
+TNT_PY_INT_QUERY(size)
+TNT_PY_INT_QUERY(local_rank)
+TNT_PY_INT_QUERY(local_size)
+TNT_PY_INT_QUERY(node_id)
+TNT_PY_INT_QUERY(num_nodes)
+
+static PyObject *tnt_py_hostname(PyObject *module, PyObject *unused)
+{
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "hostname");
+    }
+    return PyUnicode_DecodeFSDefault(tnt_hostname(g_comm));
+}
+
+static PyObject *tnt_py_version(PyObject *module, PyObject *unused)
+{
+    return PyUnicode_FromString(tnt_version());
+}
+
+static PyObject *tnt_py_last_error(PyObject *module, PyObject *unused)
+{
+    return PyUnicode_FromString(tnt_last_error());
+}
+
+static PyObject *tnt_py_status_string(PyObject *module, PyObject *arg)
+{
+    long status = PyLong_AsLong(arg);
+
+    if (status == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyUnicode_FromString(tnt_status_string((tnt_status_t)status));
+}
+
+static PyObject *tnt_py_dtype_size(PyObject *module, PyObject *arg)
+{
+    long dtype = PyLong_AsLong(arg);
+
+    if (dtype == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (check_dtype((int)dtype) < 0) {
+        return NULL;
+    }
+    return PyLong_FromSize_t(tnt_dtype_size((tnt_dtype_t)dtype));
+}
+
+static PyObject *tnt_py_abort(PyObject *module, PyObject *args)
+{
+    int code;
+    const char *message;
+
+    if (!PyArg_ParseTuple(args, "is:abort", &code, &message)) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "abort");
+    }
+    /* Flush Python's buffered output first: tnt_abort does not return. */
+    PyObject *r = PyObject_CallMethod(PySys_GetObject("stdout"), "flush", NULL);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    Py_BEGIN_ALLOW_THREADS
+    tnt_abort(g_comm, code, message);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Blocking collectives on buffer objects                                    */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *tnt_py_barrier(PyObject *module, PyObject *unused)
+{
+    tnt_status_t status;
+
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "barrier");
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = tnt_barrier(g_comm);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
+        return raise_status(get_state(module), status, "barrier");
+    }
+    Py_RETURN_NONE;
+}
+
+/* allreduce(send, recv, dtype, op): recv None or the same object as send
+ * means in place (send must then be writable). */
+static PyObject *tnt_py_allreduce(PyObject *module, PyObject *args)
+{
+    PyObject *send_obj, *recv_obj, *result = NULL;
+    int dtype, op;
+    Py_buffer send, recv;
+    int in_place;
+    size_t esize, count;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "OOii:allreduce", &send_obj, &recv_obj, &dtype, &op)) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "allreduce");
+    }
+    if (check_dtype(dtype) < 0) {
+        return NULL;
+    }
+    if (op < 0 || op >= (int)TNT_OP_LAST) {
+        PyErr_Format(PyExc_ValueError, "invalid libtnt op code %d", op);
+        return NULL;
+    }
+    in_place = (recv_obj == Py_None || recv_obj == send_obj);
+    if (get_buffer(send_obj, &send, in_place, "allreduce input") < 0) {
+        return NULL;
+    }
+    if (!in_place && get_buffer(recv_obj, &recv, 1, "allreduce output") < 0) {
+        goto err_send;
+    }
+    esize = tnt_dtype_size((tnt_dtype_t)dtype);
+    if ((size_t)send.len % esize != 0) {
+        PyErr_Format(PyExc_ValueError, "allreduce: buffer of %zd bytes is not a whole "
+                     "number of %zu-byte elements", send.len, esize);
+        goto err_recv;
+    }
+    if (!in_place && recv.len != send.len) {
+        PyErr_Format(PyExc_ValueError, "allreduce: output has %zd bytes, input %zd",
+                     recv.len, send.len);
+        goto err_recv;
+    }
+    count = (size_t)send.len / esize;
+    {
+        void *out = in_place ? send.buf : recv.buf;
+        Py_BEGIN_ALLOW_THREADS
+        status = tnt_allreduce(g_comm, send.buf, out, count, (tnt_dtype_t)dtype, (tnt_op_t)op);
+        Py_END_ALLOW_THREADS
+    }
+    if (status != TNT_OK) {
+        raise_status(get_state(module), status, "allreduce");
+        goto err_recv;
+    }
+    result = Py_NewRef(Py_None);
+err_recv:
+    if (!in_place) {
+        PyBuffer_Release(&recv);
+    }
+err_send:
+    PyBuffer_Release(&send);
+    return result;
+}
+
+static PyObject *tnt_py_broadcast(PyObject *module, PyObject *args)
+{
+    PyObject *obj, *result = NULL;
+    int root;
+    Py_buffer buf;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "Oi:broadcast", &obj, &root)) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "broadcast");
+    }
+    if (get_buffer(obj, &buf, 1, "broadcast buffer") < 0) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = tnt_broadcast(g_comm, buf.buf, (size_t)buf.len, root);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
+        raise_status(get_state(module), status, "broadcast");
+        goto err_buf;
+    }
+    result = Py_NewRef(Py_None);
+err_buf:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* allgather(send, recv): recv holds size * len(send) bytes. */
+static PyObject *tnt_py_allgather(PyObject *module, PyObject *args)
+{
+    PyObject *send_obj, *recv_obj, *result = NULL;
+    Py_buffer send, recv;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "OO:allgather", &send_obj, &recv_obj)) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "allgather");
+    }
+    if (get_buffer(send_obj, &send, 0, "allgather input") < 0) {
+        return NULL;
+    }
+    if (get_buffer(recv_obj, &recv, 1, "allgather output") < 0) {
+        goto err_send;
+    }
+    if ((size_t)recv.len != (size_t)send.len * (size_t)tnt_size(g_comm)) {
+        PyErr_Format(PyExc_ValueError, "allgather: output has %zd bytes, need %d ranks x %zd",
+                     recv.len, tnt_size(g_comm), send.len);
+        goto err_recv;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = tnt_allgather(g_comm, send.buf, recv.buf, (size_t)send.len);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
+        raise_status(get_state(module), status, "allgather");
+        goto err_recv;
+    }
+    result = Py_NewRef(Py_None);
+err_recv:
+    PyBuffer_Release(&recv);
+err_send:
+    PyBuffer_Release(&send);
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shard arithmetic                                                          */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *tnt_py_shard_range(PyObject *module, PyObject *args)
+{
+    unsigned long long batch;
+    int rank, size;
+    tnt_range_t r;
+
+    if (!PyArg_ParseTuple(args, "Kii:shard_range", &batch, &rank, &size)) {
+        return NULL;
+    }
+    if (size < 1 || rank < 0 || rank >= size) {
+        PyErr_Format(PyExc_ValueError, "shard_range: rank %d out of range for size %d",
+                     rank, size);
+        return NULL;
+    }
+    r = tnt_shard_range((uint64_t)batch, rank, size);
+    return Py_BuildValue("(KK)", (unsigned long long)r.begin, (unsigned long long)r.end);
+}
+
+/* shard_permutation(n, seed, out): writes n uint64 into the writable buffer
+ * out (e.g. a numpy uint64/int64 array or a bytearray of 8 n bytes). */
+static PyObject *tnt_py_shard_permutation(PyObject *module, PyObject *args)
+{
+    unsigned long long n, seed;
+    PyObject *obj, *result = NULL;
+    Py_buffer out;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "KKO:shard_permutation", &n, &seed, &obj)) {
+        return NULL;
+    }
+    if (get_buffer(obj, &out, 1, "shard_permutation output") < 0) {
+        return NULL;
+    }
+    if (n > (unsigned long long)(PY_SSIZE_T_MAX / sizeof(uint64_t)) ||
+        (size_t)out.len != (size_t)n * sizeof(uint64_t)) {
+        PyErr_Format(PyExc_ValueError, "shard_permutation: output has %zd bytes, need %llu x 8",
+                     out.len, n);
+        goto err_out;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = tnt_shard_permutation((uint64_t)n, (uint64_t)seed, (uint64_t *)out.buf);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
+        raise_status(get_state(module), status, "shard_permutation");
+        goto err_out;
+    }
+    result = Py_NewRef(Py_None);
+err_out:
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyObject *tnt_py_shard_num_steps(PyObject *module, PyObject *args)
+{
+    unsigned long long n, batch;
+    int drop;
+
+    if (!PyArg_ParseTuple(args, "KKp:shard_num_steps", &n, &batch, &drop)) {
+        return NULL;
+    }
+    if (batch == 0) {
+        PyErr_SetString(PyExc_ValueError, "shard_num_steps: batch must be positive");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(tnt_shard_num_steps(n, batch, drop));
+}
+
+static PyObject *tnt_py_shard_step_range(PyObject *module, PyObject *args)
+{
+    unsigned long long n, batch, step;
+    int drop, rank, size;
+    tnt_range_t r;
+
+    if (!PyArg_ParseTuple(args, "KKpKii:shard_step_range", &n, &batch, &drop, &step, &rank,
+                          &size)) {
+        return NULL;
+    }
+    if (batch == 0 || size < 1 || rank < 0 || rank >= size) {
+        PyErr_Format(PyExc_ValueError, "shard_step_range: need batch > 0 and 0 <= rank < size "
+                     "(batch %llu, rank %d, size %d)", batch, rank, size);
+        return NULL;
+    }
+    r = tnt_shard_step_range(n, batch, drop, step, rank, size);
+    return Py_BuildValue("(KK)", (unsigned long long)r.begin, (unsigned long long)r.end);
+}
+
+static PyObject *tnt_py_fusion_plan(PyObject *module, PyObject *args);
+
+/* ------------------------------------------------------------------------ */
+/* Fusion engine                                                             */
+/* ------------------------------------------------------------------------ */
+
+struct fusion_object {
+    PyObject_HEAD
+    tnt_fusion_t      *fusion;
+    size_t             num_tensors;
+    tnt_tensor_desc_t *descs;
+    /* Buffers marked by object since the last wait(); held[i] says whether
+     * views[i] must be released. */
+    Py_buffer         *views;
+    char              *held;
+    /* Serialises mark_ready/wait when called from several threads with the
+     * GIL released. */
+    PyThread_type_lock lock;
+    fusion_object     *prev, *next;
+};
+
+static void fusion_release_views(fusion_object *self)
+{
+    for (size_t i = 0; i < self->num_tensors; i++) {
+        if (self->held[i]) {
+            PyBuffer_Release(&self->views[i]);
+            self->held[i] = 0;
+        }
+    }
+}
+
+/* Destroys the engine (waits for its operations inside libtnt) and releases
+ * the buffers it was using. Called with the GIL held. */
+static void fusion_destroy_engine(fusion_object *self)
+{
+    tnt_fusion_t *fusion = self->fusion;
+
+    if (fusion != NULL) {
+        self->fusion = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        tnt_fusion_destroy(fusion);
+        PyThread_release_lock(self->lock);
+        Py_END_ALLOW_THREADS
+    }
+    fusion_release_views(self);
+}
+
+static void fusion_release_all(void)
+{
+    for (fusion_object *f = g_fusions; f != NULL; f = f->next) {
+        fusion_destroy_engine(f);
+    }
+}
+
+/* Parses a sequence of (count, dtype) pairs into a freshly allocated array. */
+static int parse_descs(PyObject *seq_obj, tnt_tensor_desc_t **descs_p, size_t *num_p)
+{
+    PyObject *seq = PySequence_Fast(seq_obj, "tensors must be a sequence of (count, dtype)");
+    tnt_tensor_desc_t *descs;
+    Py_ssize_t n;
+
+    if (seq == NULL) {
+        return -1;
+    }
+    n = PySequence_Fast_GET_SIZE(seq);
+    descs = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(*descs));
+    if (descs == NULL) {
+        PyErr_NoMemory();
+        goto err_seq;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long count;
+        int dtype;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "Ki;tensors[i] must be (count, dtype)",
+                              &count, &dtype)) {
+            goto err_descs;
+        }
+        if (check_dtype(dtype) < 0) {
+            goto err_descs;
+        }
+        descs[i].count = (size_t)count;
+        descs[i].dtype = (tnt_dtype_t)dtype;
+    }
+    Py_DECREF(seq);
+    *descs_p = descs;
+    *num_p = (size_t)n;
+    return 0;
+err_descs:
+    PyMem_Free(descs);
+err_seq:
+    Py_DECREF(seq);
+    return -1;
+}
+
+static int parse_threshold(PyObject *obj, size_t *threshold_p)
+{
+    if (obj == Py_None) {
+        *threshold_p = TNT_FUSION_THRESHOLD_AUTO;
+        return 0;
+    }
+    size_t t = PyLong_AsSize_t(obj);
+    if (t == (size_t)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *threshold_p = t;
+    return 0;
+}
+
+static PyObject *fusion_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"tensors", "threshold_bytes", "op", NULL};
+    module_state *st = PyType_GetModuleState(type);
+    PyObject *tensors, *threshold_obj = Py_None;
+    int op = TNT_SUM;
+    size_t threshold, num;
+    tnt_tensor_desc_t *descs;
+    tnt_fusion_t *fusion = NULL;
+    tnt_status_t status;
+    fusion_object *self;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Oi:Fusion", kwlist, &tensors,
+                                     &threshold_obj, &op)) {
+        return NULL;
+    }
+    if (op < 0 || op >= (int)TNT_OP_LAST) {
+        PyErr_Format(PyExc_ValueError, "invalid libtnt op code %d", op);
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(st, "Fusion");
+    }
+    if (parse_threshold(threshold_obj, &threshold) < 0) {
+        return NULL;
+    }
+    if (parse_descs(tensors, &descs, &num) < 0) {
+        return NULL;
+    }
+    self = (fusion_object *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        goto err_descs;
+    }
+    self->descs = descs;
+    self->num_tensors = num;
+    descs = NULL; /* owned by self from here; tp_dealloc frees it */
+    self->views = PyMem_Calloc(num > 0 ? num : 1, sizeof(Py_buffer));
+    self->held = PyMem_Calloc(num > 0 ? num : 1, 1);
+    self->lock = PyThread_allocate_lock();
+    if (self->views == NULL || self->held == NULL || self->lock == NULL) {
+        PyErr_NoMemory();
+        goto err_self;
+    }
+    /* Collective: every rank plans and the plans are compared. */
+    Py_BEGIN_ALLOW_THREADS
+    status = tnt_fusion_create(g_comm, self->descs, num, threshold, (tnt_op_t)op, &fusion);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
+        raise_status(st, status, "Fusion");
+        goto err_self;
+    }
+    if (g_comm == NULL) {
+        /* finalize() ran in another thread while we planned. */
+        tnt_fusion_destroy(fusion);
+        raise_not_initialized(st, "Fusion");
+        goto err_self;
+    }
+    self->fusion = fusion;
+    self->next = g_fusions;
+    if (g_fusions != NULL) {
+        g_fusions->prev = self;
+    }
+    g_fusions = self;
+    return (PyObject *)self;
+err_self:
+    Py_DECREF(self);
+err_descs:
+    PyMem_Free(descs);
+    return NULL;
+}
+
+static void fusion_dealloc(fusion_object *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+
+    if (self->prev != NULL) {
+        self->prev->next = self->next;
+    } else if (g_fusions == self) {
+        g_fusions = self->next;
+    }
+    if (self->next != NULL) {
+        self->next->prev = self->prev;
+    }
+    if (self->held != NULL) {
+        if (self->lock != NULL) {
+            fusion_destroy_engine(self);
+        }
+        PyMem_Free(self->held);
+    }
+    PyMem_Free(self->views);
+    PyMem_Free(self->descs);
+    if (self->lock != NULL) {
+        PyThread_free_lock(self->lock);
+    }
+    type->tp_free((PyObject *)self);
+    Py_DECREF(type);
+}
+
+/* mark_ready(index, data, scale=1.0): data is a writable C-contiguous buffer
+ * of exactly count elements (held until wait()), or an int address that the
+ * caller keeps valid until wait() returns. */
+static PyObject *fusion_mark_ready(fusion_object *self, PyObject *args)
+{
+    module_state *st = PyType_GetModuleState(Py_TYPE(self));
+    Py_ssize_t index;
+    PyObject *data;
+    double scale = 1.0;
+    void *ptr;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "nO|d:mark_ready", &index, &data, &scale)) {
+        return NULL;
+    }
+    if (self->fusion == NULL) {
+        return raise_not_initialized(st, "Fusion.mark_ready");
+    }
+    if (index < 0 || (size_t)index >= self->num_tensors) {
+        PyErr_Format(PyExc_IndexError, "mark_ready: tensor index %zd out of range (%zu tensors)",
+                     index, self->num_tensors);
+        return NULL;
+    }
+    if (PyLong_Check(data)) {
+        ptr = PyLong_AsVoidPtr(data);
+        if (ptr == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "mark_ready: NULL address");
+            }
+            return NULL;
+        }
+    } else {
+        Py_buffer *view = &self->views[index];
+        size_t want = self->descs[index].count * tnt_dtype_size(self->descs[index].dtype);
+        if (self->held[index]) {
+            PyErr_Format(PyExc_ValueError, "mark_ready: tensor %zd is already marked this step",
+                         index);
+            return NULL;
+        }
+        if (get_buffer(data, view, 1, "mark_ready data") < 0) {
+            return NULL;
+        }
+        if ((size_t)view->len != want) {
+            PyErr_Format(PyExc_ValueError, "mark_ready: tensor %zd has %zd bytes, the plan "
+                         "says %zu", index, view->len, want);
+            PyBuffer_Release(view);
+            return NULL;
+        }
+        self->held[index] = 1;
+        ptr = view->buf;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    status = tnt_fusion_mark_ready(self->fusion, (size_t)index, ptr, scale);
+    PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
+        if (self->held[index]) {
+            PyBuffer_Release(&self->views[index]);
+            self->held[index] = 0;
+        }
+        return raise_status(st, status, "Fusion.mark_ready");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *fusion_wait(fusion_object *self, PyObject *unused)
+{
+    module_state *st = PyType_GetModuleState(Py_TYPE(self));
+    tnt_status_t status;
+
+    if (self->fusion == NULL) {
+        return raise_not_initialized(st, "Fusion.wait");
+    }
+    Py_BEGIN_ALLOW_THREADS
+    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    status = tnt_fusion_wait(self->fusion);
+    PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS
+    /* Whatever the outcome, libtnt no longer touches the marked buffers. */
+    fusion_release_views(self);
+    if (status != TNT_OK) {
+        return raise_status(st, status, "Fusion.wait");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *fusion_close(fusion_object *self, PyObject *unused)
+{
+    fusion_destroy_engine(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *fusion_get_num_buckets(fusion_object *self, void *closure)
+{
+    if (self->fusion == NULL) {
+        return raise_not_initialized(PyType_GetModuleState(Py_TYPE(self)), "Fusion.num_buckets");
+    }
+    return PyLong_FromSize_t(tnt_fusion_num_buckets(self->fusion));
+}
+
+static PyObject *fusion_get_num_tensors(fusion_object *self, void *closure)
+{
+    return PyLong_FromSize_t(self->num_tensors);
+}
+
+static PyObject *fusion_get_closed(fusion_object *self, void *closure)
+{
+    return PyBool_FromLong(self->fusion == NULL);
+}
+
+static PyMethodDef fusion_methods[] = {
+    {"mark_ready", (PyCFunction)fusion_mark_ready, METH_VARARGS,
+     "mark_ready(index, data, scale=1.0)\n--\n\nMarks tensor index ready: data (a writable "
+     "C-contiguous buffer, or an int address kept valid by the caller) is scaled and "
+     "contributed; a full bucket starts its allreduce on libtnt's progress thread."},
+    {"wait", (PyCFunction)fusion_wait, METH_NOARGS,
+     "wait()\n--\n\nBlocks until every bucket is reduced into the marked data, then resets "
+     "the engine for the next step."},
+    {"close", (PyCFunction)fusion_close, METH_NOARGS,
+     "close()\n--\n\nDestroys the engine now (also done on deallocation)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef fusion_getset[] = {
+    {"num_buckets", (getter)fusion_get_num_buckets, NULL, "buckets in the plan", NULL},
+    {"num_tensors", (getter)fusion_get_num_tensors, NULL, "tensors in the plan", NULL},
+    {"closed", (getter)fusion_get_closed, NULL, "True once the engine is destroyed", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot fusion_slots[] = {
+    {Py_tp_doc, "Fusion(tensors, threshold_bytes=None, op=SUM)\n--\n\n"
+                "libtnt fusion engine over tensors, a sequence of (count, dtype) in the order "
+                "their gradients become ready. threshold_bytes None means TNT_FUSION_THRESHOLD_KB "
+                "or the built-in default. Collective: every rank must create it with the "
+                "same plan."},
+    {Py_tp_new, fusion_new},
+    {Py_tp_dealloc, fusion_dealloc},
+    {Py_tp_methods, fusion_methods},
+    {Py_tp_getset, fusion_getset},
+    {0, NULL},
+};
+
+static PyType_Spec fusion_spec = {
+    .name = "tarantella._tnt.Fusion",
+    .basicsize = sizeof(fusion_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = fusion_slots,
+};
+
+/* fusion_plan(tensors, threshold_bytes) -> (bucket_of_tensor list, num_buckets) */
+static PyObject *tnt_py_fusion_plan(PyObject *module, PyObject *args)
+{
+    PyObject *tensors, *threshold_obj, *list = NULL, *result = NULL;
+    tnt_tensor_desc_t *descs;
+    size_t num, threshold, num_buckets = 0, *bucket_of;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "OO:fusion_plan", &tensors, &threshold_obj)) {
+        return NULL;
+    }
+    if (parse_threshold(threshold_obj, &threshold) < 0) {
+        return NULL;
+    }
+    if (threshold == TNT_FUSION_THRESHOLD_AUTO) {
+        threshold = TNT_FUSION_THRESHOLD_DEFAULT_BYTES;
+    }
+    if (parse_descs(tensors, &descs, &num) < 0) {
+        return NULL;
+    }
+    bucket_of = PyMem_Calloc(num > 0 ? num : 1, sizeof(size_t));
+    if (bucket_of == NULL) {
+        PyErr_NoMemory();
+        goto err_descs;
+    }
+    status = tnt_fusion_plan(descs, num, threshold, bucket_of, &num_buckets);
+    if (status != TNT_OK) {
+        raise_status(get_state(module), status, "fusion_plan");
+        goto err_bucket_of;
+    }
+    list = PyList_New((Py_ssize_t)num);
+    if (list == NULL) {
+        goto err_bucket_of;
+    }
+    for (size_t i = 0; i < num; i++) {
+        PyObject *v = PyLong_FromSize_t(bucket_of[i]);
+        if (v == NULL) {
+            goto err_list;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+    }
+    result = Py_BuildValue("(On)", list, (Py_ssize_t)num_buckets);
+err_list:
+    Py_DECREF(list);
+err_bucket_of:
+    PyMem_Free(bucket_of);
+err_descs:
+    PyMem_Free(descs);
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Module                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static PyMethodDef module_methods[] = {
+    {"init", tnt_py_init, METH_NOARGS, "init()\n--\n\nBootstraps libtnt (idempotent)."},
+    {"finalize", tnt_py_finalize, METH_NOARGS,
+     "finalize()\n--\n\nDestroys live fusion engines and finalizes libtnt (idempotent)."},
+    {"is_initialized", tnt_py_is_initialized, METH_NOARGS, "is_initialized()\n--\n\n"},
+    {"rank", tnt_py_rank, METH_NOARGS, "rank()\n--\n\n"},
+    {"size", tnt_py_size, METH_NOARGS, "size()\n--\n\n"},
+    {"local_rank", tnt_py_local_rank, METH_NOARGS, "local_rank()\n--\n\n"},
+    {"local_size", tnt_py_local_size, METH_NOARGS, "local_size()\n--\n\n"},
+    {"node_id", tnt_py_node_id, METH_NOARGS, "node_id()\n--\n\n"},
+    {"num_nodes", tnt_py_num_nodes, METH_NOARGS, "num_nodes()\n--\n\n"},
+    {"hostname", tnt_py_hostname, METH_NOARGS, "hostname()\n--\n\n"},
+    {"version", tnt_py_version, METH_NOARGS, "version()\n--\n\nlibtnt's version string."},
+    {"last_error", tnt_py_last_error, METH_NOARGS, "last_error()\n--\n\n"},
+    {"status_string", tnt_py_status_string, METH_O, "status_string(status)\n--\n\n"},
+    {"dtype_size", tnt_py_dtype_size, METH_O, "dtype_size(dtype)\n--\n\n"},
+    {"abort", tnt_py_abort, METH_VARARGS,
+     "abort(exit_code, message)\n--\n\nKills the whole job; does not return."},
+    {"barrier", tnt_py_barrier, METH_NOARGS, "barrier()\n--\n\n"},
+    {"allreduce", tnt_py_allreduce, METH_VARARGS,
+     "allreduce(send, recv, dtype, op)\n--\n\nrecv None or send itself: in place."},
+    {"broadcast", tnt_py_broadcast, METH_VARARGS, "broadcast(buf, root)\n--\n\n"},
+    {"allgather", tnt_py_allgather, METH_VARARGS,
+     "allgather(send, recv)\n--\n\nrecv holds size * len(send) bytes, rank order."},
+    {"shard_range", tnt_py_shard_range, METH_VARARGS,
+     "shard_range(batch, rank, size)\n--\n\n(begin, end) of rank's micro-batch."},
+    {"shard_permutation", tnt_py_shard_permutation, METH_VARARGS,
+     "shard_permutation(n, seed, out)\n--\n\nWrites a permutation of range(n) as uint64 "
+     "into out."},
+    {"shard_num_steps", tnt_py_shard_num_steps, METH_VARARGS,
+     "shard_num_steps(n, batch, drop_remainder)\n--\n\n"},
+    {"shard_step_range", tnt_py_shard_step_range, METH_VARARGS,
+     "shard_step_range(n, batch, drop_remainder, step, rank, size)\n--\n\n"},
+    {"fusion_plan", tnt_py_fusion_plan, METH_VARARGS,
+     "fusion_plan(tensors, threshold_bytes)\n--\n\n(bucket_of_tensor, num_buckets)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int add_int(PyObject *m, const char *name, long value)
+{
+    return PyModule_AddIntConstant(m, name, value);
+}
+
+static int module_exec(PyObject *m)
+{
+    module_state *st = get_state(m);
+    PyObject *errors;
+
+    if (g_setup_lock == NULL) {
+        g_setup_lock = PyThread_allocate_lock();
+        if (g_setup_lock == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    /* The exception classes are plain Python (tarantella/errors.py) so that
+     * they are documented and picklable like any other; we raise them by
+     * status through their table. */
+    errors = PyImport_ImportModule("tarantella.errors");
+    if (errors == NULL) {
+        return -1;
+    }
+    st->base_error = PyObject_GetAttrString(errors, "TarantellaError");
+    st->error_classes = PyObject_GetAttrString(errors, "ERROR_CLASSES");
+    Py_DECREF(errors);
+    if (st->base_error == NULL || st->error_classes == NULL) {
+        return -1;
+    }
+    if (!PyDict_Check(st->error_classes)) {
+        PyErr_SetString(PyExc_TypeError, "tarantella.errors.ERROR_CLASSES must be a dict");
+        return -1;
+    }
+    st->fusion_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &fusion_spec, NULL);
+    if (st->fusion_type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddType(m, st->fusion_type) < 0) {
+        return -1;
+    }
+    if (add_int(m, "FLOAT32", TNT_FLOAT32) || add_int(m, "FLOAT64", TNT_FLOAT64) ||
+        add_int(m, "FLOAT16", TNT_FLOAT16) || add_int(m, "BFLOAT16", TNT_BFLOAT16) ||
+        add_int(m, "INT32", TNT_INT32) || add_int(m, "INT64", TNT_INT64) ||
+        add_int(m, "SUM", TNT_SUM) || add_int(m, "PROD", TNT_PROD) ||
+        add_int(m, "MIN", TNT_MIN) || add_int(m, "MAX", TNT_MAX) ||
+        add_int(m, "AVG", TNT_AVG) ||
+        add_int(m, "OK", TNT_OK) || add_int(m, "IN_PROGRESS", TNT_IN_PROGRESS) ||
+        PyModule_AddObject(m, "FUSION_THRESHOLD_DEFAULT_BYTES",
+                           PyLong_FromSize_t(TNT_FUSION_THRESHOLD_DEFAULT_BYTES)) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    module_state *st = get_state(m);
+    Py_VISIT(st->base_error);
+    Py_VISIT(st->error_classes);
+    Py_VISIT(st->fusion_type);
+    return 0;
+}
+
+static int module_clear(PyObject *m)
+{
+    module_state *st = get_state(m);
+    Py_CLEAR(st->base_error);
+    Py_CLEAR(st->error_classes);
+    Py_CLEAR(st->fusion_type);
+    return 0;
+}
+
+static void module_free(void *m)
+{
+    module_clear((PyObject *)m);
+}
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "tarantella._tnt",
+    .m_doc = "Private extension of the tarantella package: libtnt's collectives, fusion "
+             "engine and shard arithmetic on buffer objects. Use the tarantella package.",
+    .m_size = sizeof(module_state),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__tnt(void)
+{
+    return PyModuleDef_Init(&module_def);
+}

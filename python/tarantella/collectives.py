@@ -1,0 +1,303 @@
+"""Collectives on numpy arrays, torch CPU tensors and Python scalars.
+
+Every function is collective: all ranks call it in the same order with the
+same shape and dtype. Out-of-place versions return a new object of the type
+given (numpy array, torch tensor, or Python scalar); the ``*_`` versions work
+in place on the caller's memory (zero-copy) and return it.
+
+Before moving data, each call compares a small descriptor (kind of call,
+dtype, op or root, shape) across ranks with one 80-byte allgather, so a rank
+passing a different shape gets a :class:`MismatchError` that names the ranks
+instead of corrupted memory or a hang. Pass ``check=False`` to skip it when a
+loop's shapes are known to agree; with one rank there is nothing to check.
+"""
+import sys
+
+import numpy as np
+
+from . import _tnt
+from .errors import InvalidArgumentError, MismatchError
+
+__all__ = ["allreduce", "allreduce_", "broadcast", "broadcast_", "allgather",
+           "allgather_concat", "barrier"]
+
+_OPS = {"sum": _tnt.SUM, "avg": _tnt.AVG, "average": _tnt.AVG, "mean": _tnt.AVG,
+        "min": _tnt.MIN, "max": _tnt.MAX, "prod": _tnt.PROD}
+_OP_NAMES = {_tnt.SUM: "sum", _tnt.AVG: "avg", _tnt.MIN: "min", _tnt.MAX: "max",
+             _tnt.PROD: "prod"}
+
+_NP_DTYPES = {np.dtype(np.float32): _tnt.FLOAT32, np.dtype(np.float64): _tnt.FLOAT64,
+              np.dtype(np.float16): _tnt.FLOAT16, np.dtype(np.int32): _tnt.INT32,
+              np.dtype(np.int64): _tnt.INT64}
+_DTYPE_NAMES = {_tnt.FLOAT32: "float32", _tnt.FLOAT64: "float64", _tnt.FLOAT16: "float16",
+                _tnt.BFLOAT16: "bfloat16", _tnt.INT32: "int32", _tnt.INT64: "int64"}
+_torch_dtypes = None
+
+# Descriptor kinds, so that ranks calling different collectives are caught.
+_K_ALLREDUCE, _K_BROADCAST, _K_ALLGATHER, _K_ALLGATHER_CONCAT, _K_PARAMS = 1, 2, 3, 4, 5
+_KIND_NAMES = {1: "allreduce", 2: "broadcast", 3: "allgather", 4: "allgather_concat",
+               5: "broadcast_parameters"}
+_MAX_DIMS = 5
+
+
+def _torch():
+    # torch is optional for the collectives: only used when given a tensor.
+    return sys.modules.get("torch")
+
+
+def _is_tensor(x):
+    t = _torch()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _torch_dtype_map():
+    global _torch_dtypes
+    if _torch_dtypes is None:
+        import torch
+        _torch_dtypes = {torch.float32: _tnt.FLOAT32, torch.float64: _tnt.FLOAT64,
+                         torch.float16: _tnt.FLOAT16, torch.bfloat16: _tnt.BFLOAT16,
+                         torch.int32: _tnt.INT32, torch.int64: _tnt.INT64}
+    return _torch_dtypes
+
+
+def _op_code(op):
+    if isinstance(op, str):
+        code = _OPS.get(op.lower())
+        if code is not None:
+            return code
+    raise InvalidArgumentError("unknown reduction op %r; use one of 'sum', 'avg', 'min', "
+                               "'max', 'prod'" % (op,))
+
+
+def tensor_dtype_code(t, what="tensor"):
+    """libtnt dtype code of a torch tensor; raises InvalidArgumentError."""
+    code = _torch_dtype_map().get(t.dtype)
+    if code is None:
+        raise InvalidArgumentError(
+            "%s: dtype %s is not supported; use float32, float64, float16, bfloat16, int32 "
+            "or int64" % (what, t.dtype))
+    return code
+
+
+def tensor_view(t, what="tensor"):
+    """A flat numpy view sharing memory with the contiguous CPU tensor ``t``
+    (bfloat16 is viewed as int16, which numpy lacks), and its libtnt dtype code.
+    Raises InvalidArgumentError for other devices, dtypes or strided tensors."""
+    if t.device.type != "cpu":
+        raise InvalidArgumentError("%s: tensor is on %s; tarantella reduces CPU tensors "
+                                   "(move it with .cpu())" % (what, t.device))
+    code = tensor_dtype_code(t, what)
+    if not t.is_contiguous():
+        raise InvalidArgumentError("%s: tensor is not contiguous (strides %s); call "
+                                   ".contiguous() first" % (what, tuple(t.stride())))
+    d = t.detach()
+    if code == _tnt.BFLOAT16:
+        import torch
+        d = d.view(torch.int16)
+    return d.numpy().reshape(-1), code
+
+
+def _array_view(a, what):
+    code = _NP_DTYPES.get(a.dtype)
+    if code is None:
+        raise InvalidArgumentError(
+            "%s: dtype %s is not supported; use float32, float64, float16, int32 or int64"
+            % (what, a.dtype))
+    if not a.flags.c_contiguous:
+        raise InvalidArgumentError("%s: array is not C-contiguous; use np.ascontiguousarray"
+                                   % what)
+    return a.reshape(-1), code
+
+
+def _view(x, what, writable):
+    """(flat numpy view, dtype code, kind) for a tensor or an array."""
+    if _is_tensor(x):
+        v, code = tensor_view(x, what)
+        return v, code, "torch"
+    if isinstance(x, np.ndarray):
+        v, code = _array_view(x, what)
+        if writable and not x.flags.writeable:
+            raise InvalidArgumentError("%s: array is read-only" % what)
+        return v, code, "numpy"
+    raise InvalidArgumentError("%s: expected a numpy array or a torch CPU tensor, got %s"
+                               % (what, type(x).__name__))
+
+
+def _shape_code(shape):
+    return hash(tuple(shape)) & 0x7FFFFFFFFFFFFFFF
+
+
+def _check_agree(kind, shape, code, arg, root=None):
+    """One small allgather to verify every rank passes the same call. Raises
+    MismatchError naming each rank that differs from the reference rank
+    (``root`` for broadcast, otherwise rank 0)."""
+    size = _tnt.size()
+    if size == 1:
+        return
+    shape = tuple(int(s) for s in shape)
+    dims = list(shape[:_MAX_DIMS]) + [0] * (_MAX_DIMS - min(len(shape), _MAX_DIMS))
+    mine = np.array([kind, code, arg, len(shape), _shape_code(shape)] + dims, dtype=np.int64)
+    everyone = np.empty((size, mine.size), dtype=np.int64)
+    _tnt.allgather(mine, everyone)
+    ref = 0 if root is None else root
+    bad = [r for r in range(size) if not np.array_equal(everyone[r], everyone[ref])]
+    if not bad:
+        return
+    raise MismatchError("%s: ranks disagree on the call: %s; every rank must pass the same "
+                        "shape and dtype%s (this is rank %d)"
+                        % (_KIND_NAMES.get(kind, "collective"),
+                           "; ".join(_describe(r, everyone[r]) for r in [ref] + bad),
+                           " and root" if kind == _K_BROADCAST else
+                           " and op" if kind == _K_ALLREDUCE else "", _tnt.rank()))
+
+
+def _describe(rank, row):
+    kind, code, arg, ndim = (int(v) for v in row[:4])
+    dims = [int(v) for v in row[5:5 + min(ndim, _MAX_DIMS)]]
+    shape = "(" + ", ".join(map(str, dims)) + ("..." if ndim > _MAX_DIMS else "") + \
+        ("," if ndim == 1 else "") + ")"
+    s = "rank %d: %s %s %s" % (rank, _KIND_NAMES.get(kind, "?%d" % kind),
+                               _DTYPE_NAMES.get(code, "?"), shape)
+    if kind == _K_ALLREDUCE:
+        s += " op=%s" % _OP_NAMES.get(arg, arg)
+    elif kind == _K_BROADCAST:
+        s += " root=%d" % arg
+    return s
+
+
+def _scalar_in(x):
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.number)):
+        return None
+    return np.array(x, dtype=np.float64 if isinstance(x, (float, np.floating)) else np.int64)
+
+
+def _new_like(x):
+    if _is_tensor(x):
+        import torch
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+    return np.empty_like(x, order="C")
+
+
+def allreduce_(x, op="sum", check=True):
+    """Reduces ``x`` over all ranks in place (zero-copy) and returns ``x``.
+    ``op``: 'sum', 'avg' (sum / number of ranks; integer division for ints),
+    'min', 'max', 'prod'. Every rank gets bitwise-identical results."""
+    code_op = _op_code(op)
+    v, code, _ = _view(x, "allreduce_", writable=True)
+    if check:
+        _check_agree(_K_ALLREDUCE, x.shape, code, code_op)
+    _tnt.allreduce(v, None, code, code_op)
+    return x
+
+
+def allreduce(x, op="sum", check=True):
+    """Returns the reduction of ``x`` over all ranks as a new object of the
+    same type (numpy array, torch tensor, or Python int/float); ``x`` is not
+    modified. See :func:`allreduce_` for ``op``."""
+    s = _scalar_in(x)
+    if s is not None:
+        code_op = _op_code(op)
+        out = np.empty_like(s)
+        v, code = _array_view(s, "allreduce")
+        if check:
+            _check_agree(_K_ALLREDUCE, (), code, code_op)
+        _tnt.allreduce(v, out.reshape(-1), code, code_op)
+        return out.item()
+    code_op = _op_code(op)
+    v, code, _ = _view(x, "allreduce", writable=False)
+    if check:
+        _check_agree(_K_ALLREDUCE, x.shape, code, code_op)
+    out = _new_like(x)
+    ov, _, _ = _view(out, "allreduce", writable=True)
+    _tnt.allreduce(v, ov, code, code_op)
+    return out
+
+
+def _check_root(root):
+    size = _tnt.size()
+    if not isinstance(root, int) or not 0 <= root < size:
+        raise InvalidArgumentError("broadcast: root %r is not a rank (0..%d)" % (root, size - 1))
+
+
+def broadcast_(x, root=0, check=True):
+    """Overwrites ``x`` on every rank with root's ``x`` (in place); returns ``x``."""
+    _check_root(root)
+    v, code, _ = _view(x, "broadcast_", writable=True)
+    if check:
+        _check_agree(_K_BROADCAST, x.shape, code, root, root=root)
+    _tnt.broadcast(v, root)
+    return x
+
+
+def broadcast(x, root=0, check=True):
+    """Returns root's ``x`` on every rank as a new object of the type given
+    (numpy array, torch tensor, or Python int/float)."""
+    _check_root(root)
+    s = _scalar_in(x)
+    if s is not None:
+        v, code = _array_view(s, "broadcast")
+        if check:
+            _check_agree(_K_BROADCAST, (), code, root, root=root)
+        _tnt.broadcast(v, root)
+        return s.item()
+    _view(x, "broadcast", writable=False)
+    out = _new_like(x)
+    out[...] = x
+    return broadcast_(out, root, check)
+
+
+def allgather(x, check=True):
+    """Gathers ``x`` from every rank: the result has shape ``(size, *x.shape)``
+    and row r holds rank r's ``x``. Same type as given (array or tensor)."""
+    s = _scalar_in(x)
+    if s is not None:
+        x = s
+    v, code, kind = _view(x, "allgather", writable=False)
+    if check:
+        _check_agree(_K_ALLGATHER, x.shape, code, 0)
+    size = _tnt.size()
+    if kind == "torch":
+        import torch
+        out = torch.empty((size,) + tuple(x.shape), dtype=x.dtype)
+    else:
+        out = np.empty((size,) + tuple(x.shape), dtype=x.dtype)
+    ov, _, _ = _view(out, "allgather", writable=True)
+    _tnt.allgather(v, ov)
+    return out
+
+
+def allgather_concat(x):
+    """Concatenates every rank's ``x`` along the first dimension, in rank
+    order; the first dimension may differ between ranks (e.g. predictions of
+    uneven shards), the other dimensions and the dtype must agree."""
+    if getattr(x, "ndim", 0) < 1:
+        raise InvalidArgumentError("allgather_concat: need at least one dimension")
+    v, code, kind = _view(x, "allgather_concat", writable=False)
+    size = _tnt.size()
+    rest = tuple(int(d) for d in x.shape[1:])
+    # Row lengths first; the agreement check covers dtype and trailing dims.
+    _check_agree(_K_ALLGATHER_CONCAT, (0,) + rest, code, 0)
+    lens = np.empty(size, dtype=np.int64)
+    _tnt.allgather(np.array([x.shape[0]], dtype=np.int64), lens)
+    longest = int(lens.max())
+    row = int(np.prod(rest)) if rest else 1
+    itemsize = v.itemsize
+    padded = np.zeros(longest * row * itemsize, dtype=np.uint8)
+    padded[:v.size * itemsize] = v.view(np.uint8)
+    gathered = np.empty(size * padded.size, dtype=np.uint8).reshape(size, -1)
+    _tnt.allgather(padded, gathered)
+    parts = [gathered[r, :int(lens[r]) * row * itemsize] for r in range(size)]
+    flat = np.concatenate(parts)
+    total = int(lens.sum())
+    if kind == "torch":
+        import torch
+        out = torch.empty((total,) + rest, dtype=x.dtype)
+        ov, _ = tensor_view(out, "allgather_concat")
+        ov.view(np.uint8)[:] = flat
+        return out
+    return flat.view(x.dtype).reshape((total,) + rest).copy()
+
+
+def barrier():
+    """Returns when every rank has called barrier()."""
+    _tnt.barrier()

@@ -1,0 +1,78 @@
+"""Exceptions raised by tarantella: one class per libtnt status code.
+
+Every class derives from :class:`TarantellaError`; where a builtin exception
+means the same thing, the class derives from it too (``tnt.TimeoutError`` is
+a ``builtins.TimeoutError``, ``tnt.InvalidArgumentError`` a ``ValueError``),
+so generic ``except`` clauses keep working. The message is libtnt's
+``tnt_last_error()``: what happened and what to do, naming the collective and
+the ranks involved. ``exc.status`` is the libtnt status code (negative int).
+"""
+import builtins
+
+__all__ = [
+    "TarantellaError", "InvalidArgumentError", "NoMemoryError", "TimeoutError",
+    "PeerFailedError", "BootstrapError", "TransportError", "UnsupportedError",
+    "MismatchError", "NotInitializedError", "SystemCallError", "ERROR_CLASSES",
+]
+
+
+class TarantellaError(Exception):
+    """Base class of every error raised by tarantella."""
+    status = None
+
+
+class InvalidArgumentError(TarantellaError, ValueError):
+    """Bad argument: dtype, op, root, sizes, non-contiguous data."""
+    status = -1
+
+
+class NoMemoryError(TarantellaError, MemoryError):
+    """An allocation or a shared-memory mapping failed."""
+    status = -2
+
+
+class TimeoutError(TarantellaError, builtins.TimeoutError):
+    """A peer did not arrive within TNT_TIMEOUT seconds; the message names it."""
+    status = -3
+
+
+class PeerFailedError(TarantellaError):
+    """A peer process died or its connection broke."""
+    status = -4
+
+
+class BootstrapError(TarantellaError):
+    """PMIx bootstrap failed (launcher or srun --mpi=pmix problem)."""
+    status = -5
+
+
+class TransportError(TarantellaError):
+    """The shared-memory or network transport failed."""
+    status = -6
+
+
+class UnsupportedError(TarantellaError, NotImplementedError):
+    """Feature not built in or not available here."""
+    status = -7
+
+
+class MismatchError(TarantellaError):
+    """Ranks disagree: shapes, dtypes, fusion plans or call order."""
+    status = -8
+
+
+class NotInitializedError(TarantellaError, RuntimeError):
+    """libtnt was used before init() or after finalize()."""
+    status = -9
+
+
+class SystemCallError(TarantellaError, OSError):
+    """A system call failed; the message carries errno's text."""
+    status = -10
+
+
+#: status code -> exception class; the C extension raises through this table.
+ERROR_CLASSES = {cls.status: cls for cls in (
+    InvalidArgumentError, NoMemoryError, TimeoutError, PeerFailedError,
+    BootstrapError, TransportError, UnsupportedError, MismatchError,
+    NotInitializedError, SystemCallError)}

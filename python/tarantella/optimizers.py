@@ -1,0 +1,366 @@
+"""Gradient allreduce for data-parallel training: GradientReducer (the shared
+mechanism under tnt.Model and DistributedOptimizer), DistributedOptimizer for
+custom training loops, and broadcast_parameters.
+
+How the gradient path works
+---------------------------
+GradientReducer creates one libtnt fusion engine over the trainable
+parameters, in reverse registration order (roughly the order backprop
+produces their gradients), which is identical on every rank; creating it is
+collective and fails with MismatchError when ranks' models differ. A hook on
+each parameter's AccumulateGrad node marks its gradient ready as soon as
+backward has accumulated it: libtnt multiplies it by the step's scale and,
+when a bucket is complete, starts that bucket's allreduce on its progress
+thread while backward goes on. ``synchronize()`` marks whatever backward did
+not produce (unused parameters, or every parameter on a rank that had no
+samples this step; a missing ``.grad`` becomes zeros) and waits, after which
+every ``p.grad`` holds ``sum over ranks of scale_r * grad_r``.
+
+With the default scale ``1/size`` that is the average. For exact serial
+equivalence with uneven micro-batches, each rank passes
+``local_count / global_count`` (``set_micro_batch(local, global)``) and
+computes a *mean* loss over its own micro-batch: the sum over ranks is then
+exactly the serial mean-loss gradient.
+"""
+import contextlib
+import hashlib
+
+import numpy as np
+import torch
+
+from . import _tnt
+from .collectives import tensor_dtype_code, _check_agree, _K_PARAMS
+from .errors import InvalidArgumentError
+
+__all__ = ["GradientReducer", "DistributedOptimizer", "broadcast_parameters"]
+
+
+def _unique_params(module_or_params):
+    if isinstance(module_or_params, torch.nn.Module):
+        params = list(module_or_params.parameters())  # already de-duplicated
+    else:
+        params = []
+        for item in module_or_params:
+            if isinstance(item, dict):  # an optimizer param group
+                params.extend(item["params"])
+            else:
+                params.append(item)
+    seen, out = set(), []
+    for p in params:
+        if id(p) not in seen and p.requires_grad:
+            seen.add(id(p))
+            out.append(p)
+    return out
+
+
+class GradientReducer:
+    """Fused, overlapped gradient allreduce over a module's parameters.
+
+    ``module_or_params``: a ``torch.nn.Module``, or an iterable of parameters
+    (or of optimizer param groups). Only parameters with ``requires_grad``
+    take part. ``threshold_kb``: fusion bucket size in KiB; None uses
+    ``TNT_FUSION_THRESHOLD_KB`` or libtnt's default, 0 gives one bucket per
+    parameter. Collective: every rank constructs it at the same point with
+    the same model.
+
+    Per step::
+
+        reducer.set_micro_batch(local_count, global_count)   # or set_scale()
+        loss.backward()          # gradients are reduced while backward runs
+        reducer.synchronize()    # waits; p.grad now holds the global gradient
+        optimizer.step()
+    """
+
+    def __init__(self, module_or_params, threshold_kb=None):
+        _tnt.init()
+        params = _unique_params(module_or_params)
+        # Reverse registration order approximates the order in which backward
+        # produces gradients (last layer first), so early buckets fill early.
+        self._params = list(reversed(params))
+        descs = []
+        for i, p in enumerate(self._params):
+            if p.device.type != "cpu":
+                raise InvalidArgumentError("GradientReducer: parameter %d is on %s; only CPU "
+                                           "tensors are supported" % (i, p.device))
+            descs.append((p.numel(), tensor_dtype_code(p, "GradientReducer parameter")))
+        if threshold_kb is None:
+            threshold = None
+        else:
+            if threshold_kb < 0:
+                raise InvalidArgumentError("threshold_kb must be >= 0, got %r" % threshold_kb)
+            threshold = int(threshold_kb * 1024)
+        self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM)
+        self._size = _tnt.size()
+        self._scale = 1.0 / self._size
+        self._sync = True
+        n = len(self._params)
+        # Per step: marked[i] says tensor i was handed to libtnt; inflight[i]
+        # keeps its gradient (and, for a strided gradient, the contiguous copy
+        # libtnt works on) alive until synchronize().
+        self._marked = [False] * n
+        self._inflight = [None] * n
+        self._hooks = []
+        self._acc_nodes = []
+        for i, p in enumerate(self._params):
+            # torch 1.13 has no register_post_accumulate_grad_hook: hook the
+            # AccumulateGrad node, which runs once per backward after the
+            # incoming gradients are summed into p.grad. We keep the node
+            # alive; otherwise torch would drop it and create a fresh one.
+            node = p.expand_as(p).grad_fn.next_functions[0][0]
+            self._hooks.append(node.register_hook(self._make_hook(i)))
+            self._acc_nodes.append(node)
+
+    # -- configuration -----------------------------------------------------
+
+    @property
+    def parameters(self):
+        """The parameters in plan order (reverse registration order)."""
+        return list(self._params)
+
+    @property
+    def num_buckets(self):
+        return self._fusion.num_buckets
+
+    @property
+    def scale(self):
+        return self._scale
+
+    def set_scale(self, scale):
+        """Weight of this rank's gradient in the sum for the coming backward
+        (set it before backward). Default ``1/size`` (average)."""
+        self._scale = float(scale)
+
+    def set_micro_batch(self, local_count, global_count):
+        """Sets the scale to ``local_count / global_count`` (0 for an empty
+        step), which makes the reduced gradient the serial mean-loss gradient
+        over the global batch when each rank's loss is a mean."""
+        self._scale = float(local_count) / float(global_count) if global_count else 0.0
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes inside the block only accumulate gradients locally
+        (gradient accumulation); the first backward after it reduces the
+        accumulated gradients."""
+        previous = self._sync
+        self._sync = False
+        try:
+            yield
+        finally:
+            self._sync = previous
+
+    # -- per step ----------------------------------------------------------
+
+    def _make_hook(self, i):
+        def hook(grad_inputs, grad_outputs):
+            if self._sync:
+                self._mark(i, from_backward=True)
+        return hook
+
+    def _mark(self, i, from_backward=False):
+        if self._marked[i]:
+            if from_backward:
+                raise RuntimeError(
+                    "tarantella: a second backward pass produced the gradient of parameter "
+                    "%d before the optimizer step; wrap all but the last backward of a step "
+                    "in no_sync(), or call synchronize() in between" % i)
+            return
+        p = self._params[i]
+        g = p.grad
+        if g is None:
+            # Unused parameter, or no samples on this rank: contribute zeros.
+            g = torch.zeros_like(p, memory_format=torch.contiguous_format)
+            p.grad = g
+        if g.is_contiguous():
+            work = g
+        else:
+            work = g.contiguous()
+        self._inflight[i] = (g, work)
+        self._marked[i] = True
+        self._fusion.mark_ready(i, work.data_ptr(), self._scale)
+
+    @property
+    def pending(self):
+        """True when some gradient was handed to libtnt and not yet waited for."""
+        return any(self._marked)
+
+    def synchronize(self):
+        """Contributes every gradient backward did not mark (zeros where
+        ``.grad`` is None) and waits until all are reduced into ``p.grad``."""
+        try:
+            for i in range(len(self._params)):
+                if not self._marked[i]:
+                    self._mark(i)
+            self._fusion.wait()
+            for i, item in enumerate(self._inflight):
+                g, work = item
+                if work is not g:
+                    g.copy_(work)
+        finally:
+            self._marked = [False] * len(self._params)
+            self._inflight = [None] * len(self._params)
+
+    def close(self):
+        """Removes the hooks and destroys the fusion engine."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        self._acc_nodes = []
+        self._fusion.close()
+
+
+class DistributedOptimizer(torch.optim.Optimizer):
+    """Wraps a torch optimizer for data-parallel training.
+
+    ``step()`` waits for the overlapped gradient allreduce (see
+    :class:`GradientReducer`), then steps the wrapped optimizer; everything
+    else (``zero_grad``, ``param_groups``, ``state_dict``, LR schedulers)
+    goes to the wrapped optimizer. ``model``: the module whose parameters to
+    reduce (default: the optimizer's parameters). Collective to construct.
+    """
+
+    def __init__(self, optimizer, model=None, threshold_kb=None, reducer=None):
+        # No Optimizer.__init__: the wrapped optimizer owns param_groups and
+        # state; subclassing only makes isinstance() checks (LR schedulers)
+        # accept the wrapper.
+        self._optimizer = optimizer
+        if reducer is None:
+            reducer = GradientReducer(model if model is not None else optimizer.param_groups,
+                                      threshold_kb=threshold_kb)
+        self._reducer = reducer
+
+    @property
+    def optimizer(self):
+        return self._optimizer
+
+    @property
+    def reducer(self):
+        return self._reducer
+
+    @property
+    def param_groups(self):
+        return self._optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, value):
+        self._optimizer.param_groups = value
+
+    @property
+    def state(self):
+        return self._optimizer.state
+
+    @state.setter
+    def state(self, value):
+        self._optimizer.state = value
+
+    @property
+    def defaults(self):
+        return self._optimizer.defaults
+
+    @defaults.setter
+    def defaults(self, value):
+        self._optimizer.defaults = value
+
+    def set_scale(self, scale):
+        self._reducer.set_scale(scale)
+
+    def set_micro_batch(self, local_count, global_count):
+        self._reducer.set_micro_batch(local_count, global_count)
+
+    def no_sync(self):
+        return self._reducer.no_sync()
+
+    def synchronize(self):
+        self._reducer.synchronize()
+
+    def step(self, closure=None):
+        if closure is None:
+            self._reducer.synchronize()
+            return self._optimizer.step()
+        if self._reducer.pending:
+            self._reducer.synchronize()
+
+        def synced_closure():
+            with torch.enable_grad():
+                loss = closure()
+            self._reducer.synchronize()
+            return loss
+        return self._optimizer.step(synced_closure)
+
+    def zero_grad(self, set_to_none=False):
+        return self._optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self):
+        return self._optimizer.state_dict()
+
+    def load_state_dict(self, state_dict):
+        return self._optimizer.load_state_dict(state_dict)
+
+    def add_param_group(self, param_group):
+        raise InvalidArgumentError("DistributedOptimizer: parameters cannot be added after "
+                                   "construction (the fusion plan is fixed); build the "
+                                   "optimizer with all parameter groups first")
+
+    def __getstate__(self):
+        return self.__dict__
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        return "DistributedOptimizer(%r)" % (self._optimizer,)
+
+
+def _broadcast_tensors(tensors, root):
+    """Broadcasts tensors in place from root, one collective per dtype group."""
+    groups = {}
+    for t in tensors:
+        groups.setdefault(t.dtype, []).append(t)
+    for dtype in sorted(groups, key=str):
+        group = groups[dtype]
+        flat = torch.cat([t.detach().reshape(-1) for t in group]) if len(group) > 1 \
+            else group[0].detach().reshape(-1).clone()
+        if dtype == torch.bfloat16:
+            buf = flat.view(torch.int16).numpy()
+        else:
+            buf = flat.numpy()
+        _tnt.broadcast(buf.view(np.uint8), root)
+        offset = 0
+        with torch.no_grad():
+            for t in group:
+                n = t.numel()
+                t.copy_(flat[offset:offset + n].view(t.shape))
+                offset += n
+
+
+def broadcast_parameters(module_or_tensors, root=0):
+    """Overwrites every parameter and buffer of ``module_or_tensors`` (a
+    ``torch.nn.Module``, a state dict, or an iterable of tensors) with the
+    root rank's values. Collective; raises MismatchError when the ranks'
+    models differ in structure."""
+    _tnt.init()
+    if isinstance(module_or_tensors, torch.nn.Module):
+        tensors = [p for _, p in module_or_tensors.named_parameters()] + \
+                  [b for _, b in module_or_tensors.named_buffers()]
+    elif isinstance(module_or_tensors, dict):
+        tensors = [v for v in module_or_tensors.values() if isinstance(v, torch.Tensor)]
+    else:
+        tensors = list(module_or_tensors)
+    size = _tnt.size()
+    if not 0 <= int(root) < size:
+        raise InvalidArgumentError("broadcast_parameters: root %r is not a rank" % (root,))
+    if size == 1:
+        return
+    # Structure check: number of tensors, total elements and a digest of the
+    # shapes and dtypes must agree with the root's.
+    # (str hashes are salted per process, so use a real digest.)
+    text = ";".join("%s:%s" % (tuple(t.shape), t.dtype) for t in tensors).encode()
+    digest = int.from_bytes(hashlib.sha1(text).digest()[:7], "little")
+    total = sum(t.numel() for t in tensors)
+    _check_agree(_K_PARAMS, (len(tensors), total, digest), 0, int(root),
+                 root=int(root))
+    for t in tensors:
+        if t.device.type != "cpu":
+            raise InvalidArgumentError("broadcast_parameters: tensor on %s; only CPU tensors "
+                                       "are supported" % t.device)
+    _broadcast_tensors(tensors, int(root))
+
