@@ -1,37 +1,174 @@
-"""Keras-style callbacks for tnt.Model (logs averaged across ranks)."""
+"""Keras-style callbacks for tnt.Model.
+
+Every callback sees logs that are averaged over all ranks (weighted by each
+rank's sample count, so they equal the serial values) unless it says
+otherwise. Two attributes decide how tnt.Model drives a callback:
+
+``aggregate_logs`` (default True)
+    True: the logs are the global, rank-averaged values, identical on every
+    rank. False: the logs are this rank's own values.
+``run_on_all_ranks`` (default True)
+    False: the hooks run on the master rank only (writers such as CSVLogger).
+
+User callbacks are either subclasses of :class:`Callback` (Keras habit) or
+any object with Keras hook names, which tnt.Model wraps as
+``Callback(obj)``; ``Callback(obj, aggregate_logs=False,
+run_on_all_ranks=False)`` changes the defaults for one callback.
+
+Stopping is collective: tnt.Model combines ``model.stop_training`` over all
+ranks (any rank asking to stop stops everyone) after the epoch hooks, and
+after the batch hooks when a callback has batch hooks, so every rank stops
+after the same batch or epoch.
+"""
+import csv
+import math
+import os
+import sys
+
+import numpy as np
+
+__all__ = [
+    "Callback", "History", "CSVLogger", "EarlyStopping", "LearningRateScheduler",
+    "ReduceLROnPlateau", "ModelCheckpoint", "ProgbarLogger", "TerminateOnNaN",
+    "LambdaCallback", "CallbackList",
+]
+
+_HOOKS = (
+    "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+    "on_train_batch_begin", "on_train_batch_end", "on_test_begin", "on_test_end",
+    "on_test_batch_begin", "on_test_batch_end", "on_predict_begin", "on_predict_end",
+    "on_predict_batch_begin", "on_predict_batch_end",
+)
+_BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
 
 
-class KerasCallback:
-    """Base class with the Keras hook names; every hook does nothing."""
+def _print(msg):
+    # Callbacks that print run on ranks chosen by tnt.Model (see
+    # CallbackList); prefixing is done there, so this is a plain print.
+    print(msg, flush=True)
 
-    def __init__(self):
+
+class Callback:
+    """Base class of every callback, and the wrapper for user callbacks.
+
+    ``Callback(cb, aggregate_logs=True, run_on_all_ranks=True)`` wraps an
+    object ``cb`` with Keras hook names; its hooks are called with the logs
+    chosen by ``aggregate_logs`` on the ranks chosen by ``run_on_all_ranks``.
+    Subclass it without ``cb`` to write a callback directly (as with
+    ``keras.callbacks.Callback``); ``self.model`` is the tnt.Model and
+    ``self.params`` holds ``epochs``, ``steps`` and ``verbose``.
+    """
+
+    def __init__(self, cb=None, aggregate_logs=True, run_on_all_ranks=True):
+        self.callback = cb
+        self.aggregate_logs = aggregate_logs
+        self.run_on_all_ranks = run_on_all_ranks
         self.model = None
         self.params = {}
 
     def set_model(self, model):
         self.model = model
+        if self.callback is not None and hasattr(self.callback, "set_model"):
+            self.callback.set_model(model)
+        elif self.callback is not None:
+            self.callback.model = model
 
     def set_params(self, params):
         self.params = params
+        if self.callback is not None and hasattr(self.callback, "set_params"):
+            self.callback.set_params(params)
 
-    def on_train_begin(self, logs=None): pass
-    def on_train_end(self, logs=None): pass
-    def on_epoch_begin(self, epoch, logs=None): pass
-    def on_epoch_end(self, epoch, logs=None): pass
-    def on_train_batch_begin(self, batch, logs=None): pass
-    def on_train_batch_end(self, batch, logs=None): pass
-    def on_test_begin(self, logs=None): pass
-    def on_test_end(self, logs=None): pass
-    def on_test_batch_begin(self, batch, logs=None): pass
-    def on_test_batch_end(self, batch, logs=None): pass
-    def on_predict_begin(self, logs=None): pass
-    def on_predict_end(self, logs=None): pass
-    def on_predict_batch_begin(self, batch, logs=None): pass
-    def on_predict_batch_end(self, batch, logs=None): pass
+    def _forward(self, name, *args):
+        fn = getattr(self.callback, name, None) if self.callback is not None else None
+        if fn is not None:
+            fn(*args)
+
+    def has_batch_hooks(self):
+        """True when some train-batch hook does real work; tnt.Model then
+        averages batch logs and combines stop requests after every batch."""
+        target = self.callback if self.callback is not None else self
+        for name in _BATCH_HOOKS:
+            fn = getattr(type(target), name, None)
+            if fn is None:
+                continue
+            if fn is not getattr(Callback, name, None):
+                return True
+        return False
+
+    # Keras aliases: on_batch_* are the train-batch hooks.
+    def on_batch_begin(self, batch, logs=None):
+        self._forward("on_batch_begin", batch, logs)
+
+    def on_batch_end(self, batch, logs=None):
+        self._forward("on_batch_end", batch, logs)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.callback is not None:
+            self._forward("on_train_batch_begin", batch, logs)
+        else:
+            self.on_batch_begin(batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.callback is not None:
+            self._forward("on_train_batch_end", batch, logs)
+        else:
+            self.on_batch_end(batch, logs)
+
+    def on_train_begin(self, logs=None):
+        self._forward("on_train_begin", logs)
+
+    def on_train_end(self, logs=None):
+        self._forward("on_train_end", logs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._forward("on_epoch_begin", epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._forward("on_epoch_end", epoch, logs)
+
+    def on_test_begin(self, logs=None):
+        self._forward("on_test_begin", logs)
+
+    def on_test_end(self, logs=None):
+        self._forward("on_test_end", logs)
+
+    def on_test_batch_begin(self, batch, logs=None):
+        self._forward("on_test_batch_begin", batch, logs)
+
+    def on_test_batch_end(self, batch, logs=None):
+        self._forward("on_test_batch_end", batch, logs)
+
+    def on_predict_begin(self, logs=None):
+        self._forward("on_predict_begin", logs)
+
+    def on_predict_end(self, logs=None):
+        self._forward("on_predict_end", logs)
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        self._forward("on_predict_batch_begin", batch, logs)
+
+    def on_predict_batch_end(self, batch, logs=None):
+        self._forward("on_predict_batch_end", batch, logs)
 
 
-class History(KerasCallback):
-    """Records the epoch logs: ``history.history['loss'][epoch]``."""
+def _lr_of(model):
+    return float(model.optimizer.param_groups[0]["lr"])
+
+
+def _set_lr(model, lr):
+    for group in model.optimizer.param_groups:
+        group["lr"] = float(lr)
+
+
+class History(Callback):
+    """Records the epoch logs: ``history.history['loss'][i]`` and
+    ``history.epoch``. tnt.Model.fit adds one and returns it. The values are
+    the rank-averaged logs, so the history is identical on every rank."""
+
+    def __init__(self):
+        super().__init__()
+        self.epoch = []
+        self.history = {}
 
     def on_train_begin(self, logs=None):
         self.epoch = []
@@ -41,3 +178,458 @@ class History(KerasCallback):
         self.epoch.append(epoch)
         for k, v in (logs or {}).items():
             self.history.setdefault(k, []).append(v)
+        if self.model is not None:
+            self.model.history = self
+
+
+class CSVLogger(Callback):
+    """Writes one row per epoch (``epoch`` then the sorted log keys) to
+    ``filename``; only the master rank writes."""
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__(run_on_all_ranks=False)
+        self.filename = os.fspath(filename)
+        self.sep = separator
+        self.append = append
+        self.keys = None
+        self._file = None
+        self._writer = None
+
+    def on_train_begin(self, logs=None):
+        has_header = self.append and os.path.exists(self.filename) and os.path.getsize(self.filename) > 0
+        self._file = open(self.filename, "a" if self.append else "w", newline="")
+        self._has_header = has_header
+        self.keys = None
+        self._writer = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.keys is None:
+            self.keys = sorted(logs.keys())
+        if self._writer is None:
+            self._writer = csv.DictWriter(self._file, fieldnames=["epoch"] + self.keys,
+                                          delimiter=self.sep)
+            if not self._has_header:
+                self._writer.writeheader()
+        row = {"epoch": epoch}
+        for k in self.keys:
+            v = logs.get(k, "NA")
+            row[k] = v
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def on_train_end(self, logs=None):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._writer = None
+
+
+def _monitor_op(mode, monitor, name):
+    if mode not in ("auto", "min", "max"):
+        raise ValueError("%s: mode must be 'auto', 'min' or 'max', got %r" % (name, mode))
+    if mode == "auto":
+        mode = "max" if ("acc" in monitor or monitor.startswith("fmeasure") or "auc" in monitor) else "min"
+    return mode
+
+
+class EarlyStopping(Callback):
+    """Stops training when ``monitor`` has stopped improving for
+    ``patience`` epochs (Keras semantics). The monitored value is the
+    rank-averaged log, so every rank decides the same and stops after the
+    same epoch."""
+
+    def __init__(self, monitor="val_loss", min_delta=0, patience=0, verbose=0, mode="auto",
+                 baseline=None, restore_best_weights=False, start_from_epoch=0):
+        super().__init__()
+        self.monitor = monitor
+        self.patience = patience
+        self.verbose = verbose
+        self.baseline = baseline
+        self.min_delta = abs(min_delta)
+        self.restore_best_weights = restore_best_weights
+        self.start_from_epoch = start_from_epoch
+        self.mode = _monitor_op(mode, monitor, "EarlyStopping")
+        if self.mode == "min":
+            self.min_delta *= -1
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = None
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def _improved(self, current, reference):
+        if self.mode == "min":
+            return current - self.min_delta < reference
+        return current - self.min_delta > reference
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = math.inf if self.mode == "min" else -math.inf
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        current = (logs or {}).get(self.monitor)
+        if current is None or epoch < self.start_from_epoch:
+            if current is None:
+                _print("EarlyStopping: metric '%s' is not in the logs (available: %s)"
+                       % (self.monitor, ", ".join(sorted(logs or {}))))
+            return
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights = self.model.get_weights()
+        self.wait += 1
+        if self._improved(current, self.best):
+            self.best = current
+            self.best_epoch = epoch
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            if self.baseline is None or self._improved(current, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            if self.restore_best_weights and self.best_weights is not None:
+                if self.verbose > 0:
+                    _print("Restoring model weights from the end of the best epoch: %d."
+                           % (self.best_epoch + 1))
+                self.model.set_weights(self.best_weights)
+
+    def on_train_end(self, logs=None):
+        if self.stopped_epoch > 0 and self.verbose > 0 and self.model.is_output_rank():
+            _print("Epoch %d: early stopping" % (self.stopped_epoch + 1))
+
+
+class LearningRateScheduler(Callback):
+    """Sets the learning rate of every parameter group at the start of each
+    epoch to ``schedule(epoch, lr)`` (or ``schedule(epoch)``)."""
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        self.schedule = schedule
+        self.verbose = verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        lr = _lr_of(self.model)
+        try:
+            new_lr = self.schedule(epoch, lr)
+        except TypeError:
+            new_lr = self.schedule(epoch)
+        new_lr = float(new_lr)
+        if not math.isfinite(new_lr):
+            raise ValueError("LearningRateScheduler: schedule returned %r at epoch %d" % (new_lr, epoch))
+        _set_lr(self.model, new_lr)
+        if self.verbose > 0 and self.model.is_output_rank():
+            _print("Epoch %d: LearningRateScheduler setting learning rate to %s." % (epoch + 1, new_lr))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = _lr_of(self.model)
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by ``factor`` when ``monitor`` has not
+    improved for ``patience`` epochs (Keras semantics, rank-averaged logs)."""
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto",
+                 min_delta=1e-4, cooldown=0, min_lr=0.0):
+        super().__init__()
+        if factor >= 1.0:
+            raise ValueError("ReduceLROnPlateau: factor must be < 1, got %r" % factor)
+        self.monitor = monitor
+        self.factor = factor
+        self.patience = patience
+        self.verbose = verbose
+        self.mode = _monitor_op(mode, monitor, "ReduceLROnPlateau")
+        self.min_delta = min_delta
+        self.cooldown = cooldown
+        self.min_lr = min_lr
+        self._reset()
+
+    def _reset(self):
+        self.best = math.inf if self.mode == "min" else -math.inf
+        self.cooldown_counter = 0
+        self.wait = 0
+
+    def _improved(self, current):
+        if self.mode == "min":
+            return current < self.best - self.min_delta
+        return current > self.best + self.min_delta
+
+    def on_train_begin(self, logs=None):
+        self._reset()
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        logs["lr"] = _lr_of(self.model)
+        current = logs.get(self.monitor)
+        if current is None:
+            _print("ReduceLROnPlateau: metric '%s' is not in the logs (available: %s)"
+                   % (self.monitor, ", ".join(sorted(logs))))
+            return
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self._improved(current):
+            self.best = current
+            self.wait = 0
+        elif self.cooldown_counter <= 0:
+            self.wait += 1
+            if self.wait >= self.patience:
+                old_lr = _lr_of(self.model)
+                if old_lr > self.min_lr:
+                    new_lr = max(old_lr * self.factor, self.min_lr)
+                    _set_lr(self.model, new_lr)
+                    if self.verbose > 0 and self.model.is_output_rank():
+                        _print("Epoch %d: ReduceLROnPlateau reducing learning rate to %s."
+                               % (epoch + 1, new_lr))
+                    self.cooldown_counter = self.cooldown
+                    self.wait = 0
+
+
+class ModelCheckpoint(Callback):
+    """Saves the model (or only its weights) after every epoch, or every
+    ``save_freq`` batches. ``filepath`` may contain ``{epoch:02d}`` and log
+    names such as ``{val_loss:.2f}``. The save is collective: it runs on
+    every rank, the master writes (atomically: temp file, fsync, rename) and
+    the others wait, so each file appears once and complete."""
+
+    def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
+                 save_weights_only=False, mode="auto", save_freq="epoch",
+                 initial_value_threshold=None):
+        super().__init__()
+        self.filepath = os.fspath(filepath)
+        self.monitor = monitor
+        self.verbose = verbose
+        self.save_best_only = save_best_only
+        self.save_weights_only = save_weights_only
+        self.mode = _monitor_op(mode, monitor, "ModelCheckpoint")
+        if save_freq != "epoch" and not (isinstance(save_freq, int) and save_freq > 0):
+            raise ValueError("ModelCheckpoint: save_freq must be 'epoch' or a positive int, got %r"
+                             % (save_freq,))
+        self.save_freq = save_freq
+        if initial_value_threshold is not None:
+            self.best = initial_value_threshold
+        else:
+            self.best = math.inf if self.mode == "min" else -math.inf
+        self._batches_seen = 0
+        self._epoch = 0
+
+    def has_batch_hooks(self):
+        return self.save_freq != "epoch"
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_freq == "epoch":
+            return
+        self._batches_seen += 1
+        if self._batches_seen % self.save_freq == 0:
+            self._save(self._epoch, logs, batch=batch)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.save_freq == "epoch":
+            self._save(epoch, logs)
+
+    def _save(self, epoch, logs, batch=None):
+        logs = dict(logs or {})
+        try:
+            path = self.filepath.format(epoch=epoch + 1, batch=batch, **logs)
+        except KeyError as e:
+            raise KeyError("ModelCheckpoint: filepath %r names %s, which is not in the logs "
+                           "(available: %s)" % (self.filepath, e, ", ".join(sorted(logs)))) from None
+        verbose = self.verbose > 0 and self.model.is_output_rank()
+        if self.save_best_only:
+            current = logs.get(self.monitor)
+            if current is None:
+                _print("ModelCheckpoint: can save best model only with '%s' available, skipping"
+                       % self.monitor)
+                return
+            better = current < self.best if self.mode == "min" else current > self.best
+            if not better:
+                if verbose:
+                    _print("Epoch %d: %s did not improve from %.5f" % (epoch + 1, self.monitor, self.best))
+                return
+            if verbose:
+                _print("Epoch %d: %s improved from %.5f to %.5f, saving model to %s"
+                       % (epoch + 1, self.monitor, self.best, current, path))
+            self.best = current
+        elif verbose:
+            _print("Epoch %d: saving model to %s" % (epoch + 1, path))
+        if self.save_weights_only:
+            self.model.save_weights(path)
+        else:
+            self.model.save(path)
+
+
+class ProgbarLogger(Callback):
+    """Prints the Keras progress bar: ``Epoch i/N`` then one bar per epoch
+    with steps, elapsed time / ETA and the rank-averaged loss and metrics.
+
+    tnt.Model adds one when ``verbose`` is 1 or 2 and runs it on the master
+    rank only (on every rank with TNT_OUTPUT_ON_ALL_DEVICES). It is updated
+    every ``update_every`` steps (bounded, so that averaging the running
+    logs across ranks costs a few small collectives per epoch) and at the
+    end of every epoch with the validation results.
+    """
+
+    def __init__(self, count_mode="steps", stateful_metrics=None, verbose=1, max_updates=20):
+        super().__init__()
+        if count_mode != "steps":
+            raise ValueError("ProgbarLogger: only count_mode='steps' is supported (global steps)")
+        self.verbose = verbose
+        self.max_updates = max_updates
+        self.progbar = None
+        self.epochs = 1
+        self.prefix = ""
+
+    def has_batch_hooks(self):
+        # Batch updates are driven by tnt.Model at its own cadence.
+        return False
+
+    def update_every(self, steps):
+        """Steps between two bar updates (the same on every rank)."""
+        if self.verbose != 1 or not steps:
+            return 0
+        return max(1, -(-steps // self.max_updates))
+
+    def on_train_begin(self, logs=None):
+        self.epochs = self.params.get("epochs", 1)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        from .progbar import Progbar
+        if self.verbose:
+            _print("%sEpoch %d/%d" % (self.prefix, epoch + 1, self.epochs))
+        self.progbar = Progbar(self.params.get("steps"), prefix=self.prefix,
+                               bar=self.verbose == 1)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.progbar is not None and self.verbose == 1:
+            self.progbar.update(batch + 1, list((logs or {}).items()), finalize=False)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.progbar is not None and self.verbose:
+            self.progbar.update(self.params.get("steps") or 0, list((logs or {}).items()),
+                                finalize=True)
+        self.progbar = None
+
+
+class TerminateOnNaN(Callback):
+    """Stops training after the batch whose (rank-averaged) loss is NaN or
+    infinite; a NaN on any rank makes the average NaN, so all ranks stop."""
+
+    def has_batch_hooks(self):
+        return True
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and (math.isnan(loss) or math.isinf(loss)):
+            if self.model.is_output_rank():
+                _print("Batch %d: Invalid loss, terminating training" % batch)
+            self.model.stop_training = True
+
+
+class LambdaCallback(Callback):
+    """Callback from plain functions: ``on_epoch_begin(epoch, logs)``,
+    ``on_epoch_end(epoch, logs)``, ``on_train_batch_begin/end(batch, logs)``
+    (alias ``on_batch_begin/end``), ``on_train_begin(logs)``,
+    ``on_train_end(logs)``; other hook names are accepted as keywords."""
+
+    def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_batch_begin=None,
+                 on_batch_end=None, on_train_begin=None, on_train_end=None,
+                 aggregate_logs=True, run_on_all_ranks=True, **kwargs):
+        super().__init__(aggregate_logs=aggregate_logs, run_on_all_ranks=run_on_all_ranks)
+        fns = dict(on_epoch_begin=on_epoch_begin, on_epoch_end=on_epoch_end,
+                   on_train_batch_begin=on_batch_begin, on_train_batch_end=on_batch_end,
+                   on_train_begin=on_train_begin, on_train_end=on_train_end)
+        for name, fn in kwargs.items():
+            if name not in _HOOKS:
+                raise TypeError("LambdaCallback: unknown hook %r" % name)
+            fns[name] = fn
+        self._fns = {k: v for k, v in fns.items() if v is not None}
+        for name, fn in self._fns.items():
+            setattr(self, name, fn)
+
+    def has_batch_hooks(self):
+        return "on_train_batch_begin" in self._fns or "on_train_batch_end" in self._fns
+
+
+def _wrap(cb):
+    if isinstance(cb, Callback):
+        return cb
+    if not any(hasattr(cb, h) for h in _HOOKS):
+        raise TypeError("tnt: %r is not a callback (it has none of the Keras hook methods)" % (cb,))
+    return Callback(cb)
+
+
+class CallbackList:
+    """Drives a list of callbacks for tnt.Model: picks the ranks each one
+    runs on and the logs (global or local) each one receives. The list and
+    the decision of which hooks need synchronised logs are the same on every
+    rank, so the collectives tnt.Model issues for them always match."""
+
+    def __init__(self, callbacks, model, params, is_master, output_rank):
+        self.callbacks = [_wrap(cb) for cb in (callbacks or [])]
+        self.model = model
+        self.params = params
+        self.is_master = is_master
+        self.output_rank = output_rank
+        for cb in self.callbacks:
+            cb.set_model(model)
+            cb.set_params(params)
+
+    def _runs_here(self, cb):
+        if isinstance(cb, ProgbarLogger):
+            return self.output_rank
+        return getattr(cb, "run_on_all_ranks", True) or self.is_master
+
+    def add(self, cb, first=False):
+        cb = _wrap(cb)
+        cb.set_model(self.model)
+        cb.set_params(self.params)
+        if first:
+            self.callbacks.insert(0, cb)
+        else:
+            self.callbacks.append(cb)
+        return cb
+
+    def set_params(self, params):
+        self.params = params
+        for cb in self.callbacks:
+            cb.set_params(params)
+
+    def find(self, cls):
+        for cb in self.callbacks:
+            if isinstance(cb, cls):
+                return cb
+        return None
+
+    def needs_batch_sync(self):
+        """True when some callback has train-batch hooks: batch logs are then
+        averaged over ranks and stop requests combined after every batch."""
+        return any(cb.has_batch_hooks() for cb in self.callbacks
+                   if not isinstance(cb, ProgbarLogger))
+
+    def call(self, hook, *args, global_logs=None, local_logs=None, skip=()):
+        """Calls ``hook`` on every callback that runs on this rank. Callbacks
+        with aggregate_logs get ``global_logs`` (the same dict for all, so
+        that one may add entries such as 'lr' for the next, as in Keras),
+        the others a copy of ``local_logs``."""
+        for cb in self.callbacks:
+            if isinstance(cb, skip) or not self._runs_here(cb):
+                continue
+            if getattr(cb, "aggregate_logs", True):
+                logs = global_logs
+            else:
+                logs = dict(local_logs) if local_logs is not None else None
+            getattr(cb, hook)(*args, logs)
+
+
+def to_float(v):
+    """Python float of a 0-d tensor, numpy scalar or number (for logs)."""
+    if hasattr(v, "item"):
+        return float(v.item())
+    return float(np.asarray(v))

@@ -1,37 +1,970 @@
-"""tnt.Model: a Keras-like training front end for a torch.nn.Module.
+"""tnt.Model: the Keras-like data-parallel front end for a torch.nn.Module.
 
-This first version trains, evaluates and predicts in one process; the
-distributed parts (sharding, fused gradient allreduce, log averaging) are
-added on top of tarantella.optimizers / tarantella.data.
+What happens on N ranks (and why it reproduces the serial run):
+
+* ``Model(module)`` broadcasts the parameters and buffers of the master rank,
+  so every rank starts from the same weights.
+* ``fit`` splits every global batch of B samples over the ranks with libtnt's
+  shard arithmetic (rank r gets B/N samples, one more when r < B % N; the
+  order comes from a seeded permutation that does not depend on N). A final
+  partial batch is split by the same rule; nothing is padded or duplicated.
+* Each rank's mean-loss gradient is scaled by its share b_r / B before the
+  fused SUM allreduce, so the reduced gradient is exactly the serial
+  mean-loss gradient of the global batch, also for uneven micro-batches.
+* Logged loss and metrics are sums and counts combined over the ranks, so
+  they equal the serial values (accuracy exactly); every rank gets the same
+  logs bit for bit, because the per-rank partial sums are gathered and added
+  in rank order on every rank.
+* Output (progress bar, summary, warnings) appears on the master rank only,
+  unless TNT_OUTPUT_ON_ALL_DEVICES is set; checkpoints are written by the
+  master only, atomically, while the other ranks wait.
 """
+import copy
+import io
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
 import torch
 
+from . import callbacks as tnt_callbacks
+
+__all__ = ["Model"]
+
+# Below this many samples per rank, BatchNorm statistics get noisy; the old
+# Tarantella warned about the same threshold.
+_BATCHNORM_MIN_MICRO_BATCH = 16
+
+
+# --------------------------------------------------------------------------
+# Communication: thin wrappers over the package's collectives. They are the
+# only place this module talks to other ranks, and they all short-circuit on
+# one rank so that plain `python3 script.py` needs no peers.
+# --------------------------------------------------------------------------
+
+def _pkg():
+    # Imported lazily: tarantella/__init__.py imports this module while it is
+    # itself being initialised.
+    import tarantella
+    return tarantella
+
+
+def _rank():
+    return _pkg().get_rank()
+
+
+def _size():
+    return _pkg().get_size()
+
+
+def _output_on_all_devices():
+    value = os.environ.get("TNT_OUTPUT_ON_ALL_DEVICES", "")
+    return value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _is_output_rank():
+    return _rank() == 0 or _output_on_all_devices()
+
+
+def _out(msg):
+    """Prints on the output ranks (master, or all with a rank prefix)."""
+    if _rank() == 0 and not _output_on_all_devices():
+        print(msg, flush=True)
+    elif _output_on_all_devices():
+        print("[%d] %s" % (_rank(), msg) if _size() > 1 else msg, flush=True)
+
+
+def _sum_over_ranks(values):
+    """Sums a float64 vector over the ranks. The per-rank vectors are
+    gathered and added in rank order on every rank, so the result is
+    identical bit for bit everywhere (callbacks then decide the same)."""
+    local = np.ascontiguousarray(values, dtype=np.float64)
+    if _size() == 1:
+        return local.copy()
+    gathered = _pkg().allgather(local, check=False).reshape(_size(), -1)
+    total = np.zeros_like(local)
+    for r in range(gathered.shape[0]):
+        total += gathered[r]
+    return total
+
+
+def _any_rank(flag):
+    """True on every rank when ``flag`` is true on some rank."""
+    if _size() == 1:
+        return bool(flag)
+    buf = np.array([1 if flag else 0], dtype=np.int32)
+    return bool(_pkg().allreduce(buf, op="max", check=False)[0])
+
+
+def _broadcast_bytes(data):
+    """Master's ``data`` (bytes, or None for a failure) on every rank; None
+    everywhere when the master had none. Every rank must call it."""
+    if _size() == 1:
+        return data
+    tnt = _pkg()
+    length = np.array([-1 if data is None else len(data)], dtype=np.int64)
+    length = tnt.broadcast(length, root=0, check=False)
+    n = int(length[0])
+    if n < 0:
+        return None
+    buf = np.frombuffer(data, dtype=np.uint8).copy() if _rank() == 0 else np.empty(n, np.uint8)
+    if n > 0:
+        buf = tnt.broadcast(buf, root=0, check=False)
+    return buf.tobytes()
+
+
+def _allgather_rows(local, counts):
+    """Concatenates the per-rank arrays (rank order) on every rank. Rank r
+    has ``counts[r]`` rows; rows are padded to the largest count for the
+    equal-size allgather and the padding dropped again."""
+    size = _size()
+    if size == 1:
+        return local
+    width = max(counts)
+    rest = local.shape[1:]
+    padded = np.zeros((width,) + rest, dtype=local.dtype)
+    padded[:local.shape[0]] = local
+    gathered = _pkg().allgather(np.ascontiguousarray(padded), check=False)
+    gathered = gathered.reshape((size, width) + rest)
+    return np.concatenate([gathered[r, :counts[r]] for r in range(size)], axis=0)
+
+
+# --------------------------------------------------------------------------
+# Saving: one writer, atomic, collective.
+# --------------------------------------------------------------------------
+
+def _atomic_write(path, write):
+    """Writes through ``write(fileobj)`` into a temp file next to ``path``,
+    fsyncs it, renames it over ``path`` and fsyncs the directory. A crash at
+    any point leaves either the old file or the complete new one."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory; the rename stands
+    finally:
+        os.close(dfd)
+
+
+def collective_save(path, write, all_devices=False, what="save"):
+    """Collective save: the master (or every rank with ``all_devices``)
+    writes ``path`` atomically while the others wait; afterwards every rank
+    knows whether some writer failed, and all of them raise if so. Only the
+    writers touch the file system and the one collective is issued by every
+    rank, so no rank can be left waiting for another."""
+    from .errors import TarantellaError
+    writer = all_devices or _rank() == 0
+    error = None
+    if writer:
+        try:
+            _atomic_write(path, write)
+        except Exception as e:  # reported below on every rank
+            error = e
+    failed = _any_rank(error is not None)
+    if error is not None:
+        raise error
+    if failed:
+        raise TarantellaError("%s(%r): the writing rank failed (see its error message); "
+                              "the previous file, if any, is unchanged" % (what, os.fspath(path)))
+
+
+def collective_read(path, what="load"):
+    """Bytes of ``path`` as read by the master rank, on every rank (other
+    ranks need not see the file). Every rank raises if the master cannot
+    read it."""
+    from .errors import TarantellaError
+    data, error = None, None
+    if _rank() == 0:
+        try:
+            with open(os.fspath(path), "rb") as f:
+                data = f.read()
+        except OSError as e:
+            error = e
+    data = _broadcast_bytes(data)
+    if error is not None:
+        raise error
+    if data is None:
+        raise TarantellaError("%s(%r): the master rank could not read the file (see its error "
+                              "message)" % (what, os.fspath(path)))
+    return data
+
+
+# --------------------------------------------------------------------------
+# Data: arrays, tensors or torch Datasets, indexed by global sample position.
+# --------------------------------------------------------------------------
+
+def _as_tensor(a, what):
+    if isinstance(a, torch.Tensor):
+        t = a
+    else:
+        try:
+            t = torch.from_numpy(np.ascontiguousarray(a))
+        except TypeError:
+            raise TypeError("tnt.Model: %s must be a numpy array, a torch tensor or a torch "
+                            "Dataset, got %s" % (what, type(a).__name__)) from None
+    # Keras casts float64 inputs to float32 (floatx); torch modules want it too.
+    if t.dtype == torch.float64:
+        t = t.float()
+    return t
+
+
+class _Data:
+    """Samples addressed by position 0..n-1, fetched as collated batches."""
+
+    def __init__(self, x, y=None, what="x"):
+        if y is None and isinstance(x, (tuple, list)) and len(x) == 2 \
+                and not isinstance(x, torch.utils.data.Dataset):
+            x, y = x
+        self.dataset = None
+        if isinstance(x, torch.utils.data.Dataset):
+            if y is not None:
+                raise ValueError("tnt.Model: give labels inside the Dataset, not as y")
+            self.dataset = x
+            self.n = len(x)
+            return
+        self.x = _as_tensor(x, what)
+        self.y = _as_tensor(y, "y") if y is not None else None
+        self.n = self.x.shape[0]
+        if self.y is not None and self.y.shape[0] != self.n:
+            raise ValueError("tnt.Model: %s has %d samples but y has %d"
+                             % (what, self.n, self.y.shape[0]))
+
+    def fetch(self, positions):
+        """(x, y) for the samples at ``positions``; y is None without labels."""
+        if self.dataset is None:
+            idx = torch.from_numpy(np.asarray(positions, dtype=np.int64))
+            return self.x[idx], (self.y[idx] if self.y is not None else None)
+        items = [self.dataset[int(i)] for i in positions]
+        batch = torch.utils.data.default_collate(items)
+        if isinstance(batch, (tuple, list)) and len(batch) == 2:
+            xb, yb = batch
+        elif isinstance(batch, (tuple, list)) and len(batch) == 1:
+            xb, yb = batch[0], None
+        else:
+            xb, yb = batch, None
+        if isinstance(xb, torch.Tensor) and xb.dtype == torch.float64:
+            xb = xb.float()
+        return xb, yb
+
+
+def _epoch_order(n, shuffle, seed, epoch):
+    """Global sample order of one epoch: libtnt's seeded permutation (the
+    same on every rank and for every rank count) or 0..n-1."""
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    from . import _tnt
+    from .data import epoch_seed
+    perm = np.empty(n, dtype=np.uint64)
+    # The same per-epoch seed as tnt.data.DistributedSampler, so a custom
+    # loop and fit() visit the samples in the same order.
+    _tnt.shard_permutation(n, epoch_seed(seed, epoch), perm)
+    return perm.astype(np.int64)
+
+
+def _num_steps(n, batch, drop_remainder):
+    from . import _tnt
+    return int(_tnt.shard_num_steps(n, batch, bool(drop_remainder)))
+
+
+def _step_positions(n, batch, drop_remainder, step, rank, size):
+    """(local positions, global batch length) of ``rank`` at ``step``."""
+    from . import _tnt
+    begin, end = _tnt.shard_step_range(n, batch, bool(drop_remainder), step, rank, size)
+    g0 = step * batch
+    g1 = min(g0 + batch, n)
+    return range(begin, end), g1 - g0
+
+
+# --------------------------------------------------------------------------
+# Losses and metrics
+# --------------------------------------------------------------------------
+
+_LOSSES = {
+    # Torch modules output logits, so the Keras names map to the logit forms.
+    "sparse_categorical_crossentropy": lambda: torch.nn.CrossEntropyLoss(),
+    "categorical_crossentropy": lambda: torch.nn.CrossEntropyLoss(),
+    "binary_crossentropy": lambda: torch.nn.BCEWithLogitsLoss(),
+    "mse": lambda: torch.nn.MSELoss(),
+    "mean_squared_error": lambda: torch.nn.MSELoss(),
+    "mae": lambda: torch.nn.L1Loss(),
+    "mean_absolute_error": lambda: torch.nn.L1Loss(),
+    "huber": lambda: torch.nn.HuberLoss(),
+    "nll": lambda: torch.nn.NLLLoss(),
+}
+
+
+def _make_loss(loss):
+    if isinstance(loss, str):
+        try:
+            return _LOSSES[loss.lower()]()
+        except KeyError:
+            raise ValueError("compile: unknown loss %r; use one of %s, a torch.nn loss module "
+                             "or a callable(y_pred, y_true)" % (loss, ", ".join(sorted(_LOSSES))))
+    if callable(loss):
+        return loss
+    raise TypeError("compile: loss must be a name, a torch.nn loss module or a callable")
+
+
+def _loss_reduction(loss_fn):
+    """'mean' or 'sum': how a batch loss scales with the batch. Decides the
+    per-rank gradient weight (share of the batch for 'mean', 1 for 'sum')."""
+    reduction = getattr(loss_fn, "reduction", "mean")
+    if reduction not in ("mean", "sum"):
+        raise ValueError("compile: the loss must reduce to a scalar ('mean' or 'sum'), "
+                         "not reduction=%r" % reduction)
+    return reduction
+
+
+class _Metric:
+    """A metric as (sum over samples, number of samples) of one batch, so
+    that ranks and batches combine exactly."""
+
+    def __init__(self, spec, binary_threshold):
+        self.spec = spec
+        self.threshold = binary_threshold
+        if isinstance(spec, str):
+            name = spec.lower()
+            kinds = {
+                "accuracy": "accuracy", "acc": "accuracy",
+                "sparse_categorical_accuracy": "sparse_categorical_accuracy",
+                "categorical_accuracy": "categorical_accuracy",
+                "binary_accuracy": "binary_accuracy",
+                "mse": "mse", "mean_squared_error": "mse",
+                "mae": "mae", "mean_absolute_error": "mae",
+            }
+            if name not in kinds:
+                raise ValueError("compile: unknown metric %r; use one of %s or a callable"
+                                 % (spec, ", ".join(sorted(kinds))))
+            self.kind = kinds[name]
+            self.name = "accuracy" if name in ("accuracy", "acc") else spec
+        elif callable(spec):
+            self.kind = "callable"
+            self.name = getattr(spec, "__name__", None) or type(spec).__name__.lower()
+        else:
+            raise TypeError("compile: a metric must be a name or a callable, got %r" % (spec,))
+
+    @torch.no_grad()
+    def __call__(self, y_pred, y_true):
+        kind = self.kind
+        if kind == "callable":
+            if isinstance(self.spec, torch.nn.Module):
+                value = self.spec(y_pred, y_true)  # torch order, like losses
+            else:
+                value = self.spec(y_true, y_pred)  # Keras order: fn(y_true, y_pred)
+            value = torch.as_tensor(value, dtype=torch.float64)
+            n = y_pred.shape[0] if y_pred.ndim else 1
+            if value.ndim == 0:
+                return float(value) * n, n
+            return float(value.sum()), value.numel()
+        if kind == "accuracy":
+            if y_pred.ndim >= 2 and y_pred.shape[-1] > 1:
+                kind = "categorical_accuracy" if y_true.shape == y_pred.shape \
+                    else "sparse_categorical_accuracy"
+            else:
+                kind = "binary_accuracy"
+        if kind == "sparse_categorical_accuracy":
+            pred = y_pred.argmax(dim=-1)
+            correct = pred == y_true.reshape(pred.shape).to(pred.dtype)
+            return float(correct.sum()), correct.numel()
+        if kind == "categorical_accuracy":
+            correct = y_pred.argmax(dim=-1) == y_true.argmax(dim=-1)
+            return float(correct.sum()), correct.numel()
+        if kind == "binary_accuracy":
+            pred = (y_pred > self.threshold).reshape(-1)
+            correct = pred == (y_true.reshape(-1) > 0.5)
+            return float(correct.sum()), correct.numel()
+        diff = y_pred.double() - y_true.double().reshape(y_pred.shape)
+        per_sample = diff.abs() if kind == "mae" else diff * diff
+        return float(per_sample.sum()), per_sample.numel()
+
+
+class _Stats:
+    """Running sums of one epoch (this rank): loss * samples, samples, and a
+    (sum, count) pair per metric. ``vector()`` is what ranks combine."""
+
+    def __init__(self, metrics):
+        self.metrics = metrics
+        self.values = np.zeros(2 + 2 * len(metrics), dtype=np.float64)
+
+    def add(self, loss_sum, n, metric_pairs):
+        self.values[0] += loss_sum
+        self.values[1] += n
+        for i, (s, c) in enumerate(metric_pairs):
+            self.values[2 + 2 * i] += s
+            self.values[3 + 2 * i] += c
+
+    def logs(self, values=None, prefix=""):
+        v = self.values if values is None else values
+        logs = {prefix + "loss": float(v[0] / v[1]) if v[1] > 0 else float("nan")}
+        for i, m in enumerate(self.metrics):
+            c = v[3 + 2 * i]
+            logs[prefix + m.name] = float(v[2 + 2 * i] / c) if c > 0 else float("nan")
+        return logs
+
+
+# --------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------
 
 class Model:
-    """Wraps a ``torch.nn.Module`` with compile/fit/evaluate/predict."""
+    """Data-parallel, Keras-like wrapper of a ``torch.nn.Module``.
 
-    def __init__(self, module):
+    ``Model(module)`` is collective: every rank constructs it, and the
+    master's parameters and buffers are broadcast to all.
+    """
+
+    def __init__(self, module, name=None):
+        if isinstance(module, Model):
+            module = module.module
         if not isinstance(module, torch.nn.Module):
-            raise TypeError("tnt.Model expects a torch.nn.Module, got %r" % type(module))
+            raise TypeError("tnt.Model expects a torch.nn.Module, got %s" % type(module).__name__)
         self.module = module
+        self.name = name or type(module).__name__
         self.optimizer = None
+        self.loss = None
         self.loss_fn = None
-        self.metrics = []
-        self.compiled = False
+        self.compiled_metrics = []
+        self.metrics_names = []
         self.stop_training = False
+        self.history = None
+        self._metric_specs = []
+        self._reducer = None
+        self._bn_warned = False
+        self._broadcast_weights()
 
-    def compile(self, optimizer, loss, metrics=None):
-        self.optimizer = optimizer
-        self.loss_fn = loss
-        self.metrics = list(metrics or [])
-        self.compiled = True
+    # -- torch.nn.Module conveniences ---------------------------------------
+    def __call__(self, *args, **kwargs):
+        return self.module(*args, **kwargs)
 
+    def parameters(self, recurse=True):
+        return self.module.parameters(recurse)
+
+    def named_parameters(self, *args, **kwargs):
+        return self.module.named_parameters(*args, **kwargs)
+
+    def state_dict(self, *args, **kwargs):
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict=True):
+        return self.module.load_state_dict(state_dict, strict)
+
+    def train(self, mode=True):
+        self.module.train(mode)
+        return self
+
+    def eval(self):
+        self.module.eval()
+        return self
+
+    @property
+    def rank(self):
+        return _rank()
+
+    @property
+    def comm_size(self):
+        return _size()
+
+    @staticmethod
+    def is_output_rank():
+        """True where this model prints (master, or every rank with
+        TNT_OUTPUT_ON_ALL_DEVICES)."""
+        return _is_output_rank()
+
+    def _broadcast_weights(self):
+        if _size() > 1:
+            _pkg().broadcast_parameters(self.module, root=0)
+
+    # -- compile ------------------------------------------------------------
+    def compile(self, optimizer="sgd", loss=None, metrics=None, tnt_fusion_threshold_kb=None):
+        """Sets the optimizer (a torch optimizer over this model's
+        parameters, an optimizer class, or a name: 'sgd', 'adam', 'adamw',
+        'rmsprop', 'adagrad' with Keras's default learning rates), the loss
+        (a torch loss module, a callable(y_pred, y_true) returning the batch
+        mean, or a Keras name; the cross-entropy names take logits) and the
+        metrics (names such as 'accuracy', or callables fn(y_true, y_pred)
+        returning a per-sample tensor or the batch mean; torch.nn modules are
+        called as m(y_pred, y_true)). ``tnt_fusion_threshold_kb`` overrides
+        TNT_FUSION_THRESHOLD_KB for this model's gradient buckets."""
+        if loss is None:
+            raise ValueError("compile: a loss is required")
+        self.optimizer = self._make_optimizer(optimizer)
+        self.loss = loss
+        self.loss_fn = _make_loss(loss)
+        self._loss_reduction = _loss_reduction(self.loss_fn)
+        threshold = 0.0 if isinstance(self.loss_fn, torch.nn.BCEWithLogitsLoss) else 0.5
+        self._metric_specs = list(metrics or [])
+        self.compiled_metrics = [_Metric(m, threshold) for m in self._metric_specs]
+        self.metrics_names = ["loss"] + [m.name for m in self.compiled_metrics]
+        self._fusion_threshold_kb = tnt_fusion_threshold_kb
+        if self._reducer is not None:
+            self._reducer.close()
+        self._reducer = self._make_reducer()
+
+    @property
+    def compiled(self):
+        return self.optimizer is not None and self.loss_fn is not None
+
+    def _make_optimizer(self, optimizer):
+        params = list(self.module.parameters())
+        if isinstance(optimizer, torch.optim.Optimizer):
+            own = {id(p) for p in params}
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if id(p) not in own:
+                        raise ValueError("compile: the optimizer holds a tensor that is not a "
+                                         "parameter of this model; build it from "
+                                         "model.parameters()")
+            return optimizer
+        if isinstance(optimizer, type) and issubclass(optimizer, torch.optim.Optimizer):
+            return optimizer(params)
+        if isinstance(optimizer, str):
+            defaults = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 0.001),
+                        "adamw": (torch.optim.AdamW, 0.001),
+                        "rmsprop": (torch.optim.RMSprop, 0.001),
+                        "adagrad": (torch.optim.Adagrad, 0.001)}
+            if optimizer.lower() not in defaults:
+                raise ValueError("compile: unknown optimizer %r; use one of %s or a torch "
+                                 "optimizer" % (optimizer, ", ".join(sorted(defaults))))
+            cls, lr = defaults[optimizer.lower()]
+            return cls(params, lr=lr)
+        raise TypeError("compile: optimizer must be a torch.optim.Optimizer, a class or a name")
+
+    def _make_reducer(self):
+        from .optimizers import GradientReducer
+        # Collective: every rank builds the same fusion plan over the same
+        # parameters (TNT_FUSION_THRESHOLD_KB unless overridden here).
+        return GradientReducer(self.module, threshold_kb=self._fusion_threshold_kb)
+
+    def _require_compiled(self, what):
+        if not self.compiled:
+            raise RuntimeError("%s: call compile(optimizer, loss, metrics) first" % what)
+
+    # -- weights ------------------------------------------------------------
     def get_weights(self):
-        return [p.detach().cpu().numpy().copy() for p in self.module.state_dict().values()]
+        """Parameters and buffers (Keras: weights incl. non-trainable) as
+        numpy arrays, in state_dict order. Local: no communication."""
+        return [t.detach().cpu().numpy().copy() for t in self.module.state_dict().values()]
 
     def set_weights(self, weights):
+        """Sets every state_dict entry from ``weights`` (as get_weights
+        returns). Local: call it with the same values on every rank."""
         state = self.module.state_dict()
         if len(weights) != len(state):
-            raise ValueError("set_weights: expected %d arrays, got %d" % (len(state), len(weights)))
-        for (name, t), w in zip(state.items(), weights):
-            t.copy_(torch.as_tensor(w).reshape(t.shape))
+            raise ValueError("set_weights: the model has %d weights, got %d"
+                             % (len(state), len(weights)))
+        with torch.no_grad():
+            for (name, t), w in zip(state.items(), weights):
+                w = torch.as_tensor(np.asarray(w))
+                if tuple(w.shape) != tuple(t.shape):
+                    raise ValueError("set_weights: %s has shape %s, got %s"
+                                     % (name, tuple(t.shape), tuple(w.shape)))
+                t.copy_(w)
+
+    def save_weights(self, filepath, overwrite=True, tnt_save_all_devices=False):
+        """Writes the state_dict (torch.save format). Collective; the master
+        writes atomically unless ``tnt_save_all_devices``."""
+        if not overwrite and os.path.exists(filepath):
+            raise FileExistsError("save_weights: %s exists and overwrite=False" % filepath)
+        state = {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()}
+        collective_save(filepath, lambda f: torch.save(state, f),
+                        all_devices=tnt_save_all_devices, what="save_weights")
+
+    def load_weights(self, filepath, strict=True):
+        """Reads a state_dict written by save_weights (or a full model file
+        from save) on the master and sets it on every rank. Collective."""
+        data = collective_read(filepath, what="load_weights")
+        obj = torch.load(io.BytesIO(data), map_location="cpu")
+        if isinstance(obj, dict) and obj.get("format") == "tarantella.model":
+            obj = obj["state_dict"]
+        self.module.load_state_dict(obj, strict=strict)
+
+    def save(self, filepath, overwrite=True, include_optimizer=True, tnt_save_all_devices=False):
+        """Saves architecture, weights and compile state (see
+        tnt.models.save_model). Collective, master writes atomically."""
+        from .models import save_model
+        save_model(self, filepath, overwrite=overwrite, include_optimizer=include_optimizer,
+                   tnt_save_all_devices=tnt_save_all_devices)
+
+    def get_config(self):
+        from .models import _module_config
+        return _module_config(self.module)
+
+    def summary(self, print_fn=None):
+        """Prints layers, output-free parameter counts and totals (master
+        only unless TNT_OUTPUT_ON_ALL_DEVICES; with ``print_fn`` it is called
+        on every rank)."""
+        lines = []
+        rows = [("Layer (type)", "Param #")]
+        for name, sub in self.module.named_modules():
+            if sub is self.module and len(list(self.module.children())) > 0:
+                continue
+            if len(list(sub.children())) > 0:
+                continue
+            n = sum(p.numel() for p in sub.parameters(recurse=False))
+            rows.append(("%s (%s)" % (name or self.name, type(sub).__name__), "{:,}".format(n)))
+        width = max(len(r[0]) for r in rows) + 4
+        total = sum(p.numel() for p in self.module.parameters())
+        trainable = sum(p.numel() for p in self.module.parameters() if p.requires_grad)
+        rule = "=" * (width + 12)
+        lines.append('Model: "%s"' % self.name)
+        lines.append("_" * (width + 12))
+        lines.append(" %-*s%s" % (width, rows[0][0], rows[0][1]))
+        lines.append(rule)
+        for label, n in rows[1:]:
+            lines.append(" %-*s%s" % (width, label, n))
+        lines.append(rule)
+        lines.append("Total params: {:,}".format(total))
+        lines.append("Trainable params: {:,}".format(trainable))
+        lines.append("Non-trainable params: {:,}".format(total - trainable))
+        lines.append("_" * (width + 12))
+        text = "\n".join(lines)
+        if print_fn is not None:
+            for line in lines:
+                print_fn(line)
+        else:
+            _out(text)
+        return text
+
+    # -- batch sizes --------------------------------------------------------
+    @staticmethod
+    def _global_batch(batch_size, micro_batch_size, default=32):
+        size = _size()
+        if micro_batch_size is not None:
+            if micro_batch_size < 1:
+                raise ValueError("tnt_micro_batch_size must be positive")
+            derived = micro_batch_size * size
+            if batch_size is not None and batch_size != derived:
+                raise ValueError("batch_size=%d does not equal tnt_micro_batch_size=%d x %d ranks"
+                                 % (batch_size, micro_batch_size, size))
+            return derived
+        batch_size = default if batch_size is None else int(batch_size)
+        if batch_size < 1:
+            raise ValueError("batch_size must be positive, got %d" % batch_size)
+        return batch_size
+
+    def _warn_batchnorm(self, micro_batch):
+        if self._bn_warned:
+            return
+        has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                     for m in self.module.modules())
+        if has_bn and micro_batch < _BATCHNORM_MIN_MICRO_BATCH:
+            self._bn_warned = True
+            if _is_output_rank():
+                warnings.warn("tnt.Model: the model has BatchNorm layers and the micro-batch is "
+                              "%d samples per rank (below %d); batch statistics are computed "
+                              "per rank, so training will not match the serial run and may be "
+                              "unstable. Use a larger global batch or fewer ranks."
+                              % (micro_batch, _BATCHNORM_MIN_MICRO_BATCH), stacklevel=3)
+
+    # -- one step -----------------------------------------------------------
+    def _forward_loss(self, xb, yb):
+        out = self.module(xb)
+        loss = self.loss_fn(out, yb)
+        return out, loss
+
+    def _train_step(self, xb, yb, local_n, global_n):
+        """One optimizer step on this rank's ``local_n`` of ``global_n``
+        samples; returns (loss * samples, metric pairs) of this rank."""
+        opt = self.optimizer
+        opt.zero_grad(set_to_none=False)
+        reducer = self._reducer
+        if self._loss_reduction == "mean":
+            # Mean loss over b_r samples, weighted b_r / B: the sum over the
+            # ranks is the serial mean-loss gradient of the global batch.
+            reducer.set_micro_batch(local_n, global_n)
+        else:
+            reducer.set_scale(1.0)
+        if local_n > 0:
+            out, loss = self._forward_loss(xb, yb)
+            loss.backward()  # buckets are reduced while backward runs
+            loss_value = float(loss.detach())
+            loss_sum = loss_value * local_n if self._loss_reduction == "mean" else loss_value
+            pairs = [m(out.detach(), yb) for m in self.compiled_metrics]
+        else:
+            # An empty micro-batch (a final partial batch with fewer samples
+            # than ranks) still takes part in the step: synchronize()
+            # contributes zero gradients, so all ranks' collectives match.
+            loss_sum, pairs = 0.0, [(0.0, 0) for _ in self.compiled_metrics]
+        reducer.synchronize()
+        opt.step()
+        return loss_sum, pairs
+
+    # -- fit ----------------------------------------------------------------
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,
+            validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None,
+            validation_batch_size=None, validation_freq=1, shuffle_seed=None,
+            tnt_micro_batch_size=None, tnt_distribute_dataset=True,
+            tnt_distribute_validation_dataset=True, drop_remainder=False):
+        """Trains for ``epochs`` epochs; returns the History.
+
+        ``x`` is a torch Dataset (items ``(input, label)``), or an array /
+        tensor with labels ``y`` (or an ``(x, y)`` pair). ``batch_size`` is
+        the *global* batch size (default 32), or give
+        ``tnt_micro_batch_size`` per rank. With ``tnt_distribute_dataset``
+        (default) every rank holds the whole dataset and trains on its shard
+        of every global batch; set it False when each rank passes its own
+        data, and ``batch_size`` is then this rank's micro-batch.
+        ``shuffle_seed`` fixes the epoch permutations (default: a seed drawn
+        on the master and shared). The last partial batch is trained on
+        unless ``drop_remainder``."""
+        self._require_compiled("fit")
+        size, rank = _size(), _rank()
+        data = _Data(x, y)
+        if tnt_distribute_dataset:
+            batch = self._global_batch(batch_size, tnt_micro_batch_size)
+            n_global = data.n
+            micro = batch // size
+        else:
+            micro = self._global_batch(batch_size, tnt_micro_batch_size if size == 1 else None)
+            batch = micro
+        if batch > data.n and tnt_distribute_dataset and data.n > 0:
+            batch = data.n
+        self._warn_batchnorm(max(micro, 1) if tnt_distribute_dataset else micro)
+        if shuffle_seed is None:
+            seed = np.array([np.random.SeedSequence().entropy % (1 << 62)], dtype=np.int64)
+            if size > 1:
+                seed = _pkg().broadcast(seed, root=0)
+            shuffle_seed = int(seed[0])
+
+        if tnt_distribute_dataset:
+            steps = _num_steps(n_global, batch, drop_remainder) if n_global > 0 else 0
+        else:
+            # Each rank brings its own data: all ranks take as many steps as
+            # the rank with the most; the others contribute empty steps.
+            rank_ns = [int(v) for v in _sum_over_ranks(np.eye(size)[rank] * data.n)]
+            steps = max(_num_steps(n_r, batch, drop_remainder) if n_r > 0 else 0
+                        for n_r in rank_ns)
+
+            def own_len(n_r, step):
+                b0 = step * batch
+                if b0 + batch <= n_r:
+                    return batch
+                return 0 if drop_remainder or b0 >= n_r else n_r - b0
+        if steps_per_epoch is not None:
+            steps = min(steps, int(steps_per_epoch))
+        if steps == 0:
+            raise ValueError("fit: no training steps (%d samples, batch %d%s)"
+                             % (data.n, batch, ", drop_remainder" if drop_remainder else ""))
+
+        cbs = tnt_callbacks.CallbackList(callbacks, self,
+                                         {"epochs": epochs, "steps": steps, "verbose": verbose,
+                                          "batch_size": batch},
+                                         is_master=rank == 0, output_rank=_is_output_rank())
+        if verbose and cbs.find(tnt_callbacks.ProgbarLogger) is None:
+            cbs.add(tnt_callbacks.ProgbarLogger(verbose=verbose), first=True)
+        history = tnt_callbacks.History()
+        cbs.add(history)
+        progbar = cbs.find(tnt_callbacks.ProgbarLogger)
+        bar_every = progbar.update_every(steps) if progbar is not None else 0
+        batch_sync = cbs.needs_batch_sync()
+
+        self.stop_training = False
+        self.history = history
+        cbs.call("on_train_begin", global_logs={}, local_logs={})
+        logs = {}
+        for epoch in range(initial_epoch, epochs):
+            self.module.train()
+            stats = _Stats(self.compiled_metrics)
+            order = _epoch_order(data.n, shuffle, shuffle_seed, epoch)
+            cbs.call("on_epoch_begin", epoch, global_logs={}, local_logs={})
+            for step in range(steps):
+                if tnt_distribute_dataset:
+                    positions, global_n = _step_positions(n_global, batch, drop_remainder,
+                                                          step, rank, size)
+                    idx = order[positions.start:positions.stop]
+                else:
+                    # Own data per rank: the global batch is the sum of the
+                    # ranks' micro-batches at this step.
+                    b0 = step * batch
+                    idx = order[b0:b0 + own_len(data.n, step)]
+                    global_n = sum(own_len(n_r, step) for n_r in rank_ns)
+                local_n = len(idx)
+                if batch_sync:
+                    cbs.call("on_train_batch_begin", step, global_logs={}, local_logs={})
+                if local_n > 0:
+                    xb, yb = data.fetch(idx)
+                else:
+                    xb = yb = None
+                loss_sum, pairs = self._train_step(xb, yb, local_n, global_n)
+                stats.add(loss_sum, local_n, pairs)
+                last = step == steps - 1
+                if batch_sync or (bar_every and ((step + 1) % bar_every == 0 or last)):
+                    running = stats.logs(_sum_over_ranks(stats.values))
+                    if batch_sync:
+                        cbs.call("on_train_batch_end", step, global_logs=running,
+                                 local_logs=stats.logs(), skip=(tnt_callbacks.ProgbarLogger,))
+                        self.stop_training = _any_rank(self.stop_training)
+                    if bar_every and not last and progbar is not None and cbs.output_rank:
+                        progbar.on_train_batch_end(step, dict(running))
+                if self.stop_training:
+                    break
+            logs = stats.logs(_sum_over_ranks(stats.values))
+            local_logs = stats.logs()
+            if validation_data is not None and (epoch + 1) % validation_freq == 0:
+                val_logs = self._evaluate_logs(
+                    _Data(validation_data, what="validation_data"),
+                    validation_batch_size or batch if tnt_distribute_validation_dataset
+                    else (validation_batch_size or micro),
+                    tnt_distribute_validation_dataset)
+                logs.update({"val_" + k: v for k, v in val_logs.items()})
+                local_logs.update({"val_" + k: v for k, v in val_logs.items()})
+            cbs.call("on_epoch_end", epoch, global_logs=logs, local_logs=local_logs)
+            self.stop_training = _any_rank(self.stop_training)
+            if self.stop_training:
+                break
+        cbs.call("on_train_end", global_logs=logs, local_logs=logs)
+        return history
+
+    # -- evaluate / predict ---------------------------------------------------
+    def _local_slice(self, n, distribute):
+        """This rank's contiguous share of n samples for evaluate/predict."""
+        if not distribute or _size() == 1:
+            return 0, n
+        from . import _tnt
+        return _tnt.shard_range(n, _rank(), _size())
+
+    def _evaluate_logs(self, data, batch_size, distribute, callbacks=None):
+        """Loss and metrics over all of ``data`` (each sample counted once
+        over all ranks); the same dict on every rank."""
+        begin, end = self._local_slice(data.n, distribute)
+        size = _size() if distribute else 1
+        micro = max(1, -(-int(batch_size) // size))
+        stats = _Stats(self.compiled_metrics)
+        was_training = self.module.training
+        self.module.eval()
+        try:
+            with torch.no_grad():
+                for i, b0 in enumerate(range(begin, end, micro)):
+                    idx = np.arange(b0, min(b0 + micro, end))
+                    if callbacks is not None:
+                        callbacks.call("on_test_batch_begin", i, global_logs={}, local_logs={})
+                    xb, yb = data.fetch(idx)
+                    out, loss = self._forward_loss(xb, yb)
+                    loss_value = float(loss)
+                    if self._loss_reduction == "mean":
+                        loss_value *= len(idx)
+                    stats.add(loss_value, len(idx), [m(out, yb) for m in self.compiled_metrics])
+                    if callbacks is not None:
+                        local = stats.logs()
+                        callbacks.call("on_test_batch_end", i, global_logs=local, local_logs=local)
+        finally:
+            self.module.train(was_training)
+        values = _sum_over_ranks(stats.values) if distribute else stats.values
+        return stats.logs(values)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose=1, callbacks=None,
+                 return_dict=False, tnt_micro_batch_size=None, tnt_distribute_dataset=True):
+        """Loss and metrics over the whole dataset, equal to the serial
+        values: every rank evaluates its contiguous shard and the sums and
+        counts are combined. Returns ``[loss, *metrics]`` (or the scalar loss
+        without metrics, or a dict with ``return_dict``); the same on every
+        rank. Test-batch callback hooks see this rank's running logs."""
+        self._require_compiled("evaluate")
+        data = _Data(x, y)
+        batch = self._global_batch(batch_size, tnt_micro_batch_size)
+        cbs = tnt_callbacks.CallbackList(callbacks, self, {"verbose": verbose},
+                                         is_master=_rank() == 0, output_rank=_is_output_rank())
+        start = time.monotonic()
+        cbs.call("on_test_begin", global_logs={}, local_logs={})
+        logs = self._evaluate_logs(data, batch, tnt_distribute_dataset,
+                                   callbacks=cbs if cbs.callbacks else None)
+        cbs.call("on_test_end", global_logs=logs, local_logs=logs)
+        if verbose and _is_output_rank():
+            from .progbar import Progbar
+            steps = max(1, -(-data.n // batch))
+            bar = Progbar(steps, bar=verbose == 1)
+            bar.start = start
+            bar.update(steps, list(logs.items()), finalize=True)
+        if return_dict:
+            return logs
+        values = [logs[k] for k in logs]
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose=0, callbacks=None, tnt_micro_batch_size=None,
+                tnt_distribute_dataset=True, tnt_predict_on_all_ranks=True):
+        """Module outputs for every sample of ``x`` (a Dataset, an array or
+        an (x, y) pair whose labels are ignored), as numpy, in dataset
+        order. Each rank computes its contiguous shard; the result is
+        assembled on every rank, or only on the master with
+        ``tnt_predict_on_all_ranks=False`` (the others return None)."""
+        data = _Data(x)
+        batch = self._global_batch(batch_size, tnt_micro_batch_size)
+        begin, end = self._local_slice(data.n, tnt_distribute_dataset)
+        size = _size() if tnt_distribute_dataset else 1
+        micro = max(1, -(-batch // size))
+        cbs = tnt_callbacks.CallbackList(callbacks, self, {"verbose": verbose},
+                                         is_master=_rank() == 0, output_rank=_is_output_rank())
+        cbs.call("on_predict_begin", global_logs={}, local_logs={})
+        outputs = []
+        was_training = self.module.training
+        self.module.eval()
+        try:
+            with torch.no_grad():
+                for i, b0 in enumerate(range(begin, end, micro)):
+                    cbs.call("on_predict_batch_begin", i, global_logs={}, local_logs={})
+                    xb, _ = data.fetch(np.arange(b0, min(b0 + micro, end)))
+                    out = self.module(xb)
+                    outputs.append(out)
+                    cbs.call("on_predict_batch_end", i, global_logs={"outputs": out},
+                             local_logs={"outputs": out})
+        finally:
+            self.module.train(was_training)
+        result = self._assemble(outputs, data.n, end - begin, tnt_distribute_dataset)
+        cbs.call("on_predict_end", global_logs={}, local_logs={})
+        if not tnt_predict_on_all_ranks and _rank() != 0:
+            return None
+        return result
+
+    def _assemble(self, outputs, n, local_n, distribute):
+        """Concatenates the per-batch outputs (tensor or tuple of tensors)
+        and, when distributed, the per-rank shards in rank order."""
+        first = outputs[0] if outputs else None
+        multi = isinstance(first, (tuple, list))
+        columns = list(zip(*outputs)) if multi else [outputs]
+        arrays = [torch.cat(list(c)).cpu().numpy() if c else None for c in columns]
+        if not distribute or _size() == 1:
+            return tuple(arrays) if multi else arrays[0]
+        from . import _tnt
+        counts = [(lambda r: r[1] - r[0])(_tnt.shard_range(n, r, _size())) for r in range(_size())]
+        # Every rank needs each column's trailing shape and dtype; a rank
+        # with an empty shard takes them from the master.
+        meta = None
+        if arrays and arrays[0] is not None:
+            meta = [(a.shape[1:], a.dtype.str) for a in arrays]
+        import pickle
+        meta_bytes = _broadcast_bytes(pickle.dumps(meta) if _rank() == 0 else b"")
+        meta = pickle.loads(meta_bytes)
+        if meta is None:
+            raise RuntimeError("predict: the master rank produced no outputs")
+        gathered = []
+        for col, (shape, dtype) in enumerate(meta):
+            local = arrays[col] if col < len(arrays) and arrays[col] is not None \
+                else np.zeros((0,) + tuple(shape), dtype=np.dtype(dtype))
+            gathered.append(_allgather_rows(local, counts))
+        if multi or len(gathered) > 1:
+            return tuple(gathered)
+        return gathered[0]

@@ -1,9 +1,221 @@
-"""Model I/O: tnt.models.save_model, load_model, clone_model, model_from_config."""
+"""Model I/O: ``tnt.models.save_model``, ``load_model``, ``clone_model``,
+``model_from_config``.
+
+A saved model is one ``torch.save`` file holding a dict:
+
+``format``/``version``
+    ``"tarantella.model"``, 1.
+``module``
+    the pickled ``torch.nn.Module`` (architecture and weights; its class must
+    be importable when loading, as with any pickle).
+``state_dict``
+    the weights again, as tensors (``load_weights`` reads only these).
+``compile``
+    None when the model was not compiled, else what rebuilds it: the
+    optimizer class, its parameter groups (hyper-parameters and the indices
+    of their parameters in ``module.parameters()`` order), its state, the
+    loss (a name or the pickled loss object) and the metric specs.
+
+Saving is collective: every rank calls it, the master writes atomically
+(temp file, fsync, rename), the others wait. Loading is collective too: the
+master reads the file and broadcasts its bytes, so other ranks need not see
+the file system the master wrote to.
+"""
 import copy
+import importlib
+import io
+import os
+import pickle
+
+import torch
+
+__all__ = ["save_model", "load_model", "clone_model", "model_from_config"]
+
+FORMAT = "tarantella.model"
+VERSION = 1
 
 
-def clone_model(model):
-    """Returns an uncompiled tnt.Model around a deep copy of model's module."""
+def _unwrap(model):
     from .model import Model
-    module = model.module if isinstance(model, Model) else model
-    return Model(copy.deepcopy(module))
+    if isinstance(model, Model):
+        return model, model.module
+    if isinstance(model, torch.nn.Module):
+        return None, model
+    raise TypeError("expected a tnt.Model or a torch.nn.Module, got %s" % type(model).__name__)
+
+
+def _compile_state(model, include_optimizer):
+    if model is None or not model.compiled:
+        return None
+    opt = model.optimizer
+    index = {id(p): i for i, p in enumerate(model.module.parameters())}
+    groups = []
+    for group in opt.param_groups:
+        hyper = {k: v for k, v in group.items() if k != "params"}
+        groups.append({"hyper": hyper, "params": [index[id(p)] for p in group["params"]]})
+    return {
+        "optimizer_class": type(opt),
+        "param_groups": groups,
+        "optimizer_state": opt.state_dict() if include_optimizer else None,
+        "loss": model.loss,
+        "metrics": list(model._metric_specs),
+        "fusion_threshold_kb": model._fusion_threshold_kb,
+    }
+
+
+def save_model(model, filepath, overwrite=True, include_optimizer=True,
+               tnt_save_all_devices=False):
+    """Saves ``model`` (a tnt.Model, or a torch.nn.Module) to ``filepath``.
+    Collective: call it on every rank. The master writes (every rank with
+    ``tnt_save_all_devices``); the write is atomic, so a crash leaves the
+    previous file intact; all ranks return once the file is complete."""
+    from .model import collective_save
+    filepath = os.fspath(filepath)
+    if not overwrite and os.path.exists(filepath):
+        raise FileExistsError("save_model: %s exists and overwrite=False" % filepath)
+    tnt_model, module = _unwrap(model)
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": tnt_model.name if tnt_model is not None else type(module).__name__,
+        "module": module,
+        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+        "compile": _compile_state(tnt_model, include_optimizer),
+    }
+    # Serialise before the collective part, so that an unpicklable module
+    # (e.g. a lambda attribute) fails on every rank alike and nobody waits.
+    buf = io.BytesIO()
+    try:
+        torch.save(payload, buf)
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        raise TypeError("save_model: the model cannot be pickled (%s); define the module, loss "
+                        "and metric classes/functions at module level, or use save_weights"
+                        % e) from e
+    data = buf.getvalue()
+    collective_save(filepath, lambda f: f.write(data), all_devices=tnt_save_all_devices,
+                    what="save_model")
+
+
+def _loads(data):
+    return torch.load(io.BytesIO(data), map_location="cpu")
+
+
+def load_model(filepath, custom_objects=None, compile=True):
+    """Loads a model written by save_model and returns a tnt.Model, compiled
+    with the saved optimizer (and its state), loss and metrics when it was
+    saved compiled and ``compile`` is True. Collective: call it on every
+    rank. ``custom_objects`` maps names to classes/functions for modules
+    whose classes were renamed since saving."""
+    from .model import Model, collective_read
+    data = collective_read(filepath, what="load_model")
+    if custom_objects:
+        payload = _load_with_custom_objects(data, custom_objects)
+    else:
+        payload = _loads(data)
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise ValueError("load_model: %s is not a tarantella model file (use load_weights for "
+                         "a state_dict)" % os.fspath(filepath))
+    if payload.get("version", 0) > VERSION:
+        raise ValueError("load_model: %s has format version %s; this tarantella reads up to %d"
+                         % (os.fspath(filepath), payload.get("version"), VERSION))
+    module = payload["module"]
+    module.load_state_dict(payload["state_dict"])
+    model = Model(module, name=payload.get("name"))
+    state = payload.get("compile")
+    if compile and state is not None:
+        params = list(module.parameters())
+        groups = [dict(g["hyper"], params=[params[i] for i in g["params"]])
+                  for g in state["param_groups"]]
+        optimizer = state["optimizer_class"](groups)
+        if state.get("optimizer_state") is not None:
+            optimizer.load_state_dict(state["optimizer_state"])
+        model.compile(optimizer=optimizer, loss=state["loss"], metrics=state["metrics"],
+                      tnt_fusion_threshold_kb=state.get("fusion_threshold_kb"))
+    return model
+
+
+def _load_with_custom_objects(data, custom_objects):
+    class _Unpickler(pickle.Unpickler):
+        def find_class(self, mod, name):
+            if name in custom_objects:
+                return custom_objects[name]
+            return super().find_class(mod, name)
+
+    class _PickleModule:
+        Unpickler = _Unpickler
+        load = pickle.load
+
+    return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=_PickleModule)
+
+
+def _reset_parameters(module):
+    """Re-initialises every submodule that knows how (reset_parameters), as
+    Keras's clone_model gives fresh weights."""
+    for sub in module.modules():
+        reset = getattr(sub, "reset_parameters", None)
+        if callable(reset):
+            reset()
+
+
+def clone_model(model, clone_function=None):
+    """A new, uncompiled tnt.Model with the same architecture and freshly
+    initialised weights (Keras semantics; the master's fresh weights are
+    broadcast). ``clone_function(module)`` may build the copy instead.
+    Collective."""
+    from .model import Model
+    _, module = _unwrap(model)
+    if clone_function is not None:
+        new = clone_function(module)
+    else:
+        new = copy.deepcopy(module)
+        _reset_parameters(new)
+    return Model(new)
+
+
+def _module_config(module):
+    """Config from which model_from_config rebuilds the architecture:
+    the class path plus ``module.get_config()`` when the class defines it
+    (the Keras protocol); otherwise the pickled module, whose parameters
+    are re-initialised when rebuilt."""
+    cls = type(module)
+    config = {"class_name": "%s.%s" % (cls.__module__, cls.__qualname__)}
+    get_config = getattr(module, "get_config", None)
+    if callable(get_config):
+        config["config"] = get_config()
+    else:
+        buf = io.BytesIO()
+        torch.save(module, buf)
+        config["pickled_module"] = buf.getvalue()
+    return config
+
+
+def _import_class(path, custom_objects):
+    short = path.rsplit(".", 1)[-1]
+    if custom_objects and short in custom_objects:
+        return custom_objects[short]
+    if custom_objects and path in custom_objects:
+        return custom_objects[path]
+    mod, _, name = path.rpartition(".")
+    obj = importlib.import_module(mod)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def model_from_config(config, custom_objects=None):
+    """Rebuilds an uncompiled tnt.Model from ``Model.get_config()``: with
+    ``cls.from_config(cfg)`` or ``cls(**cfg)`` when the module class has a
+    get_config, else from the pickled architecture with re-initialised
+    weights. Collective (the new weights are broadcast from the master)."""
+    from .model import Model
+    if "config" in config:
+        cls = _import_class(config["class_name"], custom_objects)
+        from_config = getattr(cls, "from_config", None)
+        module = from_config(config["config"]) if callable(from_config) else cls(**config["config"])
+    elif "pickled_module" in config:
+        module = _loads(config["pickled_module"])
+        _reset_parameters(module)
+    else:
+        raise ValueError("model_from_config: the config has neither 'config' nor "
+                         "'pickled_module' (was it made by tnt.Model.get_config?)")
+    return Model(module)
