@@ -21,9 +21,9 @@ static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name)
     comm->coll_seq++;
     if (comm->broken_status != TNT_OK) {
         return tnt_error_raise(TNT_ERR_PEER_FAILED,
-                               "%s #%llu not started: collective #%llu failed earlier (%s), so the "
+                               "%s #%llu not started: %s #%llu failed before it (%s), so the "
                                "ranks are out of step; finalize and restart the job",
-                               name, (unsigned long long)comm->coll_seq,
+                               name, (unsigned long long)comm->coll_seq, comm->broken_name,
                                (unsigned long long)comm->broken_seq,
                                tnt_status_string(comm->broken_status));
     }
@@ -32,12 +32,13 @@ static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name)
 
 /* Argument errors are detected identically on every rank before anything is
  * sent; every other failure leaves the ranks out of step. */
-static tnt_status_t coll_end(tnt_comm_t *comm, tnt_status_t status)
+static tnt_status_t coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
 {
     if (status < 0 && status != TNT_ERR_INVALID_ARG && status != TNT_ERR_UNSUPPORTED &&
         comm->broken_status == TNT_OK) {
         comm->broken_status = status;
         comm->broken_seq = comm->coll_seq;
+        comm->broken_name = name;
     }
     return status;
 }
@@ -61,7 +62,7 @@ tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *rec
     } else {
         status = tnt_multinode_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
     }
-    return coll_end(comm, status);
+    return coll_end(comm, "allreduce", status);
 }
 
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
@@ -78,7 +79,7 @@ tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int r
     } else {
         status = tnt_multinode_broadcast(comm, buf, bytes, root);
     }
-    return coll_end(comm, status);
+    return coll_end(comm, "broadcast", status);
 }
 
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -100,7 +101,7 @@ tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *rec
     } else {
         status = tnt_multinode_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
     }
-    return coll_end(comm, status);
+    return coll_end(comm, "allgather", status);
 }
 
 tnt_status_t tnt_coll_barrier(tnt_comm_t *comm)
@@ -117,5 +118,5 @@ tnt_status_t tnt_coll_barrier(tnt_comm_t *comm)
     } else {
         status = tnt_multinode_barrier(comm);
     }
-    return coll_end(comm, status);
+    return coll_end(comm, "barrier", status);
 }

@@ -81,6 +81,7 @@ struct tnt_comm {
      * thread running collectives touches these. */
     tnt_status_t broken_status;
     uint64_t broken_seq;
+    const char *broken_name;       /* "allreduce", ... (static strings) */
 
     /* Progress thread: a FIFO of requests, started lazily on first post.
      * progress_cond wakes the thread for new work (it never spins);

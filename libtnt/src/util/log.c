@@ -222,14 +222,17 @@ void tnt_log(tnt_log_level_t level, const char *fmt, ...)
  * "tarantella[rank R@host]: " prefix). */
 static const char *error_record(const char *fmt, va_list ap)
 {
+    char own[32];
     int prefix = 0;
     if (log_rank >= 0) {
-        prefix = snprintf(last_error, sizeof(last_error), "rank %d: ", log_rank);
-        if (prefix < 0 || (size_t)prefix >= sizeof(last_error)) {
-            prefix = 0;
-        }
+        prefix = snprintf(own, sizeof(own), "rank %d: ", log_rank);
+        memcpy(last_error, own, (size_t)prefix + 1);
     }
     vsnprintf(last_error + prefix, sizeof(last_error) - (size_t)prefix, fmt, ap);
+    /* A caller that already wrote "rank R: " gets it once, not twice. */
+    if (prefix > 0 && strncmp(last_error + prefix, own, (size_t)prefix) == 0) {
+        memmove(last_error, last_error + prefix, strlen(last_error + prefix) + 1);
+    }
     return last_error + prefix;
 }
 

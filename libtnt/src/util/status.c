@@ -15,7 +15,7 @@ TNT_API const char *tnt_status_string(tnt_status_t status)
     case TNT_OK:                  return "success";
     case TNT_ERR_INVALID_ARG:     return "invalid argument";
     case TNT_ERR_NO_MEMORY:       return "out of memory";
-    case TNT_ERR_TIMEOUT:         return "timed out waiting for a peer (see TNT_TIMEOUT)";
+    case TNT_ERR_TIMEOUT:         return "timed out waiting for a peer; see TNT_TIMEOUT";
     case TNT_ERR_PEER_FAILED:     return "a peer process failed";
     case TNT_ERR_BOOTSTRAP:       return "PMIx bootstrap failed";
     case TNT_ERR_TRANSPORT:       return "transport error";

@@ -1,0 +1,76 @@
+# Bootstrap and public C API, end to end: singleton, the SLURM-singleton
+# warning, bad environment values, argument errors, OpenMPI's mpirun with 1, 2
+# and 4 ranks, the TNT_TIMEOUT path, and the tarantella launcher.
+# Every command runs under `timeout` and every test has a ctest TIMEOUT.
+add_executable(bootstrap_check ${CMAKE_CURRENT_LIST_DIR}/bootstrap_check.c)
+# Only the installed API: link the shared library like a user would.
+target_link_libraries(bootstrap_check PRIVATE tnt m)
+
+set(_bs_check $<TARGET_FILE:bootstrap_check>)
+set(_bs_expect ${CMAKE_CURRENT_LIST_DIR}/expect_output.sh)
+# Run every test in a clean launcher environment, even when ctest itself runs
+# inside a SLURM allocation or under a PMIx launcher.
+set(_bs_clean_env env -u PMIX_NAMESPACE -u PMIX_RANK -u PMIX_SERVER_URI4 -u PMIX_SERVER_URI41
+  -u PMIX_SERVER_URI3 -u PMIX_SERVER_URI2 -u PMIX_SERVER_URI21 -u SLURM_NTASKS -u SLURM_NPROCS
+  -u SLURM_JOB_ID -u SLURM_JOBID -u SLURM_STEP_ID -u SLURM_PROCID -u TNT_TIMEOUT
+  -u TNT_LOG_LEVEL -u TNT_LOG_ON_ALL_DEVICES)
+
+function(tnt_bootstrap_test name timeout)
+  add_test(NAME integration.bootstrap.${name} COMMAND ${ARGN})
+  set_tests_properties(integration.bootstrap.${name} PROPERTIES TIMEOUT ${timeout}
+    LABELS integration)
+endfunction()
+
+# Singleton: no PMIx server at all. --check-args also covers the argument
+# errors (NULL comm, bad dtype/op/root, NULL buffers, count 0).
+tnt_bootstrap_test(singleton 30
+  ${_bs_clean_env} timeout 20 ${_bs_check} --launcher none --check-args)
+# srun without PMIx: every task is a singleton, and each prints exactly one
+# warning that names the fix.
+tnt_bootstrap_test(singleton_slurm_warning 30
+  ${_bs_clean_env} SLURM_NTASKS=4 ${_bs_expect} 1
+  "srun --tarantella.*srun --mpi=pmix.*MpiDefault=pmix" --
+  timeout 20 ${_bs_check} --launcher none)
+# Bad values: one clear line each, naming the variable and the default used.
+tnt_bootstrap_test(bad_env 30
+  ${_bs_clean_env} TNT_TIMEOUT=abc TNT_LOG_LEVEL=loud ${_bs_expect} 2
+  "TNT_TIMEOUT='abc' is not a number.*default 300 s|TNT_LOG_LEVEL='loud'.*default 'warn'" --
+  timeout 20 ${_bs_check} --launcher none)
+
+find_program(TNT_MPIRUN mpirun)
+if(TNT_MPIRUN)
+  # OpenMPI 4.1 hosts a PMIx server (Debian's build uses the system libpmix).
+  # No binding: 4 ranks share this machine's 2 cores.
+  set(_bs_mpirun ${TNT_MPIRUN} --allow-run-as-root --oversubscribe --bind-to none)
+  foreach(_np 1 2 4)
+    # The argument errors once with peers (2 ranks), without their log lines x 4.
+    set(_bs_args "")
+    if(_np EQUAL 2)
+      set(_bs_args --check-args)
+    endif()
+    tnt_bootstrap_test(mpirun_np${_np} 60
+      ${_bs_clean_env} timeout 50 ${_bs_mpirun} -np ${_np}
+      ${_bs_check} --launcher ompi --expect-size ${_np} --expect-nodes 1 ${_bs_args})
+  endforeach()
+  # A bad value is reported once per job (rank 0), not once per rank.
+  tnt_bootstrap_test(bad_env_np2 60
+    ${_bs_clean_env} TNT_TIMEOUT=abc ${_bs_expect} 1 "TNT_TIMEOUT='abc'" --
+    timeout 50 ${_bs_mpirun} -x TNT_TIMEOUT -np 2 ${_bs_check} --launcher ompi)
+  # TNT_TIMEOUT: rank 1 skips a barrier; ranks 0 and 2 must fail it within a
+  # few seconds with a message naming "barrier #N" and rank 1 (checked inside
+  # bootstrap_check), and fail later collectives at once.
+  tnt_bootstrap_test(timeout 60
+    ${_bs_clean_env} TNT_TIMEOUT=2 timeout 40 ${_bs_mpirun} -x TNT_TIMEOUT -np 3
+    ${_bs_check} --launcher ompi --skip-barrier-rank 1)
+else()
+  add_test(NAME integration.bootstrap.mpirun COMMAND sh -c
+    "echo 'mpirun not found: install openmpi-bin (scripts/install-deps.sh does)'; exit 1")
+  set_tests_properties(integration.bootstrap.mpirun PROPERTIES TIMEOUT 10 LABELS integration)
+endif()
+
+# Through the project's own launcher (a PMIx server built on libpmix).
+if(TARGET tarantella)
+  tnt_bootstrap_test(tarantella_np2 60
+    ${_bs_clean_env} timeout 50 $<TARGET_FILE:tarantella> -n 2 --python-interpreter "" --
+    ${_bs_check} --launcher tnt --expect-size 2 --expect-nodes 1 --check-args)
+endif()
