@@ -1,0 +1,185 @@
+/*
+ * Multi-node setup: layout tables, the UCX transport, algorithm settings.
+ * The algorithms themselves are in the neighbouring files (multinode_impl.h
+ * lists them).
+ */
+#include "coll/multinode/multinode_impl.h"
+
+#include "util/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Ring pipeline: chunk size and slots in flight. 256 KiB x 8 keeps TCP's
+ * socket buffers full and lets the reduction of one chunk overlap the
+ * transfer of the next ones (measured, see docs/multinode.md). */
+#define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)256 << 10)
+#define TNT_MN_DEPTH 8
+/* auto: recursive doubling for per-slice messages below this (measured, see
+ * docs/multinode.md), the ring above. */
+#define TNT_MN_RD_MAX_BYTES_DEFAULT ((size_t)64 << 10)
+
+static tnt_mn_algo_t tnt_mn_algo_from_env(void)
+{
+    const char *value = getenv("TNT_ALLREDUCE_ALGO");
+
+    if (value == NULL || *value == '\0' || strcmp(value, "auto") == 0) {
+        return TNT_MN_ALGO_AUTO;
+    }
+    if (strcmp(value, "recursive_doubling") == 0 || strcmp(value, "rd") == 0) {
+        return TNT_MN_ALGO_RECURSIVE_DOUBLING;
+    }
+    if (strcmp(value, "ring") == 0) {
+        return TNT_MN_ALGO_RING;
+    }
+    tnt_log_env_warning("TNT_ALLREDUCE_ALGO='%.64s' is not one of auto, recursive_doubling, "
+                        "ring; using auto", value);
+    return TNT_MN_ALGO_AUTO;
+}
+
+/* A size in KiB from the environment, or the default. */
+static size_t tnt_mn_kib_from_env(const char *name, size_t default_bytes, size_t min_bytes)
+{
+    const char *value = getenv(name);
+    char *end = NULL;
+    unsigned long long kib;
+
+    if (value == NULL || *value == '\0') {
+        return default_bytes;
+    }
+    errno = 0;
+    kib = strtoull(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || kib > ((size_t)1 << 30) ||
+        (size_t)kib * 1024 < min_bytes) {
+        tnt_log_env_warning("%s='%.64s' is not a size in KiB (>= %zu); using the default %zu",
+                            name, value, min_bytes / 1024, default_bytes / 1024);
+        return default_bytes;
+    }
+    return (size_t)kib * 1024;
+}
+
+static void tnt_mn_free(tnt_net_t *net)
+{
+    free(net->iov_recv);
+    free(net->iov_send);
+    free(net->bounds);
+    free(net->group);
+    free(net->rank_at);
+    free(net->node_offset);
+    free(net);
+}
+
+tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
+{
+    tnt_ucx_params_t params;
+    unsigned char *connect;
+    int *fill;
+    tnt_net_t *net;
+    tnt_status_t status;
+
+    net = calloc(1, sizeof(*net));
+    if (net == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory");
+    }
+    net->comm = comm;
+    net->node_offset = calloc((size_t)comm->num_nodes + 1, sizeof(int));
+    net->rank_at = calloc((size_t)comm->size, sizeof(int));
+    net->group = calloc((size_t)comm->num_nodes, sizeof(int));
+    net->bounds = calloc((size_t)comm->size + 2, sizeof(size_t));
+    connect = calloc((size_t)comm->size, 1);
+    fill = calloc((size_t)comm->num_nodes, sizeof(int));
+    if (net->node_offset == NULL || net->rank_at == NULL || net->group == NULL ||
+        net->bounds == NULL || connect == NULL || fill == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory for %d ranks",
+                                 comm->size);
+        goto err_free_tables;
+    }
+
+    net->min_local_size = comm->size;
+    for (int n = 0; n < comm->num_nodes; n++) {
+        net->node_offset[n + 1] = net->node_offset[n] + comm->node_sizes[n];
+        if (comm->node_sizes[n] < net->min_local_size) {
+            net->min_local_size = comm->node_sizes[n];
+        }
+        if (comm->node_sizes[n] > net->max_local_size) {
+            net->max_local_size = comm->node_sizes[n];
+        }
+    }
+    /* Local ranks are numbered in rank order, so filling in rank order
+     * reproduces them; checked rather than trusted. */
+    for (int r = 0; r < comm->size; r++) {
+        int n = comm->node_of_rank[r];
+        if (comm->local_rank_of_rank[r] != fill[n]) {
+            status = tnt_error_raise(TNT_ERR_BOOTSTRAP,
+                                     "multinode: rank %d has local rank %d, expected %d on "
+                                     "node %d (local ranks must follow rank order)",
+                                     r, comm->local_rank_of_rank[r], fill[n], n);
+            goto err_free_tables;
+        }
+        net->rank_at[net->node_offset[n] + fill[n]++] = r;
+        /* Full connectivity to other nodes: the slices of an uneven layout
+         * pair different ranks depending on the message size. */
+        connect[r] = n != comm->node_id;
+    }
+    net->iov_send = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
+    net->iov_recv = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
+    if (net->iov_send == NULL || net->iov_recv == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory");
+        goto err_free_tables;
+    }
+
+    net->forced = tnt_mn_algo_from_env();
+    net->chunk_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_CHUNK_KB", TNT_MN_CHUNK_BYTES_DEFAULT,
+                                           4096);
+    net->rd_max_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_RD_MAX_KB",
+                                            TNT_MN_RD_MAX_BYTES_DEFAULT, 0);
+    net->depth = TNT_MN_DEPTH;
+
+    memset(&params, 0, sizeof(params));
+    params.boot = comm->boot;
+    params.rank = comm->rank;
+    params.size = comm->size;
+    params.connect = connect;
+    params.timeout_s = comm->timeout_s;
+    params.staging_bytes = net->chunk_bytes * (size_t)net->depth;
+    status = tnt_ucx_create(&params, &net->ucx);
+    if (status != TNT_OK) {
+        goto err_free_tables;
+    }
+    {
+        size_t bytes;
+        net->staging = tnt_ucx_staging(net->ucx, &bytes);
+        net->staging_bytes = bytes;
+    }
+    for (int r = 0; r < comm->size; r++) {
+        if (connect[r]) {
+            tnt_log_info("multinode: node %d (%s) -> rank %d on node %d over UCX %s",
+                         comm->node_id, comm->hostname, r, comm->node_of_rank[r],
+                         tnt_ucx_peer_transport(net->ucx, r));
+            break;   /* one line per rank is enough to show the path */
+        }
+    }
+    free(fill);
+    free(connect);
+    comm->net = net;
+    return TNT_OK;
+
+err_free_tables:
+    free(fill);
+    free(connect);
+    tnt_mn_free(net);
+    return status;
+}
+
+void tnt_multinode_finalize(tnt_comm_t *comm)
+{
+    tnt_net_t *net = comm->net;
+
+    if (net == NULL) {
+        return;
+    }
+    tnt_ucx_destroy(net->ucx);
+    tnt_mn_free(net);
+    comm->net = NULL;
+}

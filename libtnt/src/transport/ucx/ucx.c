@@ -1,0 +1,997 @@
+/*
+ * UCX transport: see ucx.h for the contract. Layout of this file: pool of
+ * requests, endpoint error handling, create/destroy, data path, waits.
+ */
+#include "transport/ucx/ucx.h"
+
+#include "util/log.h"
+#include "util/wait.h"
+
+#include <ucp/api/ucp.h>
+
+#include <errno.h>
+#include <stddef.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Ops in flight at once. Collectives keep at most 2 * pipeline depth plus a
+ * few; the wire-up handshake batches to stay under it. */
+#define TNT_UCX_POOL_SLOTS 256
+/* The tag layout: seq (24 bits) | source rank (20 bits) | step (20 bits). */
+#define TNT_UCX_TAG_RANK_BITS 20
+#define TNT_UCX_TAG_STEP_BITS 20
+#define TNT_UCX_MAX_RANKS (1 << TNT_UCX_TAG_RANK_BITS)
+/* Sequence numbers reserved for the wire-up and goodbye handshakes. */
+#define TNT_UCX_SEQ_WIREUP 0xFFFFFFu
+#define TNT_UCX_SEQ_GOODBYE 0xFFFFFEu
+#define TNT_UCX_TRANSPORT_MAX 96
+
+struct tnt_ucx_op {
+    tnt_ucx_t *ucx;
+    int peer;
+    int is_recv;
+    int in_use;
+    int pending;             /* UCX still owns the request */
+    size_t bytes;            /* expected size of a receive */
+    ucs_status_t status;     /* final UCX status once !pending */
+    ucp_tag_recv_info_t info;
+};
+
+struct tnt_ucx_peer {
+    tnt_ucx_t *ucx;          /* error callback argument points here */
+    int rank;
+    ucp_ep_h ep;
+    /* Set by the endpoint error callback, which UCX runs from
+     * ucp_worker_progress on the thread that drives the worker (the only
+     * thread using this transport), so plain ints suffice. */
+    int failed;
+    ucs_status_t error;
+    char transport[TNT_UCX_TRANSPORT_MAX];
+};
+
+struct tnt_ucx {
+    int rank;
+    int size;
+    double timeout_s;
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int efd;                         /* worker wake-up fd, -1 if unavailable */
+    struct tnt_ucx_peer *peers;      /* size entries; ep NULL when not connected */
+    int num_connected;
+
+    /* Request pool: slot i is [UCX's request | struct tnt_ucx_op]; the op
+     * is what we pass as ucp_request_param_t.request. */
+    unsigned char *pool;
+    size_t slot_bytes;
+    size_t ucp_request_bytes;        /* rounded up so the op stays aligned */
+    int free_slots[TNT_UCX_POOL_SLOTS];
+    int num_free;
+
+    void *staging;
+    size_t staging_bytes;
+    ucp_mem_h staging_memh;
+
+    tnt_status_t failed;             /* first failure; TNT_OK while healthy */
+    int poisoned;                    /* endpoints force-closed after a failure */
+    uint64_t bytes_sent;
+    uint64_t bytes_received;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Request pool                                                              */
+/* ------------------------------------------------------------------------ */
+
+static struct tnt_ucx_op *pool_op(tnt_ucx_t *ucx, int slot)
+{
+    return (struct tnt_ucx_op *)(ucx->pool + (size_t)slot * ucx->slot_bytes +
+                                 ucx->ucp_request_bytes);
+}
+
+static int pool_slot_of(const tnt_ucx_t *ucx, const struct tnt_ucx_op *op)
+{
+    return (int)(((const unsigned char *)op - ucx->ucp_request_bytes - ucx->pool) /
+                 ucx->slot_bytes);
+}
+
+static struct tnt_ucx_op *pool_get(tnt_ucx_t *ucx)
+{
+    struct tnt_ucx_op *op;
+
+    if (ucx->num_free == 0) {
+        return NULL;
+    }
+    op = pool_op(ucx, ucx->free_slots[--ucx->num_free]);
+    op->ucx = ucx;
+    op->in_use = 1;
+    op->pending = 0;
+    op->status = UCS_OK;
+    op->peer = -1;
+    op->is_recv = 0;
+    op->bytes = 0;
+    op->info.length = 0;
+    return op;
+}
+
+static void pool_put(tnt_ucx_t *ucx, struct tnt_ucx_op *op)
+{
+    op->in_use = 0;
+    ucx->free_slots[ucx->num_free++] = pool_slot_of(ucx, op);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failures                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void tnt_ucx_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct tnt_ucx_peer *peer = arg;
+
+    (void)ep;
+    if (!peer->failed) {
+        peer->failed = 1;
+        peer->error = status;
+        tnt_log_debug("ucx: endpoint to rank %d failed: %s", peer->rank,
+                      ucs_status_string(status));
+    }
+}
+
+/* Force-closes every endpoint after the first failure. The peers' endpoints
+ * to this rank then fail too (their TCP connection or QP breaks), so every
+ * rank of the job learns about the failure within milliseconds instead of
+ * each waiting out TNT_TIMEOUT on a neighbour that has given up. */
+static void tnt_ucx_poison(tnt_ucx_t *ucx)
+{
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+    };
+
+    if (ucx->poisoned) {
+        return;
+    }
+    ucx->poisoned = 1;
+    for (int r = 0; r < ucx->size; r++) {
+        struct tnt_ucx_peer *peer = &ucx->peers[r];
+        ucs_status_ptr_t req;
+
+        if (peer->ep == NULL) {
+            continue;
+        }
+        req = ucp_ep_close_nbx(peer->ep, &param);
+        peer->ep = NULL;
+        if (req != NULL && !UCS_PTR_IS_ERR(req)) {
+            /* A forced close completes locally; bound it anyway. */
+            tnt_backoff_t backoff;
+            tnt_backoff_init(&backoff, 5.0);
+            while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+                ucp_worker_progress(ucx->worker);
+                if (tnt_backoff_wait(&backoff) != 0) {
+                    break;
+                }
+            }
+            if (ucp_request_check_status(req) != UCS_INPROGRESS) {
+                ucp_request_free(req);
+            }
+        }
+    }
+}
+
+static tnt_status_t tnt_ucx_status_of(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return TNT_OK;
+    case UCS_ERR_NO_MEMORY:
+        return TNT_ERR_NO_MEMORY;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+        return TNT_ERR_MISMATCH;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CANCELED:
+    case UCS_ERR_IO_ERROR:
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+        return TNT_ERR_PEER_FAILED;
+    case UCS_ERR_TIMED_OUT:
+        return TNT_ERR_TIMEOUT;
+    default:
+        return TNT_ERR_TRANSPORT;
+    }
+}
+
+tnt_status_t tnt_ucx_failed(const tnt_ucx_t *ucx)
+{
+    return ucx->failed;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Setup                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Reads the transports UCX chose for an endpoint out of ucp_ep_print_info
+ * (1.13 has no query for them): lines like
+ *   "#                 lane[0]:  3:tcp/eth0.0 md[1]  ..." -> "tcp/eth0". */
+static void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *stream = open_memstream(&text, &len);
+    size_t used = 0;
+
+    peer->transport[0] = '\0';
+    if (stream == NULL) {
+        return;
+    }
+    ucp_ep_print_info(peer->ep, stream);
+    fclose(stream);
+    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        char *lane = strstr(line, "lane[");
+        char *colon;
+        char name[64];
+        size_t n;
+
+        if (lane == NULL || (colon = strchr(lane + 5, ':')) == NULL) {
+            continue;
+        }
+        /* after "lane[i]:" comes " <rsc>:<tl>/<dev> ..." */
+        colon = strchr(colon + 1, ':');
+        if (colon == NULL) {
+            continue;
+        }
+        n = strcspn(colon + 1, " .\t");
+        if (n == 0 || n >= sizeof(name)) {
+            continue;
+        }
+        memcpy(name, colon + 1, n);
+        name[n] = '\0';
+        if (strstr(peer->transport, name) != NULL) {
+            continue;
+        }
+        if (used + n + 2 < sizeof(peer->transport)) {
+            used += (size_t)snprintf(peer->transport + used, sizeof(peer->transport) - used,
+                                     "%s%s", used ? "," : "", name);
+        }
+    }
+    free(text);
+}
+
+static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
+                                               const unsigned char *connect)
+{
+    ucp_address_t *address = NULL;
+    size_t address_len = 0;
+    uint64_t my_len, max_len = 0;
+    uint64_t *lens = NULL;
+    unsigned char *mine = NULL, *all = NULL;
+    ucs_status_t us;
+    tnt_status_t status;
+
+    us = ucp_worker_get_address(ucx->worker, &address, &address_len);
+    if (us != UCS_OK) {
+        return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_worker_get_address failed: %s",
+                               ucs_status_string(us));
+    }
+    lens = calloc((size_t)ucx->size, sizeof(*lens));
+    if (lens == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d addresses",
+                                 ucx->size);
+        goto err_release_address;
+    }
+    /* Addresses can differ in length (different devices per node), so the
+     * lengths go first and the blobs are padded to the longest. */
+    my_len = address_len;
+    status = tnt_boot_allgather(boot, &my_len, lens, sizeof(my_len));
+    if (status != TNT_OK) {
+        goto err_free_lens;
+    }
+    for (int r = 0; r < ucx->size; r++) {
+        max_len = lens[r] > max_len ? lens[r] : max_len;
+    }
+    mine = calloc(1, max_len);
+    all = calloc((size_t)ucx->size, max_len);
+    if (mine == NULL || all == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d addresses of %zu B",
+                                 ucx->size, (size_t)max_len);
+        goto err_free_blobs;
+    }
+    memcpy(mine, address, address_len);
+    status = tnt_boot_allgather(boot, mine, all, max_len);
+    if (status != TNT_OK) {
+        goto err_free_blobs;
+    }
+
+    for (int r = 0; r < ucx->size; r++) {
+        struct tnt_ucx_peer *peer = &ucx->peers[r];
+        ucp_ep_params_t ep_params;
+
+        if (!connect[r] || r == ucx->rank) {
+            continue;
+        }
+        memset(&ep_params, 0, sizeof(ep_params));
+        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.address = (const ucp_address_t *)(all + (size_t)r * max_len);
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep_params.err_handler.cb = tnt_ucx_ep_error_cb;
+        ep_params.err_handler.arg = peer;
+        us = ucp_ep_create(ucx->worker, &ep_params, &peer->ep);
+        if (us != UCS_OK) {
+            peer->ep = NULL;
+            status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                     "ucx: cannot create an endpoint to rank %d: %s; check "
+                                     "UCX_TLS / UCX_NET_DEVICES (ucx_info -d lists the "
+                                     "transports this node has)", r, ucs_status_string(us));
+            goto err_free_blobs;
+        }
+        ucx->num_connected++;
+    }
+    status = TNT_OK;
+
+err_free_blobs:
+    free(all);
+    free(mine);
+err_free_lens:
+    free(lens);
+err_release_address:
+    ucp_worker_release_address(ucx->worker, address);
+    return status;
+}
+
+/* Sends one small message to every connected peer and receives one from
+ * each, in batches that fit the pool. At create time (wire-up) every
+ * connection is really up afterwards, and a peer that cannot be reached fails
+ * tnt_init, not step 1. At destroy time (goodbye) every peer has stopped
+ * using this rank, so closing the endpoints cannot break a peer's
+ * collective. */
+static tnt_status_t tnt_ucx_handshake(tnt_ucx_t *ucx, uint32_t seq, const char *what)
+{
+    enum { BATCH = TNT_UCX_POOL_SLOTS / 2 };
+    tnt_ucx_op_t *ops[2 * BATCH];
+    int32_t sent = ucx->rank;
+    int32_t received[BATCH];
+    int r = 0;
+
+    while (r < ucx->size) {
+        int n = 0, k = 0;
+        tnt_status_t status;
+
+        for (; r < ucx->size && k < BATCH; r++) {
+            if (ucx->peers[r].ep == NULL) {
+                continue;
+            }
+            status = tnt_ucx_irecv(ucx, r, tnt_ucx_tag(seq, r, 0), &received[k],
+                                   sizeof(received[k]), &ops[n]);
+            if (status != TNT_OK) {
+                tnt_ucx_waitall(ucx, ops, n, what);
+                return status;
+            }
+            n++;
+            status = tnt_ucx_isend(ucx, r, tnt_ucx_tag(seq, ucx->rank, 0), &sent, sizeof(sent),
+                                   &ops[n]);
+            if (status != TNT_OK) {
+                tnt_ucx_waitall(ucx, ops, n, what);
+                return status;
+            }
+            n++;
+            k++;
+        }
+        status = tnt_ucx_waitall(ucx, ops, n, what);
+        if (status != TNT_OK) {
+            return status;
+        }
+    }
+    return TNT_OK;
+}
+
+tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
+{
+    ucp_config_t *config = NULL;
+    ucp_params_t ucp_params;
+    ucp_worker_params_t worker_params;
+    ucp_context_attr_t context_attr;
+    ucp_mem_map_params_t map_params;
+    tnt_ucx_t *ucx;
+    ucs_status_t us;
+    tnt_status_t status;
+
+    if (params->size > TNT_UCX_MAX_RANKS) {
+        return tnt_error_raise(TNT_ERR_UNSUPPORTED,
+                               "ucx: %d ranks exceed the %d that the tag layout supports",
+                               params->size, TNT_UCX_MAX_RANKS);
+    }
+    ucx = calloc(1, sizeof(*ucx));
+    if (ucx == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory");
+    }
+    ucx->rank = params->rank;
+    ucx->size = params->size;
+    ucx->timeout_s = params->timeout_s;
+    ucx->efd = -1;
+    ucx->failed = TNT_OK;
+    ucx->peers = calloc((size_t)params->size, sizeof(*ucx->peers));
+    if (ucx->peers == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d peers",
+                                 params->size);
+        goto err_free_ucx;
+    }
+    for (int r = 0; r < params->size; r++) {
+        ucx->peers[r].ucx = ucx;
+        ucx->peers[r].rank = r;
+    }
+
+    us = ucp_config_read(NULL, NULL, &config);
+    if (us != UCS_OK) {
+        status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                 "ucx: reading the UCX configuration failed: %s; check the "
+                                 "UCX_* environment variables", ucs_status_string(us));
+        goto err_free_peers;
+    }
+    memset(&ucp_params, 0, sizeof(ucp_params));
+    ucp_params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
+                            UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    ucp_params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    ucp_params.mt_workers_shared = 0;
+    ucp_params.estimated_num_eps = (size_t)params->size;
+    us = ucp_init(&ucp_params, config, &ucx->context);
+    ucp_config_release(config);
+    if (us != UCS_OK) {
+        status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                 "ucx: ucp_init failed: %s; is UCX installed with a usable "
+                                 "transport (ucx_info -d)? check UCX_TLS", ucs_status_string(us));
+        goto err_free_peers;
+    }
+
+    context_attr.field_mask = UCP_ATTR_FIELD_REQUEST_SIZE;
+    us = ucp_context_query(ucx->context, &context_attr);
+    if (us != UCS_OK) {
+        status = tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_context_query failed: %s",
+                                 ucs_status_string(us));
+        goto err_cleanup_context;
+    }
+    ucx->ucp_request_bytes = (context_attr.request_size + 63) & ~(size_t)63;
+    ucx->slot_bytes = ucx->ucp_request_bytes + ((sizeof(struct tnt_ucx_op) + 63) & ~(size_t)63);
+    if (posix_memalign((void **)&ucx->pool, 64, ucx->slot_bytes * TNT_UCX_POOL_SLOTS) != 0) {
+        ucx->pool = NULL;
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for the request pool");
+        goto err_cleanup_context;
+    }
+    memset(ucx->pool, 0, ucx->slot_bytes * TNT_UCX_POOL_SLOTS);
+    for (int i = 0; i < TNT_UCX_POOL_SLOTS; i++) {
+        ucx->free_slots[i] = TNT_UCX_POOL_SLOTS - 1 - i;
+    }
+    ucx->num_free = TNT_UCX_POOL_SLOTS;
+
+    memset(&worker_params, 0, sizeof(worker_params));
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    /* Called from one thread at a time (caller or progress thread), see
+     * coll/coll.h; UCX's own async thread is internally synchronised. */
+    worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    us = ucp_worker_create(ucx->context, &worker_params, &ucx->worker);
+    if (us != UCS_OK) {
+        status = tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_worker_create failed: %s",
+                                 ucs_status_string(us));
+        goto err_free_pool;
+    }
+    if (ucp_worker_get_efd(ucx->worker, &ucx->efd) != UCS_OK) {
+        ucx->efd = -1;   /* fall back to sleeping backoff */
+    }
+
+    /* Staging memory for receives that collectives reduce from: registered
+     * once, so RDMA transports never register on the data path. */
+    ucx->staging_bytes = params->staging_bytes;
+    if (ucx->staging_bytes > 0) {
+        if (posix_memalign(&ucx->staging, 4096, ucx->staging_bytes) != 0) {
+            ucx->staging = NULL;
+            status = tnt_error_raise(TNT_ERR_NO_MEMORY,
+                                     "ucx: out of memory for %zu B of staging memory",
+                                     ucx->staging_bytes);
+            goto err_destroy_worker;
+        }
+        memset(ucx->staging, 0, ucx->staging_bytes);
+        memset(&map_params, 0, sizeof(map_params));
+        map_params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+        map_params.address = ucx->staging;
+        map_params.length = ucx->staging_bytes;
+        us = ucp_mem_map(ucx->context, &map_params, &ucx->staging_memh);
+        if (us != UCS_OK) {
+            status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                     "ucx: registering %zu B of staging memory failed: %s; "
+                                     "check the locked-memory limit (ulimit -l)",
+                                     ucx->staging_bytes, ucs_status_string(us));
+            goto err_free_staging;
+        }
+    }
+
+    status = tnt_ucx_exchange_addresses(ucx, params->boot, params->connect);
+    if (status != TNT_OK) {
+        goto err_close_eps;
+    }
+    status = tnt_ucx_handshake(ucx, TNT_UCX_SEQ_WIREUP, "UCX wire-up");
+    if (status != TNT_OK) {
+        goto err_close_eps;
+    }
+    for (int r = 0; r < ucx->size; r++) {
+        if (ucx->peers[r].ep != NULL) {
+            tnt_ucx_describe_ep(&ucx->peers[r]);
+            tnt_log_debug("ucx: rank %d -> rank %d via %s", ucx->rank, r,
+                          ucx->peers[r].transport);
+        }
+    }
+    *ucx_p = ucx;
+    return TNT_OK;
+
+err_close_eps:
+    tnt_ucx_poison(ucx);
+    if (ucx->staging_memh != NULL) {
+        ucp_mem_unmap(ucx->context, ucx->staging_memh);
+    }
+err_free_staging:
+    free(ucx->staging);
+err_destroy_worker:
+    ucp_worker_destroy(ucx->worker);
+err_free_pool:
+    free(ucx->pool);
+err_cleanup_context:
+    ucp_cleanup(ucx->context);
+err_free_peers:
+    free(ucx->peers);
+err_free_ucx:
+    free(ucx);
+    return status;
+}
+
+void tnt_ucx_destroy(tnt_ucx_t *ucx)
+{
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    tnt_backoff_t backoff;
+
+    if (ucx == NULL) {
+        return;
+    }
+    if (ucx->failed == TNT_OK) {
+        /* Bounded like any wait; a failure here poisons and we close hard. */
+        (void)tnt_ucx_handshake(ucx, TNT_UCX_SEQ_GOODBYE, "UCX goodbye (tnt_finalize)");
+    }
+    if (ucx->failed != TNT_OK) {
+        tnt_ucx_poison(ucx);
+    }
+    /* Graceful close: flushes what is still in flight to each peer. */
+    tnt_backoff_init(&backoff, ucx->timeout_s > 0 && ucx->timeout_s < 10 ? ucx->timeout_s : 10);
+    for (int r = 0; r < ucx->size; r++) {
+        struct tnt_ucx_peer *peer = &ucx->peers[r];
+        ucs_status_ptr_t req;
+
+        if (peer->ep == NULL) {
+            continue;
+        }
+        param.op_attr_mask = peer->failed ? UCP_OP_ATTR_FIELD_FLAGS : 0;
+        param.flags = peer->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        req = ucp_ep_close_nbx(peer->ep, &param);
+        peer->ep = NULL;
+        if (req == NULL || UCS_PTR_IS_ERR(req)) {
+            continue;
+        }
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(ucx->worker);
+            if (tnt_backoff_wait(&backoff) != 0) {
+                break;
+            }
+        }
+        if (ucp_request_check_status(req) != UCS_INPROGRESS) {
+            ucp_request_free(req);
+        }
+    }
+    if (ucx->staging_memh != NULL) {
+        ucp_mem_unmap(ucx->context, ucx->staging_memh);
+    }
+    free(ucx->staging);
+    ucp_worker_destroy(ucx->worker);
+    free(ucx->pool);
+    ucp_cleanup(ucx->context);
+    free(ucx->peers);
+    free(ucx);
+}
+
+void *tnt_ucx_staging(tnt_ucx_t *ucx, size_t *bytes_p)
+{
+    *bytes_p = ucx->staging_bytes;
+    return ucx->staging;
+}
+
+uint64_t tnt_ucx_tag(uint32_t seq, int src_rank, uint32_t step)
+{
+    return ((uint64_t)(seq & 0xFFFFFFu) << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)) |
+           ((uint64_t)((uint32_t)src_rank & (TNT_UCX_MAX_RANKS - 1)) << TNT_UCX_TAG_STEP_BITS) |
+           (uint64_t)(step & ((1u << TNT_UCX_TAG_STEP_BITS) - 1));
+}
+
+uint64_t tnt_ucx_bytes_sent(const tnt_ucx_t *ucx)
+{
+    return ucx->bytes_sent;
+}
+
+uint64_t tnt_ucx_bytes_received(const tnt_ucx_t *ucx)
+{
+    return ucx->bytes_received;
+}
+
+const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer)
+{
+    if (peer < 0 || peer >= ucx->size) {
+        return "";
+    }
+    return ucx->peers[peer].transport;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Data path                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int tnt_ucx_in_staging(const tnt_ucx_t *ucx, const void *buf, size_t bytes)
+{
+    const unsigned char *p = buf, *s = ucx->staging;
+    return ucx->staging_memh != NULL && p >= s && bytes <= ucx->staging_bytes &&
+           (size_t)(p - s) <= ucx->staging_bytes - bytes;
+}
+
+static tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer)
+{
+    if (ucx->failed != TNT_OK) {
+        return tnt_error_set(ucx->failed, "ucx: the job already failed (see the first error)");
+    }
+    if (peer < 0 || peer >= ucx->size || ucx->peers[peer].ep == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "ucx: rank %d has no endpoint to rank %d",
+                               ucx->rank, peer);
+    }
+    if (ucx->peers[peer].failed) {
+        ucx->failed = TNT_ERR_PEER_FAILED;
+        return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                               "ucx: connection to rank %d broke (%s); did it exit or crash? "
+                               "its own output names the cause", peer,
+                               ucs_status_string(ucx->peers[peer].error));
+    }
+    return TNT_OK;
+}
+
+static void tnt_ucx_start(struct tnt_ucx_op *op, ucs_status_ptr_t ret)
+{
+    if (ret == NULL) {
+        op->pending = 0;      /* completed immediately */
+        op->status = UCS_OK;
+    } else if (UCS_PTR_IS_ERR(ret)) {
+        op->pending = 0;
+        op->status = UCS_PTR_STATUS(ret);
+    } else {
+        op->pending = 1;      /* ret is our own op (user-provided request) */
+    }
+}
+
+_Static_assert(sizeof(tnt_ucx_iov_t) == sizeof(ucp_dt_iov_t) &&
+                   offsetof(tnt_ucx_iov_t, buf) == offsetof(ucp_dt_iov_t, buffer) &&
+                   offsetof(tnt_ucx_iov_t, bytes) == offsetof(ucp_dt_iov_t, length),
+               "tnt_ucx_iov_t must have ucp_dt_iov_t's layout");
+
+static size_t tnt_ucx_iov_bytes(const tnt_ucx_iov_t *iov, size_t iovcnt)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < iovcnt; i++) {
+        bytes += iov[i].bytes;
+    }
+    return bytes;
+}
+
+/* Shared by the contiguous and iov forms: datatype is ucp_dt_make_contig(1)
+ * (count = bytes) or ucp_dt_make_iov() (count = iovcnt). */
+static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
+                                      size_t count, size_t bytes, ucp_datatype_t datatype,
+                                      tnt_ucx_op_t **op_p)
+{
+    ucp_request_param_t param;
+    struct tnt_ucx_op *op;
+    tnt_status_t status = tnt_ucx_check_peer(ucx, peer);
+
+    if (status != TNT_OK) {
+        return status;
+    }
+    op = pool_get(ucx);
+    if (op == NULL) {
+        ucx->failed = TNT_ERR_TRANSPORT;
+        return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: more than %d operations in flight",
+                               TNT_UCX_POOL_SLOTS);
+    }
+    op->peer = peer;
+    op->bytes = bytes;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_DATATYPE;
+    param.request = op;
+    param.datatype = datatype;
+    if (datatype == ucp_dt_make_contig(1) && tnt_ucx_in_staging(ucx, buf, bytes)) {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        param.memh = ucx->staging_memh;
+    }
+    tnt_ucx_start(op, ucp_tag_send_nbx(ucx->peers[peer].ep, buf, count, tag, &param));
+    ucx->bytes_sent += bytes;
+    *op_p = op;
+    return TNT_OK;
+}
+
+static tnt_status_t tnt_ucx_post_recv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf,
+                                      size_t count, size_t bytes, ucp_datatype_t datatype,
+                                      tnt_ucx_op_t **op_p)
+{
+    ucp_request_param_t param;
+    struct tnt_ucx_op *op;
+    tnt_status_t status = tnt_ucx_check_peer(ucx, peer);
+
+    if (status != TNT_OK) {
+        return status;
+    }
+    op = pool_get(ucx);
+    if (op == NULL) {
+        ucx->failed = TNT_ERR_TRANSPORT;
+        return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: more than %d operations in flight",
+                               TNT_UCX_POOL_SLOTS);
+    }
+    op->peer = peer;
+    op->is_recv = 1;
+    op->bytes = bytes;
+    op->info.length = bytes;
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO |
+                         UCP_OP_ATTR_FIELD_DATATYPE;
+    param.request = op;
+    param.datatype = datatype;
+    param.recv_info.tag_info = &op->info;
+    if (datatype == ucp_dt_make_contig(1) && tnt_ucx_in_staging(ucx, buf, bytes)) {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        param.memh = ucx->staging_memh;
+    }
+    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, buf, count, tag, UINT64_MAX, &param));
+    *op_p = op;
+    return TNT_OK;
+}
+
+tnt_status_t tnt_ucx_isend(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf, size_t bytes,
+                           tnt_ucx_op_t **op_p)
+{
+    return tnt_ucx_post_send(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), op_p);
+}
+
+tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
+                           tnt_ucx_op_t **op_p)
+{
+    return tnt_ucx_post_recv(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), op_p);
+}
+
+tnt_status_t tnt_ucx_isendv(tnt_ucx_t *ucx, int peer, uint64_t tag, const tnt_ucx_iov_t *iov,
+                            size_t iovcnt, tnt_ucx_op_t **op_p)
+{
+    return tnt_ucx_post_send(ucx, peer, tag, iov, iovcnt, tnt_ucx_iov_bytes(iov, iovcnt),
+                             ucp_dt_make_iov(), op_p);
+}
+
+tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_t *iov,
+                            size_t iovcnt, tnt_ucx_op_t **op_p)
+{
+    return tnt_ucx_post_recv(ucx, peer, tag, iov, iovcnt, tnt_ucx_iov_bytes(iov, iovcnt),
+                             ucp_dt_make_iov(), op_p);
+}
+
+/* Updates op->pending/status from UCX. Returns nonzero when finished. */
+static int tnt_ucx_poll_op(struct tnt_ucx_op *op)
+{
+    ucs_status_t us;
+
+    if (!op->pending) {
+        return 1;
+    }
+    if (op->is_recv) {
+        us = ucp_tag_recv_request_test(op, &op->info);
+    } else {
+        us = ucp_request_check_status(op);
+    }
+    if (us == UCS_INPROGRESS) {
+        return 0;
+    }
+    op->pending = 0;
+    op->status = us;
+    return 1;
+}
+
+int tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t *op)
+{
+    ucp_worker_progress(ucx->worker);
+    return tnt_ucx_poll_op(op);
+}
+
+/* Blocks for the next event, or briefly sleeps when there is no wake-up fd.
+ * Only reached after the spin/yield phase of the backoff. */
+static void tnt_ucx_block(tnt_ucx_t *ucx, tnt_backoff_t *backoff)
+{
+    struct pollfd pfd;
+
+    if (ucx->efd < 0) {
+        (void)tnt_backoff_wait(backoff);
+        return;
+    }
+    /* Arming fails with BUSY when events are already pending: progress them. */
+    if (ucp_worker_arm(ucx->worker) != UCS_OK) {
+        return;
+    }
+    pfd.fd = ucx->efd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    /* Bounded so the deadline is rechecked; EINTR is harmless here. */
+    (void)poll(&pfd, 1, 10);
+}
+
+/* Finishes one op: converts its UCX status, accounts bytes, frees the slot. */
+static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const char *what)
+{
+    tnt_status_t status = TNT_OK;
+    int peer = op->peer;
+
+    if (op->status != UCS_OK) {
+        status = tnt_ucx_status_of(op->status);
+        if (ucx->failed == TNT_OK && op->status != UCS_ERR_CANCELED) {
+            ucx->failed = status;
+            status = tnt_error_raise(status,
+                                     "%s: %s rank %d failed: %s; did rank %d exit or crash? "
+                                     "its own output names the cause",
+                                     what, op->is_recv ? "receive from" : "send to", peer,
+                                     ucs_status_string(op->status), peer);
+        }
+    } else if (op->is_recv) {
+        if (op->info.length != op->bytes) {
+            status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                     "%s: expected %zu B from rank %d but got %zu B; do all "
+                                     "ranks call the same collectives with the same sizes?",
+                                     what, op->bytes, peer, (size_t)op->info.length);
+            if (ucx->failed == TNT_OK) {
+                ucx->failed = status;
+            }
+        } else {
+            ucx->bytes_received += op->bytes;
+        }
+    }
+    pool_put(ucx, op);
+    return status;
+}
+
+tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    tnt_status_t status = TNT_OK;
+    tnt_backoff_t backoff;
+    int remaining = 0;
+
+    for (int i = 0; i < n; i++) {
+        remaining += ops[i] != NULL;
+    }
+    tnt_backoff_init(&backoff, ucx->timeout_s);
+    while (remaining > 0) {
+        int progressed = 0;
+        int finished = 0;
+
+        while (ucp_worker_progress(ucx->worker) != 0) {
+            progressed = 1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
+                tnt_status_t s = tnt_ucx_reap(ucx, ops[i], what);
+                if (status == TNT_OK) {
+                    status = s;
+                }
+                ops[i] = NULL;
+                remaining--;
+                finished = 1;
+            }
+        }
+        if (remaining == 0) {
+            break;
+        }
+        /* A dead peer: its pending receives would never complete, so cancel
+         * everything still pending and make the rest of the job notice. */
+        if (status == TNT_OK) {
+            for (int i = 0; i < n; i++) {
+                if (ops[i] != NULL && ucx->peers[ops[i]->peer].failed) {
+                    int peer = ops[i]->peer;
+                    ucx->failed = TNT_ERR_PEER_FAILED;
+                    status = tnt_error_raise(
+                        TNT_ERR_PEER_FAILED,
+                        "%s: connection to rank %d broke (%s); did it exit or crash? its own "
+                        "output names the cause", what, peer,
+                        ucs_status_string(ucx->peers[peer].error));
+                    break;
+                }
+            }
+        }
+        if (status != TNT_OK || ucx->failed != TNT_OK) {
+            if (status == TNT_OK) {
+                status = tnt_error_set(ucx->failed, "%s: the job already failed", what);
+            }
+            for (int i = 0; i < n; i++) {
+                if (ops[i] != NULL && ops[i]->pending) {
+                    ucp_request_cancel(ucx->worker, ops[i]);
+                }
+            }
+            tnt_ucx_poison(ucx);
+            /* Cancelled requests complete during progress; reap them all so
+             * no buffer is touched after we return. */
+            tnt_backoff_t reap;
+            tnt_backoff_init(&reap, 5.0);
+            while (remaining > 0) {
+                ucp_worker_progress(ucx->worker);
+                for (int i = 0; i < n; i++) {
+                    if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
+                        pool_put(ucx, ops[i]);
+                        ops[i] = NULL;
+                        remaining--;
+                    }
+                }
+                if (remaining > 0 && tnt_backoff_wait(&reap) != 0) {
+                    /* UCX kept them: leak the slots rather than reuse memory
+                     * UCX may still write (the transport is dead anyway). */
+                    for (int i = 0; i < n; i++) {
+                        ops[i] = NULL;
+                    }
+                    remaining = 0;
+                }
+            }
+            return status;
+        }
+        if (progressed || finished) {
+            /* The timeout bounds time without progress, not the transfer:
+             * a 1 GiB allreduce over TCP may legitimately take long. */
+            if (finished) {
+                tnt_backoff_init(&backoff, ucx->timeout_s);
+            }
+            continue;
+        }
+        if (backoff.deadline_ns != UINT64_MAX && tnt_time_ns() >= backoff.deadline_ns) {
+            int peer = -1;
+            for (int i = 0; i < n && peer < 0; i++) {
+                if (ops[i] != NULL) {
+                    peer = ops[i]->peer;
+                }
+            }
+            ucx->failed = TNT_ERR_TIMEOUT;
+            status = tnt_error_raise(TNT_ERR_TIMEOUT,
+                                     "%s: rank %d did not answer within %g s; is it still "
+                                     "running? see TNT_TIMEOUT", what, peer, ucx->timeout_s);
+            continue;   /* the failure branch above cancels and reaps */
+        }
+        if (backoff.iteration < 64) {
+            (void)tnt_backoff_wait(&backoff);
+        } else {
+            tnt_ucx_block(ucx, &backoff);
+        }
+    }
+    return status;
+}
+
+tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what)
+{
+    return tnt_ucx_waitall(ucx, op, 1, what);
+}
+
+tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
+                              size_t send_bytes, int src, uint64_t recv_tag, void *recvbuf,
+                              size_t recv_bytes, const char *what)
+{
+    tnt_ucx_op_t *ops[2] = {NULL, NULL};
+    tnt_status_t status = TNT_OK;
+
+    if (src >= 0) {
+        status = tnt_ucx_irecv(ucx, src, recv_tag, recvbuf, recv_bytes, &ops[0]);
+    }
+    if (status == TNT_OK && dst >= 0) {
+        status = tnt_ucx_isend(ucx, dst, send_tag, sendbuf, send_bytes, &ops[1]);
+    }
+    if (status != TNT_OK) {
+        tnt_ucx_waitall(ucx, ops, 2, what);
+        return status;
+    }
+    return tnt_ucx_waitall(ucx, ops, 2, what);
+}

@@ -1,0 +1,120 @@
+/*
+ * UCX transport between ranks on different nodes (UCP tag matching).
+ *
+ * One UCP context and one worker per rank. Worker addresses are exchanged
+ * through the bootstrap (tnt_boot_allgather), never through a side channel.
+ * Endpoints use UCP_ERR_HANDLING_MODE_PEER: when a peer dies, UCX reports an
+ * error on its endpoint, the error callback marks the peer failed, and every
+ * pending or later operation involving it completes with TNT_ERR_PEER_FAILED
+ * instead of hanging. The first failure force-closes all endpoints of this
+ * rank, so the failure cascades to the rest of the job within milliseconds
+ * rather than after TNT_TIMEOUT.
+ *
+ * The same code runs over InfiniBand/RoCE (UCX picks rc/dc/ud and zero-copy
+ * RDMA for large messages) and over TCP (what this machine has).
+ *
+ * Data path: tnt_ucx_isend/irecv never allocate. UCP requests live in a pool
+ * preallocated at create time (ucp_request_param_t.request, user-provided
+ * request memory); the staging area that collectives receive into is
+ * registered once with ucp_mem_map and handed to UCX with its memh; user
+ * buffers go through UCX's own registration cache. Completion is driven by
+ * ucp_worker_progress with the backing-off, TNT_TIMEOUT-bounded waits of
+ * util/wait.h.
+ *
+ * Threading: one thread at a time (the caller for blocking collectives, the
+ * progress thread for posted ones); the worker is created SERIALIZED.
+ */
+#ifndef TNT_TRANSPORT_UCX_H
+#define TNT_TRANSPORT_UCX_H
+
+#include <tnt/tnt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../../../pmix/client/tnt_boot.h"
+
+typedef struct tnt_ucx tnt_ucx_t;
+/* A posted send or receive: a slot of the preallocated request pool. */
+typedef struct tnt_ucx_op tnt_ucx_op_t;
+
+typedef struct {
+    tnt_boot_t *boot;          /* for the address exchange (collective) */
+    int rank;
+    int size;
+    /* size entries: nonzero for ranks this rank connects to (ranks on other
+     * nodes). Every rank must pass a symmetric relation. */
+    const unsigned char *connect;
+    double timeout_s;          /* TNT_TIMEOUT, bounds every wait; 0 = none */
+    size_t staging_bytes;      /* registered staging area (tnt_ucx_staging) */
+} tnt_ucx_params_t;
+
+/* Collective over all ranks (calls tnt_boot_allgather twice, even on ranks
+ * that connect to nobody). Creates context, worker and endpoints, and wires
+ * every endpoint up with a flush so that transport selection and connection
+ * errors show up here and not in the first collective. */
+tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p);
+/* Closes endpoints (flushing them unless the job already failed) and frees
+ * everything. NULL is a no-op. Not collective, but peers still sending to
+ * this rank may see an error, so callers end with a barrier first. */
+void tnt_ucx_destroy(tnt_ucx_t *ucx);
+
+/* The registered staging area (params.staging_bytes, 64-byte aligned). */
+void *tnt_ucx_staging(tnt_ucx_t *ucx, size_t *bytes_p);
+
+/* Tags: collectives build them with tnt_ucx_tag(); the source rank is part of
+ * the tag, so a receive matches exactly one peer's message. seq is the
+ * collective's sequence number (wraps at 2^24, safe because collectives
+ * complete in order), step distinguishes messages within one collective. */
+uint64_t tnt_ucx_tag(uint32_t seq, int src_rank, uint32_t step);
+
+/* Nonblocking, allocation-free. On success *op_p is a pool slot that the
+ * caller must pass to tnt_ucx_wait / tnt_ucx_waitall exactly once. Returns
+ * TNT_ERR_PEER_FAILED at once when the peer is already known dead,
+ * TNT_ERR_TRANSPORT when the pool is exhausted (a bug: collectives keep a
+ * bounded number in flight). A receive must get exactly `bytes` bytes. */
+tnt_status_t tnt_ucx_isend(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf, size_t bytes,
+                           tnt_ucx_op_t **op_p);
+tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
+                           tnt_ucx_op_t **op_p);
+
+/* Gather/scatter forms: one message made of several pieces (same layout as
+ * UCX's ucp_dt_iov_t). The iov array must stay valid until the op is
+ * reaped. Used by the allgather, whose node blocks are not contiguous. */
+typedef struct {
+    void *buf;
+    size_t bytes;
+} tnt_ucx_iov_t;
+tnt_status_t tnt_ucx_isendv(tnt_ucx_t *ucx, int peer, uint64_t tag, const tnt_ucx_iov_t *iov,
+                            size_t iovcnt, tnt_ucx_op_t **op_p);
+tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_t *iov,
+                            size_t iovcnt, tnt_ucx_op_t **op_p);
+
+/* Waits for all n ops (NULL entries are skipped and every entry is set to
+ * NULL), progressing the worker with backoff. what names the collective in
+ * error messages ("allreduce #12 (ring)"). On an error, ops that did not
+ * finish are cancelled and reaped before returning, so their buffers are no
+ * longer touched by UCX. */
+tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what);
+tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what);
+/* Nonzero once op has finished (successfully or not); progresses the worker
+ * once. The op must still be reaped with tnt_ucx_wait. */
+int tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t *op);
+
+/* Blocking exchange with two peers (either may be -1 to skip). */
+tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
+                              size_t send_bytes, int src, uint64_t recv_tag, void *recvbuf,
+                              size_t recv_bytes, const char *what);
+
+/* First failure seen (TNT_OK while healthy). After a failure every operation
+ * fails fast; the transport is not usable again. */
+tnt_status_t tnt_ucx_failed(const tnt_ucx_t *ucx);
+
+/* Diagnostics, checked by the tests to prove the inter-node path is UCX:
+ * bytes sent / received through UCX so far, and the transports UCX selected
+ * for the endpoint to peer (e.g. "tcp/eth0", "rc_mlx5/mlx5_0:1"; "" if
+ * no endpoint). */
+uint64_t tnt_ucx_bytes_sent(const tnt_ucx_t *ucx);
+uint64_t tnt_ucx_bytes_received(const tnt_ucx_t *ucx);
+const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer);
+
+#endif
