@@ -117,7 +117,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         if (tnt_backoff_wait(&backoff) != 0) {
             shm->broken = tnt_error_raise(
                 TNT_ERR_TIMEOUT,
-                "rank %d: local rank %d (rank %d, pid %d) did not join %s #%llu within %.0f s; "
+                "rank %d: local rank %d (rank %d, pid %d) did not join %s #%llu within %g s; "
                 "is it still running? see TNT_TIMEOUT",
                 shm->global_ranks[shm->me], peer, shm->global_ranks[peer],
                 (int)tnt_shm_peer_pid(shm, peer), what, (unsigned long long)shm->num_collectives,
@@ -294,7 +294,7 @@ static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, int *fd_p)
             status = tnt_error_raise(
                 TNT_ERR_TIMEOUT,
                 "rank %d: local rank 0 (rank %d) did not create shared-memory segment %s within "
-                "%.0f s; is it still running? see TNT_TIMEOUT",
+                "%g s; is it still running? see TNT_TIMEOUT",
                 shm->global_ranks[shm->me], shm->global_ranks[0], shm->name, shm->timeout_s);
             goto err_close;
         }
@@ -346,7 +346,7 @@ static tnt_status_t tnt_shm_unlink_when_attached(struct tnt_shm *shm)
             status = tnt_error_raise(
                 TNT_ERR_TIMEOUT,
                 "rank %d: only %u of %d local ranks attached to shared-memory segment %s within "
-                "%.0f s; are all ranks of this node running? see TNT_TIMEOUT",
+                "%g s; are all ranks of this node running? see TNT_TIMEOUT",
                 shm->global_ranks[0], attached, shm->n, shm->name, shm->timeout_s);
             break;
         }
@@ -436,7 +436,6 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
         goto err_unmap;
 
     /* Phase 1: everyone attached and published pid and probe address. */
-    shm->num_collectives++;
     status = tnt_shm_phase(shm, "shared-memory setup");
     if (status != TNT_OK)
         goto err_unmap;

@@ -1,0 +1,484 @@
+/*
+ * Shared-memory transport with real processes: each test forks local_size
+ * children that call tnt_shm_create directly (a unique segment name per
+ * run), run collectives and exit 0 on success. The parent reaps children as
+ * they exit (so a dead child is not left a zombie), kills everything at the
+ * test's deadline, and checks that /dev/shm holds no segment afterwards.
+ *
+ * Checks: allreduce for every dtype x op x counts (0, 1, primes, not
+ * multiples of the rank count, sizes that use the small, staged and CMA
+ * algorithms and several pipeline steps) x 1..8 ranks x in/out of place, with
+ * and without CMA; results exact (tests/integration/collectives_values.h) and
+ * random float32/float64 sums bitwise equal to a sequential reference in
+ * local-rank order on every rank; broadcast, allgather, barrier,
+ * reduce_scatter and allgather_slices; a child killed with SIGKILL in the
+ * middle of a collective makes the others fail with TNT_ERR_PEER_FAILED
+ * within seconds; a child that stays away makes them time out.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/shm.h"
+#include "util/wait.h"
+#include "tests/integration/collectives_values.h"
+
+#define MAX_RANKS 8
+
+typedef int (*rank_fn)(tnt_shm_t *shm, int rank, int n, void *arg);
+
+/* Shared between parent and children (MAP_SHARED before fork). */
+struct shared_area {
+    uint64_t hashes[MAX_RANKS][64];
+    int counter;
+    double elapsed[MAX_RANKS];
+    int status[MAX_RANKS];
+};
+static struct shared_area *area;
+static unsigned test_counter;
+static char segment_prefix[64];
+
+static double now_s(void)
+{
+    return (double)tnt_time_ns() * 1e-9;
+}
+
+static int segments_left(void)
+{
+    DIR *dir = opendir("/dev/shm");
+    int found = 0;
+    if (dir == NULL)
+        return 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;)
+        if (strncmp(e->d_name, segment_prefix + 1, strlen(segment_prefix) - 1) == 0)
+            found++;
+    closedir(dir);
+    return found;
+}
+
+/* Forks n ranks; returns how many did not exit with 0 (killed at deadline
+ * counts). expect_signal: rank that is expected to die of SIGKILL (-1 none). */
+static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double timeout_s,
+                         int victim)
+{
+    pid_t pids[MAX_RANKS];
+    char name[96];
+    int failures = 0;
+    snprintf(name, sizeof name, "%s%u", segment_prefix, test_counter++);
+    memset(area, 0, sizeof *area);
+
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        assert_true(pids[r] >= 0);
+        if (pids[r] == 0) {
+            alarm((unsigned)deadline_s + 5); /* belt and braces */
+            int global[MAX_RANKS];
+            for (int j = 0; j < n; j++)
+                global[j] = 100 + j; /* distinct from local ranks in messages */
+            tnt_shm_params_t params = {name, r, n, global, timeout_s};
+            tnt_shm_t *shm = NULL;
+            tnt_status_t st = tnt_shm_create(&params, &shm);
+            if (st != TNT_OK) {
+                fprintf(stderr, "rank %d: create failed: %s\n", r, tnt_status_string(st));
+                _exit(2);
+            }
+            int rc = fn(shm, r, n, arg);
+            tnt_shm_destroy(shm);
+            _exit(rc);
+        }
+    }
+    int alive = n;
+    double deadline = now_s() + deadline_s;
+    while (alive > 0) {
+        int wstatus;
+        pid_t pid = waitpid(-1, &wstatus, WNOHANG);
+        if (pid > 0) {
+            alive--;
+            int r = 0;
+            while (r < n && pids[r] != pid)
+                r++;
+            if (r == victim) {
+                if (!(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL))
+                    failures++;
+            } else if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
+                fprintf(stderr, "rank %d exited with %d (signal %d)\n", r,
+                        WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1,
+                        WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0);
+                failures++;
+            }
+            continue;
+        }
+        if (now_s() > deadline) {
+            fprintf(stderr, "ranks still running after %.0f s: killing them\n", deadline_s);
+            for (int r = 0; r < n; r++)
+                kill(pids[r], SIGKILL);
+            while (waitpid(-1, NULL, 0) > 0)
+                ;
+            return failures + alive;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(segments_left(), 0);
+    return failures;
+}
+
+static int run_ranks(int n, rank_fn fn, void *arg)
+{
+    return run_ranks_env(n, fn, arg, 120, 60, -1);
+}
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);                   \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fputc('\n', stderr);                                                             \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+/* ---- allreduce matrix ---------------------------------------------------- */
+
+static const size_t matrix_counts[] = {0, 1, 2, 3, 7, 13, 97, 1031, 4099, 8191, 40009, 300007};
+
+static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
+{
+    (void)arg;
+    size_t max_count = 300007;
+    char *send = malloc(max_count * 8), *recv = malloc(max_count * 8);
+    CHECK(send && recv, "malloc");
+    uint64_t seed = 1;
+    for (int dt = 0; dt < TNT_DTYPE_LAST; dt++) {
+        size_t es = tnt_dtype_size((tnt_dtype_t)dt);
+        for (int op = 0; op < TNT_OP_LAST; op++) {
+            for (size_t c = 0; c < sizeof matrix_counts / sizeof *matrix_counts; c++) {
+                size_t count = matrix_counts[c];
+                /* The biggest size only for the gradient dtypes: enough to
+                 * cover the large algorithms without slowing the suite. */
+                if (count > 100000 && (dt == TNT_INT64 || dt == TNT_FLOAT64 || op == TNT_PROD))
+                    continue;
+                for (int inplace = 0; inplace < 2; inplace++, seed++) {
+                    cv_fill(dt, op, n, seed, rank, send, count);
+                    memset(recv, 0x5a, count * es);
+                    void *out = inplace ? send : recv;
+                    tnt_status_t st = tnt_shm_allreduce(shm, send, out, count, dt, op);
+                    CHECK(st == TNT_OK, "allreduce %s %s count %zu: %s", cv_dtype_names[dt],
+                          cv_op_names[op], count, tnt_status_string(st));
+                    size_t bad = cv_check(dt, op, n, seed, out, count);
+                    CHECK(bad == count,
+                          "allreduce %s %s count %zu %s: element %zu is %g, expected %g",
+                          cv_dtype_names[dt], cv_op_names[op], count,
+                          inplace ? "in place" : "out of place", bad, cv_load(dt, out, bad),
+                          cv_expected(dt, op, n, seed, bad));
+                }
+            }
+        }
+    }
+    free(send);
+    free(recv);
+    return 0;
+}
+
+/* Random floats: results must equal ((x0 + x1) + x2) + ... bit for bit on
+ * every rank, whichever algorithm ran. */
+static int allreduce_random_order(tnt_shm_t *shm, int rank, int n, void *arg)
+{
+    (void)arg;
+    static const size_t counts[] = {5, 3001, 70001, 400009};
+    for (size_t c = 0; c < 4; c++) {
+        size_t count = counts[c];
+        float *x = malloc(count * sizeof *x), *ref = malloc(count * sizeof *ref);
+        double *y = malloc(count * sizeof *y), *yref = malloc(count * sizeof *yref);
+        CHECK(x && ref && y && yref, "malloc");
+        for (int r = 0; r < n; r++) {
+            for (size_t i = 0; i < count; i++) {
+                uint64_t h = cv_mix(c * 1000 + (uint64_t)r * 7777 + i * 31);
+                float v = (float)((double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0) * 1e3f;
+                double w = (double)(h >> 11) / 9007199254740992.0 * 3.0 - 1.5;
+                if (r == rank) {
+                    x[i] = v;
+                    y[i] = w;
+                }
+                ref[i] = r == 0 ? v : ref[i] + v;
+                yref[i] = r == 0 ? w : yref[i] + w;
+            }
+        }
+        CHECK(tnt_shm_allreduce(shm, x, x, count, TNT_FLOAT32, TNT_SUM) == TNT_OK, "f32");
+        CHECK(tnt_shm_allreduce(shm, y, y, count, TNT_FLOAT64, TNT_SUM) == TNT_OK, "f64");
+        CHECK(memcmp(x, ref, count * sizeof *x) == 0, "float32 sum of %zu differs from the "
+              "sequential order", count);
+        CHECK(memcmp(y, yref, count * sizeof *y) == 0, "float64 sum of %zu differs", count);
+        area->hashes[rank][c] = cv_hash(x, count * sizeof *x);
+        free(x);
+        free(ref);
+        free(y);
+        free(yref);
+    }
+    return 0;
+}
+
+static void check_hashes_equal(int n, int num)
+{
+    for (int r = 1; r < n; r++)
+        for (int c = 0; c < num; c++)
+            assert_true(area->hashes[r][c] == area->hashes[0][c]);
+}
+
+static void test_allreduce_all_ranks(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= MAX_RANKS; n++) {
+        assert_int_equal(run_ranks(n, allreduce_matrix, NULL), 0);
+        assert_int_equal(run_ranks(n, allreduce_random_order, NULL), 0);
+        check_hashes_equal(n, 4);
+    }
+}
+
+/* Without CMA and with a tiny staging area, so that the staged algorithm
+ * pipelines through many steps. */
+static void test_allreduce_staged(void **state)
+{
+    (void)state;
+    setenv("TNT_SHM_CMA", "0", 1);
+    setenv("TNT_SHM_STAGING_KB", "64", 1);
+    static const int ranks[] = {2, 3, 5, 8};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(run_ranks(ranks[i], allreduce_matrix, NULL), 0);
+        assert_int_equal(run_ranks(ranks[i], allreduce_random_order, NULL), 0);
+        check_hashes_equal(ranks[i], 4);
+    }
+    unsetenv("TNT_SHM_CMA");
+    unsetenv("TNT_SHM_STAGING_KB");
+}
+
+/* ---- other collectives --------------------------------------------------- */
+
+static int others(tnt_shm_t *shm, int rank, int n, void *arg)
+{
+    (void)arg;
+    static const size_t sizes[] = {0, 1, 13, 4099, 100003, 3 * 1024 * 1024 + 5};
+    size_t max = 3 * 1024 * 1024 + 5;
+    unsigned char *buf = malloc(max), *all = malloc(max * (size_t)n);
+    CHECK(buf && all, "malloc");
+
+    for (size_t s = 0; s < 6; s++) {
+        size_t bytes = sizes[s];
+        for (int root = 0; root < n; root++) {
+            for (size_t i = 0; i < bytes; i++)
+                buf[i] = rank == root ? (unsigned char)(i * 7 + (size_t)root) : 0xee;
+            CHECK(tnt_shm_broadcast(shm, buf, bytes, root) == TNT_OK, "broadcast");
+            for (size_t i = 0; i < bytes; i++)
+                CHECK(buf[i] == (unsigned char)(i * 7 + (size_t)root),
+                      "broadcast %zu from %d: byte %zu", bytes, root, i);
+        }
+        /* allgather, out of place and with sendbuf inside recvbuf */
+        size_t b = bytes < 200000 ? bytes : 200000;
+        for (int inplace = 0; inplace < 2; inplace++) {
+            unsigned char *src = inplace ? all + (size_t)rank * b : buf;
+            memset(all, 0xee, b * (size_t)n);
+            for (size_t i = 0; i < b; i++)
+                src[i] = (unsigned char)(i * 3 + (size_t)rank * 11);
+            CHECK(tnt_shm_allgather(shm, src, all, b) == TNT_OK, "allgather");
+            for (int r = 0; r < n; r++)
+                for (size_t i = 0; i < b; i++)
+                    CHECK(all[(size_t)r * b + i] == (unsigned char)(i * 3 + (size_t)r * 11),
+                          "allgather %zu: rank %d byte %zu", b, r, i);
+        }
+    }
+
+    /* barrier: everyone's increment is visible after it */
+    for (int it = 0; it < 200; it++) {
+        __atomic_fetch_add(&area->counter, 1, __ATOMIC_SEQ_CST);
+        CHECK(tnt_shm_barrier(shm) == TNT_OK, "barrier");
+        CHECK(__atomic_load_n(&area->counter, __ATOMIC_SEQ_CST) >= n * (it + 1),
+              "barrier %d let a rank through early", it);
+        CHECK(tnt_shm_barrier(shm) == TNT_OK, "barrier");
+    }
+
+    /* reduce_scatter then allgather_slices = allreduce (the hierarchical
+     * building blocks), in and out of place, dtypes x ops. */
+    static const size_t counts[] = {1, 5, 97, 4099, 70001, 300007};
+    float *send = malloc(300007 * 8), *recv = malloc(300007 * 8);
+    CHECK(send && recv, "malloc");
+    uint64_t seed = 77;
+    for (int dt = 0; dt < TNT_DTYPE_LAST; dt++) {
+        for (int op = 0; op < TNT_OP_LAST; op++) {
+            for (size_t c = 0; c < 6; c++, seed++) {
+                size_t count = counts[c], off, cnt, es = tnt_dtype_size((tnt_dtype_t)dt);
+                int inplace = (int)(seed & 1);
+                void *out = inplace ? (void *)send : (void *)recv;
+                cv_fill(dt, op, n, seed, rank, send, count);
+                if (!inplace)
+                    memset(recv, 0x5a, count * es);
+                CHECK(tnt_shm_reduce_scatter(shm, send, out, count, dt, op) == TNT_OK, "rs");
+                tnt_shm_slice(count, rank, n, &off, &cnt);
+                for (size_t i = 0; i < cnt; i++)
+                    CHECK(cv_load(dt, out, off + i) == cv_expected(dt, op, n, seed, off + i),
+                          "reduce_scatter %s %s %zu: element %zu", cv_dtype_names[dt],
+                          cv_op_names[op], count, off + i);
+                CHECK(tnt_shm_allgather_slices(shm, out, count, dt) == TNT_OK, "ag slices");
+                size_t wrong = cv_check(dt, op, n, seed, out, count);
+                CHECK(wrong == count, "allgather_slices %s %s %zu: element %zu",
+                      cv_dtype_names[dt], cv_op_names[op], count, wrong);
+            }
+        }
+    }
+    free(send);
+    free(recv);
+    free(buf);
+    free(all);
+    return 0;
+}
+
+static void test_other_collectives(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= MAX_RANKS; n++)
+        assert_int_equal(run_ranks(n, others, NULL), 0);
+    setenv("TNT_SHM_CMA", "0", 1);
+    setenv("TNT_SHM_STAGING_KB", "64", 1);
+    assert_int_equal(run_ranks(3, others, NULL), 0);
+    unsetenv("TNT_SHM_CMA");
+    unsetenv("TNT_SHM_STAGING_KB");
+}
+
+/* ---- failures ------------------------------------------------------------ */
+
+struct failure_arg {
+    int victim;
+    size_t count;
+    int stay_away; /* the victim sleeps instead of dying */
+};
+
+static int failure_rank(tnt_shm_t *shm, int rank, int n, void *varg)
+{
+    struct failure_arg *arg = varg;
+    float *buf = calloc(arg->count, sizeof *buf);
+    CHECK(buf, "malloc");
+    for (int it = 0; it < 3; it++)
+        CHECK(tnt_shm_allreduce(shm, buf, buf, arg->count, TNT_FLOAT32, TNT_SUM) == TNT_OK, "ok");
+    if (rank == arg->victim) {
+        if (arg->stay_away) {
+            sleep(4);
+            _exit(0);
+        }
+        raise(SIGKILL);
+    }
+    double t0 = now_s();
+    tnt_status_t st = tnt_shm_allreduce(shm, buf, buf, arg->count, TNT_FLOAT32, TNT_SUM);
+    if (st == TNT_OK) /* some may finish their part before noticing */
+        st = tnt_shm_allreduce(shm, buf, buf, arg->count, TNT_FLOAT32, TNT_SUM);
+    area->elapsed[rank] = now_s() - t0;
+    area->status[rank] = st;
+    tnt_status_t want = arg->stay_away ? TNT_ERR_TIMEOUT : TNT_ERR_PEER_FAILED;
+    /* A rank may also learn of the failure from another survivor. */
+    CHECK(st == want || st == TNT_ERR_PEER_FAILED, "got %s", tnt_status_string(st));
+    CHECK(strstr(tnt_last_error(), arg->stay_away ? "did not join" : "died") != NULL ||
+              st == TNT_ERR_PEER_FAILED,
+          "message: %s", tnt_last_error());
+    /* Later calls fail at once with the same status. */
+    CHECK(tnt_shm_barrier(shm) == st, "sticky error");
+    free(buf);
+    return 0;
+}
+
+static void test_peer_killed(void **state)
+{
+    (void)state;
+    static const size_t counts[] = {16, 100000, 1000000};
+    for (int c = 0; c < 3; c++) {
+        struct failure_arg arg = {2, counts[c], 0};
+        assert_int_equal(run_ranks_env(4, failure_rank, &arg, 30, 30, 2), 0);
+        for (int r = 0; r < 4; r++)
+            if (r != 2) {
+                assert_int_equal(area->status[r], TNT_ERR_PEER_FAILED);
+                assert_true(area->elapsed[r] < 3.0);
+            }
+    }
+}
+
+static void test_peer_timeout(void **state)
+{
+    (void)state;
+    struct failure_arg arg = {1, 1000, 1};
+    assert_int_equal(run_ranks_env(3, failure_rank, &arg, 30, 1.0, -1), 0);
+    for (int r = 0; r < 3; r++)
+        if (r != 1) {
+            assert_int_equal(area->status[r], TNT_ERR_TIMEOUT);
+            assert_true(area->elapsed[r] < 3.5);
+        }
+}
+
+/* A rank that never attaches: the others time out in create, rank 0 still
+ * unlinks the name. */
+static void test_attach_timeout(void **state)
+{
+    (void)state;
+    char name[96];
+    snprintf(name, sizeof name, "%s%u", segment_prefix, test_counter++);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        tnt_shm_params_t params = {name, 0, 2, NULL, 0.5};
+        tnt_shm_t *shm = NULL;
+        _exit(tnt_shm_create(&params, &shm) == TNT_ERR_TIMEOUT ? 0 : 1);
+    }
+    int wstatus;
+    assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+    assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    assert_int_equal(segments_left(), 0);
+}
+
+static void test_slice_rule(void **state)
+{
+    (void)state;
+    for (size_t count = 0; count < 50; count++)
+        for (int n = 1; n <= 9; n++) {
+            size_t next = 0;
+            for (int r = 0; r < n; r++) {
+                size_t off, cnt;
+                tnt_shm_slice(count, r, n, &off, &cnt);
+                assert_int_equal(off, next);
+                assert_int_equal(cnt, count / (size_t)n + ((size_t)r < count % (size_t)n));
+                tnt_range_t range = tnt_shard_range(count, r, n);
+                assert_int_equal(range.begin, off);
+                assert_int_equal(range.end, off + cnt);
+                next += cnt;
+            }
+            assert_int_equal(next, count);
+        }
+}
+
+int main(void)
+{
+    area = mmap(NULL, sizeof *area, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED)
+        return 1;
+    snprintf(segment_prefix, sizeof segment_prefix, "/tnt-unit-shm-%d-", (int)getpid());
+    unsetenv("TNT_SHM_CMA");
+    unsetenv("TNT_SHM_STAGING_KB");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slice_rule),
+        cmocka_unit_test(test_allreduce_all_ranks),
+        cmocka_unit_test(test_allreduce_staged),
+        cmocka_unit_test(test_other_collectives),
+        cmocka_unit_test(test_peer_killed),
+        cmocka_unit_test(test_peer_timeout),
+        cmocka_unit_test(test_attach_timeout),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
