@@ -113,7 +113,9 @@ def _broadcast_bytes(data):
         return None
     buf = np.frombuffer(data, dtype=np.uint8).copy() if _rank() == 0 else np.empty(n, np.uint8)
     if n > 0:
-        buf = tnt.broadcast(buf, root=0, check=False)
+        # Raw bytes: the extension's broadcast moves any buffer in place.
+        from . import _tnt
+        _tnt.broadcast(buf, 0)
     return buf.tobytes()
 
 
@@ -124,12 +126,14 @@ def _allgather_rows(local, counts):
     size = _size()
     if size == 1:
         return local
+    from . import _tnt
     width = max(counts)
     rest = local.shape[1:]
     padded = np.zeros((width,) + rest, dtype=local.dtype)
     padded[:local.shape[0]] = local
-    gathered = _pkg().allgather(np.ascontiguousarray(padded), check=False)
-    gathered = gathered.reshape((size, width) + rest)
+    # Gathered as raw bytes, so any dtype (float, int, bool outputs) works.
+    gathered = np.empty((size,) + padded.shape, dtype=padded.dtype)
+    _tnt.allgather(padded.reshape(-1).view(np.uint8), gathered.reshape(-1).view(np.uint8))
     return np.concatenate([gathered[r, :counts[r]] for r in range(size)], axis=0)
 
 

@@ -1,0 +1,69 @@
+"""Rank script: trains the same small model under several configurations and
+writes, per configuration, the final weights, the History and the sharded
+evaluate/predict results of this rank to <outdir>/<config>.rank<r>.npz.
+
+Configurations (name: samples, global batch, fusion threshold KiB):
+  uneven_t0     203 samples, B=31 (not divisible by 2, 3, 4; last batch 17), threshold 0
+  uneven_small  same, threshold 1 KiB (several buckets)
+  uneven_large  same, threshold 64 MiB (one bucket)
+  tiny_last     66 samples, B=32: the last batch has 2 samples, fewer than 3 or 4 ranks
+Run it serially (python3 model_equivalence.py OUTDIR) for the reference and
+through the launcher for N ranks; test_model.py compares.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+import tarantella as tnt
+
+CONFIGS = {
+    "uneven_t0": (203, 31, 0),
+    "uneven_small": (203, 31, 1),
+    "uneven_large": (203, 31, 65536),
+    "tiny_last": (66, 32, 1),
+}
+
+
+def make_module():
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(torch.nn.Linear(12, 48), torch.nn.Tanh(),
+                               torch.nn.Linear(48, 24), torch.nn.ReLU(),
+                               torch.nn.Linear(24, 4))
+
+
+def main(outdir):
+    rank = tnt.get_rank()
+    rng = np.random.RandomState(7)
+    x_all = rng.randn(203, 12).astype(np.float32)
+    y_all = rng.randint(0, 4, size=203).astype(np.int64)
+    for name, (n, batch, threshold_kb) in CONFIGS.items():
+        x, y = x_all[:n], y_all[:n]
+        model = tnt.Model(make_module())
+        model.compile(optimizer=torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+                      tnt_fusion_threshold_kb=threshold_kb)
+        history = model.fit(x, y, batch_size=batch, epochs=3, shuffle_seed=11, verbose=0)
+        weights = np.concatenate([w.ravel() for w in model.get_weights()])
+        loss, acc = model.evaluate(x, y, batch_size=batch, verbose=0)
+        pred = model.predict(x, batch_size=batch)
+        np.savez(os.path.join(outdir, "%s.rank%d.npz" % (name, rank)),
+                 weights=weights, history=json.dumps(history.history),
+                 evaluate=np.array([loss, acc]), predict=pred)
+    # Evaluate exactness on fixed weights (no training), 203 samples and a
+    # batch that does not divide them: sharded sums must give the serial
+    # accuracy exactly.
+    model = tnt.Model(make_module())
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy", "sparse_categorical_accuracy"])
+    result = model.evaluate(x_all, y_all, batch_size=29, verbose=0, return_dict=True)
+    np.savez(os.path.join(outdir, "fixed.rank%d.npz" % rank),
+             evaluate=json.dumps(result), predict=model.predict(x_all, batch_size=29),
+             master_only=np.array([model.predict(x_all, batch_size=29,
+                                                 tnt_predict_on_all_ranks=False) is None]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
