@@ -1,0 +1,277 @@
+/*
+ * Remote context (slurmstepd): resolve the step's settings once the step's
+ * environment is readable (post_opt), then in task_init -- which runs in the
+ * forked task, as the user, just before exec -- pin the task with the
+ * launcher's code (libtnt/src/topo/pin.c), set TNT_* and OMP_NUM_THREADS, and
+ * give the task its GPU.
+ *
+ * Nothing here may crash or hang slurmstepd: no blocking calls, every error
+ * returns -1 with one slurm_error (and the same line on the task's stderr,
+ * where the user looks).
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+
+#include "tnt_spank.h"
+
+static void stepd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* slurm_error goes to slurmd's log; the task's stderr goes to the user. */
+static void stepd_error(const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    slurm_error("tarantella: %s", msg);
+    if (spank_context() == S_CTX_REMOTE && tnt_spank_state.option_seen) {
+        fprintf(stderr, "tarantella: %s\n", msg);
+        fflush(stderr);
+    }
+}
+
+int tnt_spank_stepd_option(const char *optarg)
+{
+    /* Validated in srun already; the value is kept and resolved together
+     * with the allocation's in post_opt. Slurm may deliver it twice (launch
+     * message and environment), always with the same value. */
+    tnt_spank_state.option_seen = 1;
+    tnt_spank_state.remote_arg_null = (optarg == NULL);
+    tnt_spank_state.remote_arg_too_long = 0;
+    if (optarg == NULL) {
+        tnt_spank_state.remote_arg[0] = '\0';
+    } else if (strlen(optarg) >= sizeof tnt_spank_state.remote_arg) {
+        tnt_spank_state.remote_arg_too_long = 1;
+    } else {
+        memcpy(tnt_spank_state.remote_arg, optarg, strlen(optarg) + 1);
+    }
+    return 0;
+}
+
+/* The extern step (pam_slurm_adopt's container), the batch script and the
+ * interactive step (salloc's shell) are not Tarantella ranks. */
+static int stepd_is_rank_step(spank_t sp)
+{
+    uint32_t step_id = 0;
+
+    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS)
+        return 0;
+    return step_id != SLURM_EXTERN_CONT && step_id != SLURM_BATCH_SCRIPT &&
+           step_id != SLURM_INTERACTIVE_STEP && step_id != SLURM_PENDING_STEP;
+}
+
+int tnt_spank_stepd_post_opt(spank_t sp)
+{
+    char inherited[1024];
+    const char *inherited_p = NULL, *own = NULL;
+    tnt_spank_config_t config;
+    char err[768];
+    spank_err_t rc;
+
+    if (!stepd_is_rank_step(sp))
+        return 0;
+    rc = spank_getenv(sp, TNT_SPANK_INHERITED_ENV, inherited, sizeof inherited);
+    if (rc == ESPANK_SUCCESS)
+        inherited_p = inherited;
+    else if (rc == ESPANK_NOSPACE) {
+        stepd_error("the allocation's --tarantella value is longer than %zu characters",
+                    sizeof inherited - 1);
+        return -1;
+    }
+    if (tnt_spank_state.option_seen) {
+        if (tnt_spank_state.remote_arg_too_long) {
+            stepd_error("--tarantella value longer than %zu characters",
+                        sizeof tnt_spank_state.remote_arg - 1);
+            return -1;
+        }
+        own = tnt_spank_state.remote_arg_null ? "" : tnt_spank_state.remote_arg;
+    }
+    if (inherited_p == NULL && own == NULL)
+        return 0; /* not a Tarantella step: behave as if we were not loaded */
+    if (tnt_spank_resolve(&tnt_spank_state.defaults, inherited_p, own, &config, err,
+                          sizeof err) != 0) {
+        stepd_error("%s", err);
+        return -1;
+    }
+    config.help = 0;
+    tnt_spank_state.config = config;
+    return 0;
+}
+
+static int stepd_setenv(spank_t sp, const char *name, const char *value)
+{
+    if (spank_setenv(sp, name, value, 1) != ESPANK_SUCCESS) {
+        stepd_error("cannot set %s=%s in the task's environment", name, value);
+        return -1;
+    }
+    return 0;
+}
+
+/* Entries of a comma-separated list ("0,1,3" -> 3; "" -> 0). */
+static int stepd_list_count(const char *list)
+{
+    int n = 0;
+
+    if (list == NULL || *list == '\0')
+        return 0;
+    for (n = 1; *list != '\0'; list++)
+        n += (*list == ',');
+    return n;
+}
+
+/*
+ * GPUs: hide them (no-gpu), keep what Slurm bound per task (--gpus-per-task,
+ * --gpu-bind: the task's CUDA_VISIBLE_DEVICES is then a strict subset of the
+ * step's SLURM_STEP_GPUS), or give local rank r the GPU r mod n of the n the
+ * step sees. desc receives e.g. "gpu 1" for the verbose line.
+ */
+static int stepd_gpus(spank_t sp, const tnt_spank_config_t *config, int local_rank, char *desc,
+                      size_t desclen)
+{
+    char visible[512], step_gpus[512], tmp[64];
+    const char *entry;
+    int n, i, bound = 0;
+
+    snprintf(desc, desclen, "gpus -");
+    if (config->no_gpu) {
+        snprintf(desc, desclen, "gpus hidden");
+        if (stepd_setenv(sp, "CUDA_VISIBLE_DEVICES", "") != 0)
+            return -1;
+        if (spank_getenv(sp, "ROCR_VISIBLE_DEVICES", tmp, sizeof tmp) != ESPANK_ENV_NOEXIST &&
+            stepd_setenv(sp, "ROCR_VISIBLE_DEVICES", "") != 0)
+            return -1;
+        return 0;
+    }
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", visible, sizeof visible) != ESPANK_SUCCESS ||
+        visible[0] == '\0')
+        return 0;
+    n = stepd_list_count(visible);
+    if (spank_getenv(sp, "SLURM_GPUS_PER_TASK", tmp, sizeof tmp) == ESPANK_SUCCESS ||
+        spank_getenv(sp, "SLURM_GPU_BIND", tmp, sizeof tmp) == ESPANK_SUCCESS)
+        bound = 1;
+    if (spank_getenv(sp, "SLURM_STEP_GPUS", step_gpus, sizeof step_gpus) == ESPANK_SUCCESS &&
+        stepd_list_count(step_gpus) > n)
+        bound = 1;
+    if (n <= 1 || bound) {
+        snprintf(desc, desclen, "gpus %.100s", visible);
+        return 0;
+    }
+    entry = visible;
+    for (i = 0; i < local_rank % n; i++)
+        entry = strchr(entry, ',') + 1;
+    snprintf(tmp, sizeof tmp, "%.*s", (int)strcspn(entry, ","), entry);
+    snprintf(desc, desclen, "gpu %s", tmp);
+    return stepd_setenv(sp, "CUDA_VISIBLE_DEVICES", tmp);
+}
+
+static int stepd_environment(spank_t sp, const tnt_spank_config_t *config, int ncpus)
+{
+    char value[64];
+
+    if (stepd_setenv(sp, "TNT_PIN", tnt_pin_mode_name(config->pin)) != 0)
+        return -1;
+    if (config->fusion_kb >= 0) {
+        snprintf(value, sizeof value, "%ld", config->fusion_kb);
+        if (stepd_setenv(sp, "TNT_FUSION_THRESHOLD_KB", value) != 0)
+            return -1;
+    }
+    if (config->log_level[0] != '\0' && stepd_setenv(sp, "TNT_LOG_LEVEL", config->log_level) != 0)
+        return -1;
+    if (config->log_all && stepd_setenv(sp, "TNT_LOG_ON_ALL_DEVICES", "1") != 0)
+        return -1;
+    if (config->output_all && stepd_setenv(sp, "TNT_OUTPUT_ON_ALL_DEVICES", "1") != 0)
+        return -1;
+    /* One OpenMP thread per CPU of the task, unless the user chose. */
+    if (spank_getenv(sp, "OMP_NUM_THREADS", value, sizeof value) == ESPANK_ENV_NOEXIST) {
+        snprintf(value, sizeof value, "%d", ncpus > 0 ? ncpus : 1);
+        if (stepd_setenv(sp, "OMP_NUM_THREADS", value) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int tnt_spank_stepd_task_init(spank_t sp)
+{
+    const tnt_spank_config_t *config = &tnt_spank_state.config;
+    hwloc_topology_t topology;
+    hwloc_bitmap_t allowed, cpuset, nodeset;
+    int local_rank = 0, ret = -1, rc;
+    uint32_t local_size = 0, rank = 0;
+    char err[512], where[640], gpu_desc[160], node[64], host[64];
+
+    if (!config->enabled)
+        return 0;
+    if (spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local_size) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) {
+        stepd_error("cannot read the task's local id, local task count or rank from Slurm");
+        return -1;
+    }
+    if (hwloc_topology_init(&topology) != 0) {
+        stepd_error("hwloc_topology_init failed; is libhwloc installed correctly?");
+        return -1;
+    }
+    if (hwloc_topology_load(topology) != 0) {
+        stepd_error("hwloc could not read this node's topology (/sys mounted?)");
+        goto err_topology;
+    }
+    allowed = hwloc_bitmap_alloc();
+    cpuset = hwloc_bitmap_alloc();
+    nodeset = hwloc_bitmap_alloc();
+    if (allowed == NULL || cpuset == NULL || nodeset == NULL) {
+        stepd_error("out of memory allocating CPU sets");
+        goto err_bitmaps;
+    }
+    /* Within what the task may use now: Slurm's cgroup or task plugin may
+     * already have narrowed it. */
+    if (tnt_pin_get_allowed(topology, allowed, err, sizeof err) != 0) {
+        stepd_error("task %u: %s", rank, err);
+        goto err_bitmaps;
+    }
+    if (tnt_pin_compute(topology, allowed, config->pin, local_rank, (int)local_size, cpuset,
+                        nodeset, err, sizeof err) != 0) {
+        stepd_error("task %u: pin=%s: %s", rank, tnt_pin_mode_name(config->pin), err);
+        goto err_bitmaps;
+    }
+    if (config->pin != TNT_PIN_NONE) {
+        rc = tnt_pin_apply(topology, cpuset, nodeset, config->pin_memory, err, sizeof err);
+        if (rc < 0) {
+            stepd_error("task %u: pin=%s: %s", rank, tnt_pin_mode_name(config->pin), err);
+            goto err_bitmaps;
+        }
+        if (rc == 1)
+            slurm_info("tarantella: task %u: %s (CPUs are bound)", rank, err);
+    }
+    if (stepd_environment(sp, config, hwloc_bitmap_weight(cpuset)) != 0)
+        goto err_bitmaps;
+    if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0)
+        goto err_bitmaps;
+    if (config->verbose) {
+        if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
+            snprintf(node, sizeof node, "?");
+        if (gethostname(host, sizeof host) != 0)
+            snprintf(host, sizeof host, "?");
+        host[sizeof host - 1] = '\0';
+        tnt_pin_describe(cpuset, nodeset, where, sizeof where);
+        fprintf(stderr, "tarantella: rank %u local %d/%u node %s host %s: %s, %s, pin=%s%s\n",
+                rank, local_rank, local_size, node, host, where, gpu_desc,
+                tnt_pin_mode_name(config->pin), config->pin_memory ? " (memory strict)" : "");
+        fflush(stderr);
+    }
+    ret = 0;
+err_bitmaps:
+    hwloc_bitmap_free(nodeset);
+    hwloc_bitmap_free(cpuset);
+    hwloc_bitmap_free(allowed);
+err_topology:
+    hwloc_topology_destroy(topology);
+    return ret;
+}
