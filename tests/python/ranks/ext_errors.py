@@ -1,0 +1,64 @@
+"""Rank script for failure cases: ``ext_errors.py timeout|peer``.
+
+timeout: the last rank never joins a barrier; every other rank must get
+         tnt.TimeoutError (a builtins.TimeoutError too) within TNT_TIMEOUT,
+         with a message that names the missing rank.
+peer:    the last rank exits at once; the others' next collective must raise
+         tnt.PeerFailedError naming it, and later collectives fail fast.
+Surviving ranks print 'rank R: <ExceptionClass>: <message>'.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+import tarantella as tnt
+
+mode = sys.argv[1]
+rank, size = tnt.get_rank(), tnt.get_size()
+last = size - 1
+
+
+def finish(code=0):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip libtnt's finalize: a peer is gone or out of step on purpose.
+    os._exit(code)
+
+
+if mode == "timeout":
+    if rank == last:
+        time.sleep(float(os.environ.get("EXT_SLEEP", "6")))
+        finish(0)
+    t0 = time.monotonic()
+    try:
+        tnt.barrier()
+    except tnt.TimeoutError as e:
+        assert isinstance(e, TimeoutError) and isinstance(e, tnt.TarantellaError)
+        assert e.status == -3
+        print("rank %d: %s after %.1f s: %s" % (rank, type(e).__name__, time.monotonic() - t0, e))
+        finish(0)
+    print("rank %d: barrier returned without the last rank" % rank)
+    finish(1)
+elif mode == "peer":
+    if rank == last:
+        finish(0)
+    time.sleep(1.0)
+    try:
+        tnt.allreduce(np.ones(1000, np.float32), check=False)
+    except tnt.PeerFailedError as e:
+        print("rank %d: %s: %s" % (rank, type(e).__name__, e))
+        t0 = time.monotonic()
+        try:
+            tnt.barrier()
+        except tnt.TarantellaError as e2:
+            print("rank %d: then %s in %.2f s: %s" % (rank, type(e2).__name__,
+                                                     time.monotonic() - t0, e2))
+            finish(0)
+        print("rank %d: barrier after a failure succeeded" % rank)
+        finish(1)
+    print("rank %d: allreduce succeeded with a dead peer" % rank)
+    finish(1)
+else:
+    raise SystemExit("unknown mode " + mode)
