@@ -168,20 +168,43 @@ static void check_results(void **data, const tnt_tensor_desc_t *desc, size_t n, 
     }
 }
 
-static void run_engine(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, size_t n,
-                       size_t threshold, tnt_op_t op, size_t want_buckets, int steps,
-                       const char *what)
+/* layout: 0 = one allocation per tensor (the engine copies through its
+ * staging buffers), 1 = all tensors back to back in one buffer in tensor
+ * order (fused buckets are reduced in place, no copy), 2 = the same buffer
+ * with an 8-byte gap after every third tensor (some buckets contiguous,
+ * others not). */
+static void run_engine_layout(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, size_t n,
+                              size_t threshold, tnt_op_t op, size_t want_buckets, int steps,
+                              const char *what, int layout)
 {
     const int rank = tnt_rank(comm), size = tnt_size(comm);
     tnt_fusion_t *fusion = NULL;
-    void **data = calloc(n, sizeof(*data));
+    void **data = calloc(n ? n : 1, sizeof(*data));
     uint64_t *order = calloc(n ? n : 1, sizeof(*order));
+    unsigned char *flat = NULL;
     tnt_status_t st;
 
     CHECK(data != NULL && order != NULL, "out of memory");
-    for (size_t t = 0; t < n; t++) {
-        data[t] = malloc(desc[t].count * tnt_dtype_size(desc[t].dtype) + 1);
-        CHECK(data[t] != NULL, "out of memory");
+    if (layout == 0) {
+        for (size_t t = 0; t < n; t++) {
+            data[t] = malloc(desc[t].count * tnt_dtype_size(desc[t].dtype) + 1);
+            CHECK(data[t] != NULL, "out of memory");
+        }
+    } else {
+        size_t total = 0;
+        for (size_t t = 0; t < n; t++) {
+            total += desc[t].count * tnt_dtype_size(desc[t].dtype) + 8;
+        }
+        flat = malloc(total + 1);
+        CHECK(flat != NULL, "out of memory");
+        size_t off = 0;
+        for (size_t t = 0; t < n; t++) {
+            data[t] = flat + off;
+            off += desc[t].count * tnt_dtype_size(desc[t].dtype);
+            if (layout == 2 && t % 3 == 2) {
+                off += 8;
+            }
+        }
     }
     st = tnt_fusion_create(comm, desc, n, threshold, op, &fusion);
     CHECK(st == TNT_OK, "%s: tnt_fusion_create: %s", what, tnt_last_error());
@@ -205,11 +228,21 @@ static void run_engine(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, size_t n
         check_results(data, desc, n, size, s, op, what);
     }
     tnt_fusion_destroy(fusion);
-    for (size_t t = 0; t < n; t++) {
-        free(data[t]);
+    if (flat == NULL) {
+        for (size_t t = 0; t < n; t++) {
+            free(data[t]);
+        }
     }
+    free(flat);
     free(data);
     free(order);
+}
+
+static void run_engine(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, size_t n,
+                       size_t threshold, tnt_op_t op, size_t want_buckets, int steps,
+                       const char *what)
+{
+    run_engine_layout(comm, desc, n, threshold, op, want_buckets, steps, what, 0);
 }
 
 static void scenario_results(tnt_comm_t *comm)
@@ -230,6 +263,10 @@ static void scenario_results(tnt_comm_t *comm)
     /* Huge threshold: one bucket per dtype run. */
     run_engine(comm, desc, n, SIZE_MAX - 1, TNT_SUM, 7, 3, "threshold huge");
     run_engine(comm, desc, n, 1024, TNT_AVG, SIZE_MAX, 2, "threshold 1 KiB, avg");
+    /* Tensors back to back in one buffer: fused buckets reduce in place. */
+    run_engine_layout(comm, desc, n, 256, TNT_SUM, SIZE_MAX, 2, "flat, 256 B", 1);
+    run_engine_layout(comm, desc, n, SIZE_MAX - 1, TNT_SUM, 7, 2, "flat, huge", 1);
+    run_engine_layout(comm, desc, n, 256, TNT_SUM, SIZE_MAX, 2, "gaps, 256 B", 2);
     /* AUTO follows TNT_FUSION_THRESHOLD_KB, which the test sets to 4. */
     size_t plan[16], nb = 0;
     tnt_status_t st = tnt_fusion_plan(desc, n, 4096, plan, &nb);

@@ -2,13 +2,20 @@
  * The fusion engine: bucketed gradient allreduce that overlaps with backprop.
  *
  * Life of a step (all ranks run the same plan, checked at create):
- *  - mark_ready(i, data, scale) on the training thread. A tensor of a
- *    multi-tensor bucket is copied, scaled, into its slot of the bucket's
- *    staging buffer; a tensor alone in its bucket is scaled in place and later
- *    reduced in place, with no copy at all.
- *  - When a bucket's last tensor arrives, the bucket's request (embedded in
- *    the bucket, so nothing is allocated) is posted to the progress thread,
- *    which runs the allreduce and copies the results back into the tensors.
+ *  - mark_ready(i, data, scale) on the training thread only records the
+ *    pointer and the scale, so backprop continues at once. When a bucket's
+ *    last tensor arrives, the bucket's request (embedded in the bucket, so
+ *    nothing is allocated) is posted to the progress thread.
+ *  - The progress thread then does all the data movement of the bucket:
+ *      one tensor:           scale in place, allreduce in place (no copy);
+ *      several tensors that lie back to back in memory, in bucket order
+ *      (a flat gradient buffer laid out by the plan): the same, in place,
+ *      as one allreduce (no copy);
+ *      otherwise:            copy each tensor, scaled, into its slot of the
+ *      bucket's staging buffer (one pass), allreduce the staging buffer,
+ *      copy the results back into each tensor.
+ *    Scaling in place is allowed because the caller hands the data over
+ *    until tnt_fusion_wait returns, and the result overwrites it anyway.
  *  - Buckets may fill out of order (hooks fire in whatever order autograd
  *    produces them), but the progress thread runs requests in posting order
  *    and collectives match only if every rank issues them in the same order.
@@ -27,11 +34,13 @@
  * Memory: everything (tensor and bucket tables, one staging arena with a
  * 64-byte aligned slot per multi-tensor bucket, the check's buffer) is
  * allocated at create. Steady-state steps allocate nothing and make no
- * system call beyond the progress queue's uncontended mutex and condvar.
+ * system call beyond the progress queue's mutex and condition variable.
  *
  * Threads: mark_ready and wait may be called from any thread (autograd may
  * run hooks on its own threads); fusion->lock serialises them. The progress
- * thread touches a bucket only between its post and its completion.
+ * thread reads a bucket's tensors only between the bucket's post (a mutex
+ * hand-over, so the recorded pointers and scales happen-before) and its
+ * completion (release store of the request status, acquired by wait).
  */
 #include "fusion/fusion.h"
 
@@ -57,6 +66,7 @@ struct fusion_tensor {
     size_t bucket;
     size_t offset_bytes;    /* within the bucket's staging slot */
     void *data;             /* this step's pointer; NULL until marked */
+    double scale;           /* this step's scale factor */
 };
 
 struct fusion_bucket {
@@ -82,6 +92,8 @@ struct tnt_fusion {
     unsigned char *arena;       /* staging slots of all multi-tensor buckets */
     size_t max_single_bytes;    /* largest single-tensor bucket (for fill-in) */
     unsigned char *fill;        /* zeros for missing single tensors; lazily, error path */
+    uint64_t copied_buckets;    /* multi-tensor bucket runs that needed the staging copy */
+    uint64_t inplace_buckets;   /* ... and that were reduced in place (contiguous) */
 
     pthread_mutex_t lock;
     size_t next_post;           /* first bucket not yet posted this step */
@@ -127,56 +139,6 @@ static uint64_t fusion_fnv1a(uint64_t hash, uint64_t value)
 /* Progress-thread side                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Runs on the progress thread. The staging slots (or in-place tensors) were
- * written before the post, whose mutex hand-over orders them before this. */
-static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *req)
-{
-    struct fusion_bucket *bucket = req->args.user;
-    struct tnt_fusion *fusion = bucket->fusion;
-    const size_t elem = tnt_dtype_size(bucket->dtype);
-    tnt_status_t status;
-
-    /* Empty buckets are skipped identically on every rank (same plan). */
-    if (bucket->count == 0) {
-        return TNT_OK;
-    }
-    if (bucket->staging == NULL) {
-        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor];
-        if (t->data != NULL) {
-            return tnt_coll_allreduce(comm, t->data, t->data, bucket->count, bucket->dtype,
-                                      fusion->op);
-        }
-        /* Never marked on this rank (the step fails): contribute zeros from
-         * the shared fill buffer. Buckets run one at a time on this thread,
-         * so re-zeroing it here is safe. */
-        memset(fusion->fill, 0, bucket->count * elem);
-        return tnt_coll_allreduce(comm, fusion->fill, fusion->fill, bucket->count,
-                                  bucket->dtype, fusion->op);
-    }
-    status = tnt_coll_allreduce(comm, bucket->staging, bucket->staging, bucket->count,
-                                bucket->dtype, fusion->op);
-    if (status != TNT_OK) {
-        return status;
-    }
-    for (size_t i = 0; i < bucket->num_tensors; i++) {
-        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
-        if (t->data != NULL && t->count > 0) {
-            memcpy(t->data, bucket->staging + t->offset_bytes, t->count * elem);
-        }
-    }
-    return TNT_OK;
-}
-
-static tnt_status_t fusion_check_execute(tnt_comm_t *comm, struct tnt_request *req)
-{
-    struct tnt_fusion *fusion = req->args.user;
-    return tnt_coll_allgather(comm, &fusion->my_incomplete, fusion->incomplete, 1);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Training-thread side                                                      */
-/* ------------------------------------------------------------------------ */
-
 /* dst = src * scale. float32/float64 are scaled during the copy (one pass);
  * the other types are copied, then scaled by the reduction kernels. */
 static void fusion_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void *restrict src,
@@ -202,6 +164,102 @@ static void fusion_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void
         tnt_reduce_scale(dtype, dst, count, scale);
     }
 }
+
+/* Whether the bucket's marked tensors lie back to back in memory in bucket
+ * order, so the user's memory can be reduced in place as one array.
+ * Zero-count tensors are ignored; an unmarked tensor (fill-in) never is. */
+static unsigned char *fusion_bucket_contiguous(const struct tnt_fusion *fusion,
+                                               const struct fusion_bucket *bucket)
+{
+    const size_t elem = tnt_dtype_size(bucket->dtype);
+    unsigned char *base = NULL, *next = NULL;
+
+    for (size_t i = 0; i < bucket->num_tensors; i++) {
+        const struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
+        if (t->count == 0) {
+            continue;
+        }
+        if (t->data == NULL || (next != NULL && (unsigned char *)t->data != next)) {
+            return NULL;
+        }
+        if (base == NULL) {
+            base = t->data;
+        }
+        next = (unsigned char *)t->data + t->count * elem;
+    }
+    return base;
+}
+
+/* Runs on the progress thread (see the top of the file). */
+static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *req)
+{
+    struct fusion_bucket *bucket = req->args.user;
+    struct tnt_fusion *fusion = bucket->fusion;
+    const size_t elem = tnt_dtype_size(bucket->dtype);
+    unsigned char *base;
+    tnt_status_t status;
+
+    /* Empty buckets are skipped identically on every rank (same plan). */
+    if (bucket->count == 0) {
+        return TNT_OK;
+    }
+    base = fusion_bucket_contiguous(fusion, bucket);
+    if (base != NULL) {
+        for (size_t i = 0; i < bucket->num_tensors; i++) {
+            struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
+            if (t->count > 0 && t->scale != 1.0) {
+                tnt_reduce_scale(t->dtype, t->data, t->count, t->scale);
+            }
+        }
+        if (bucket->num_tensors > 1) {
+            fusion->inplace_buckets++;
+        }
+        return tnt_coll_allreduce(comm, base, base, bucket->count, bucket->dtype, fusion->op);
+    }
+    if (bucket->staging == NULL) {
+        /* A single tensor that was never marked on this rank (the step
+         * fails): contribute zeros from the shared fill buffer. Buckets run
+         * one at a time on this thread, so re-zeroing it here is safe. */
+        memset(fusion->fill, 0, bucket->count * elem);
+        return tnt_coll_allreduce(comm, fusion->fill, fusion->fill, bucket->count,
+                                  bucket->dtype, fusion->op);
+    }
+    fusion->copied_buckets++;
+    for (size_t i = 0; i < bucket->num_tensors; i++) {
+        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
+        if (t->count == 0) {
+            continue;
+        }
+        if (t->data != NULL) {
+            fusion_copy_scaled(t->dtype, bucket->staging + t->offset_bytes, t->data, t->count,
+                               t->scale);
+        } else {
+            memset(bucket->staging + t->offset_bytes, 0, t->count * elem);
+        }
+    }
+    status = tnt_coll_allreduce(comm, bucket->staging, bucket->staging, bucket->count,
+                                bucket->dtype, fusion->op);
+    if (status != TNT_OK) {
+        return status;
+    }
+    for (size_t i = 0; i < bucket->num_tensors; i++) {
+        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
+        if (t->data != NULL && t->count > 0) {
+            memcpy(t->data, bucket->staging + t->offset_bytes, t->count * elem);
+        }
+    }
+    return TNT_OK;
+}
+
+static tnt_status_t fusion_check_execute(tnt_comm_t *comm, struct tnt_request *req)
+{
+    struct tnt_fusion *fusion = req->args.user;
+    return tnt_coll_allgather(comm, &fusion->my_incomplete, fusion->incomplete, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Training-thread side                                                      */
+/* ------------------------------------------------------------------------ */
 
 /* Called with fusion->lock held. Posts every full bucket from next_post on,
  * in bucket order, and the step check once the last bucket is out. */
@@ -283,15 +341,11 @@ TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, v
         goto out_unlock;
     }
 
-    if (t->count > 0) {
-        if (bucket->staging != NULL) {
-            fusion_copy_scaled(t->dtype, bucket->staging + t->offset_bytes, data, t->count, scale);
-        } else if (scale != 1.0) {
-            tnt_reduce_scale(t->dtype, data, t->count, scale);
-        }
-    }
-    /* A zero-count tensor may pass NULL; any non-NULL marker records it. */
+    /* The data is scaled and moved by the progress thread once the bucket
+     * is complete. A zero-count tensor may pass NULL; any non-NULL marker
+     * records it (it is never dereferenced). */
     t->data = data != NULL ? data : (void *)fusion;
+    t->scale = scale;
     fusion->num_marked++;
     bucket->marked++;
     status = TNT_OK;
@@ -355,21 +409,9 @@ static tnt_status_t fusion_post_fill_in(struct tnt_fusion *fusion)
                                    (unsigned long long)fusion->step, fusion->max_single_bytes);
         }
     }
-    for (size_t b = fusion->next_post; b < fusion->num_buckets; b++) {
-        struct fusion_bucket *bucket = &fusion->buckets[b];
-        if (bucket->staging == NULL) {
-            continue;
-        }
-        const size_t elem = tnt_dtype_size(bucket->dtype);
-        for (size_t i = 0; i < bucket->num_tensors; i++) {
-            struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
-            if (t->data == NULL) {
-                memset(bucket->staging + t->offset_bytes, 0, t->count * elem);
-            }
-        }
-    }
     /* Every remaining bucket counts as full for this step only (reset in
-     * wait), so fusion_post_ready posts them all, in order. */
+     * wait), so fusion_post_ready posts them all, in order; the progress
+     * thread puts zeros where a tensor's data is missing. */
     for (size_t b = fusion->next_post; b < fusion->num_buckets; b++) {
         fusion->buckets[b].marked = fusion->buckets[b].num_tensors;
     }
@@ -418,7 +460,6 @@ static tnt_status_t fusion_finish_step(struct tnt_fusion *fusion, int report_mis
         return fusion_broken_error(fusion, "tnt_fusion_wait");
     }
     if (missing > 0) {
-        /* The list is formatted now: the fill-in does not touch data. */
         fusion_format_list(list, sizeof(list), fusion->num_tensors, fusion_pick_unmarked, fusion);
         status = fusion_post_fill_in(fusion);
     } else {
@@ -781,6 +822,12 @@ TNT_API void tnt_fusion_destroy(tnt_fusion_t *fusion)
     }
     const int broken = fusion->broken;
     pthread_mutex_unlock(&fusion->lock);
+    /* Read after every request was waited for (acquire), so the progress
+     * thread's last increments are visible. */
+    tnt_log_debug("fusion engine destroyed after %llu steps: fused buckets copied through "
+                  "staging %llu times, reduced in place (contiguous) %llu times",
+                  (unsigned long long)fusion->step, (unsigned long long)fusion->copied_buckets,
+                  (unsigned long long)fusion->inplace_buckets);
     if (broken) {
         /* A request may still be queued or running on the progress thread
          * and point into this memory: leaking it is the only safe choice. */
