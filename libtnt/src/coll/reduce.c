@@ -419,3 +419,19 @@ void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale)
         break;
     }
 }
+
+void tnt_reduce_widen(tnt_dtype_t dtype, const void *src, float *dst, size_t count)
+{
+    if (dtype == TNT_FLOAT16)
+        tnt_widen_f16(dst, src, count);
+    else if (dtype == TNT_BFLOAT16)
+        tnt_widen_bf16(dst, src, count);
+}
+
+void tnt_reduce_narrow(tnt_dtype_t dtype, const float *src, void *dst, size_t count)
+{
+    if (dtype == TNT_FLOAT16)
+        tnt_narrow_f16(dst, src, count);
+    else if (dtype == TNT_BFLOAT16)
+        tnt_narrow_bf16(dst, src, count);
+}

@@ -21,6 +21,11 @@ void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *con
                       int num_srcs, size_t count, int divisor);
 /* buf[i] /= divisor (integer division for integer types). */
 void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor);
+/* float16/bfloat16 <-> float32 for count elements, with the kernels' own
+ * conversions (exact widening; narrowing rounds to nearest even, keeps NaN
+ * and Inf). Other dtypes are ignored. */
+void tnt_reduce_widen(tnt_dtype_t dtype, const void *src, float *dst, size_t count);
+void tnt_reduce_narrow(tnt_dtype_t dtype, const float *src, void *dst, size_t count);
 /* buf[i] *= scale, in the dtype's arithmetic (via float32 for 16-bit types). */
 void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale);
 
