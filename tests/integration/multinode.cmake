@@ -1,0 +1,59 @@
+# Multi-node collectives over UCX, through the launcher's simulated nodes
+# (`tarantella --simulate-nodes K`: ranks report K distinct PMIX_HOSTNAMEs,
+# so libtnt builds K "nodes" on this machine and must use UCX between them).
+# UCX_TLS=tcp forces the inter-node endpoints onto TCP (loopback here), which
+# every test proves with --transport tcp: each rank prints the transport UCX
+# selected and the bytes it moved, and fails if it is not tcp or no bytes
+# went through UCX. TNT_TIMEOUT=30 turns a hang into a failure well inside
+# the ctest TIMEOUT.
+add_executable(multinode_check ${CMAKE_CURRENT_LIST_DIR}/multinode_check.c)
+# The static library: the check reads the transport's counters (internal).
+target_link_libraries(multinode_check PRIVATE tnt_static m)
+target_include_directories(multinode_check PRIVATE ${PROJECT_SOURCE_DIR}/libtnt/src
+  ${CMAKE_CURRENT_LIST_DIR})
+
+set(_mn_env "TNT_TIMEOUT=30;UCX_TLS=tcp,self;UCX_WARN_UNUSED_ENV_VARS=n")
+set(_mn_check $<TARGET_FILE:multinode_check>)
+
+# tnt_multinode_test(<name> <ranks> <nodes> <timeout> [ENV k=v...] ARGS ...)
+function(tnt_multinode_test name ranks nodes timeout)
+  cmake_parse_arguments(T "" "" "ENV;ARGS" ${ARGN})
+  if(NOT TARGET tarantella)
+    return()
+  endif()
+  add_test(NAME integration.multinode.${name}
+    COMMAND timeout -k 5 ${timeout} $<TARGET_FILE:tarantella> --simulate-nodes ${nodes}
+            -n ${ranks} --python-interpreter "" -- ${_mn_check}
+            --expect-size ${ranks} --expect-nodes ${nodes} ${T_ARGS})
+  math(EXPR _ctest_timeout "${timeout} + 10")
+  set_tests_properties(integration.multinode.${name} PROPERTIES TIMEOUT ${_ctest_timeout}
+    LABELS integration ENVIRONMENT "${_mn_env};${T_ENV}")
+endfunction()
+
+if(TNT_WITH_UCX)
+  # Layouts: 2 nodes x 1 rank, 4 nodes x 2 ranks, and 2 nodes with 3 + 2.
+  tnt_multinode_test(2x1 2 2 60 ARGS --mode matrix --mode big --mode bcast --mode allgather
+                     --mode barrier --mode fusion --transport tcp)
+  tnt_multinode_test(4x2 8 4 90 ARGS --mode matrix --mode big --big-mib 64 --mode bcast
+                     --mode allgather --mode barrier --mode fusion --transport tcp)
+  tnt_multinode_test(uneven_3+2 5 2 90 ARGS --mode matrix --mode big --mode bcast
+                     --mode allgather --mode barrier --mode fusion --transport tcp)
+  # Every inter-node algorithm forced once (auto mixes them by size).
+  foreach(_algo recursive_doubling ring)
+    tnt_multinode_test(algo_${_algo}_3x2 6 3 90 ENV TNT_ALLREDUCE_ALGO=${_algo}
+                       ARGS --mode matrix --mode big --big-mib 16 --transport tcp)
+  endforeach()
+  # A rank killed on node 1: ranks on the other nodes must fail within
+  # seconds, far below TNT_TIMEOUT=30 (they print how long it took).
+  add_test(NAME integration.multinode.kill
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/multinode_kill.sh $<TARGET_FILE:tarantella> ${_mn_check})
+  set_tests_properties(integration.multinode.kill PROPERTIES TIMEOUT 60 LABELS integration
+    ENVIRONMENT "${_mn_env}")
+  if(NOT TARGET tarantella)
+    set_tests_properties(integration.multinode.kill PROPERTIES DISABLED TRUE)
+  endif()
+else()
+  # Without UCX a job that spans nodes must fail in tnt_init with a message
+  # naming the build option.
+  tnt_multinode_test(no_ucx 2 2 30 ARGS --mode expect-error)
+endif()

@@ -1,0 +1,451 @@
+/*
+ * Multi-node check: run by every rank of a job that spans (simulated or real)
+ * nodes. It exercises the collectives across nodes, checks every result
+ * exactly and checks that all ranks got the same bits, and proves that the
+ * inter-node traffic took UCX (bytes counted by the transport, transport
+ * names reported by UCX for the endpoints).
+ *
+ *   multinode_check [--expect-nodes K] [--expect-size N] [--transport NAME]
+ *                   [--mode MODE]... [--big-mib M] [--kill-rank R]
+ *
+ * Modes: matrix (every dtype x op x sizes, in place and out of place),
+ * big (float32 SUM and float16 AVG over >= --big-mib MiB), bcast, allgather,
+ * barrier, fusion (the fusion engine with scale factors), kill (rank R dies
+ * mid-collective; the others must fail fast), expect-error (tnt_init must
+ * fail with TNT_ERR_UNSUPPORTED: a build without UCX).
+ *
+ * Links the static library to read the transport's counters (internal).
+ */
+#include <tnt/tnt.h>
+
+#include "collectives_values.h"
+#ifdef TNT_WITH_UCX
+#include "coll/multinode/multinode_impl.h"
+#include "core/comm.h"
+#endif
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "multinode_check rank %d: FAIL %s:%d: ", g_rank,   \
+                    __FILE__, __LINE__);                                       \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_OK(call)                                                         \
+    do {                                                                       \
+        tnt_status_t s_ = (call);                                              \
+        CHECK(s_ == TNT_OK, "%s -> %s: %s", #call, tnt_status_string(s_),      \
+              tnt_last_error());                                               \
+    } while (0)
+
+static int g_rank = -1;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Every rank must hold the same hash. */
+static void check_same_everywhere(tnt_comm_t *comm, uint64_t hash, const char *what)
+{
+    int size = tnt_size(comm);
+    uint64_t *all = calloc((size_t)size, sizeof(*all));
+    CHECK(all != NULL, "calloc");
+    CHECK_OK(tnt_allgather(comm, &hash, all, sizeof(hash)));
+    for (int r = 0; r < size; r++) {
+        CHECK(all[r] == hash, "%s: rank %d has result hash %016llx, rank %d has %016llx", what,
+              r, (unsigned long long)all[r], g_rank, (unsigned long long)hash);
+    }
+    free(all);
+}
+
+static const char *dtype_name(tnt_dtype_t d)
+{
+    static const char *names[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+    return names[d];
+}
+
+static const char *op_name(tnt_op_t o)
+{
+    static const char *names[] = {"sum", "prod", "min", "max", "avg"};
+    return names[o];
+}
+
+static void mode_matrix(tnt_comm_t *comm)
+{
+    /* Not multiples of the rank counts used (2, 5, 8); 0 included. */
+    static const size_t sizes[] = {0, 1, 3, 7, 61, 1000, 4099, 65537};
+    size_t max = 65537;
+    int size = tnt_size(comm);
+    void *send = malloc(max * 8), *recv = malloc(max * 8);
+    uint64_t seed = 1;
+
+    CHECK(send && recv, "malloc");
+    for (int d = 0; d < TNT_DTYPE_LAST; d++) {
+        for (int o = 0; o < TNT_OP_LAST; o++) {
+            for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+                size_t n = sizes[k];
+                size_t es = tnt_dtype_size((tnt_dtype_t)d);
+                int in_place = (k + (size_t)o) % 2 == 0;
+                void *out = in_place ? send : recv;
+                seed++;
+                cv_fill((tnt_dtype_t)d, (tnt_op_t)o, size, seed, g_rank, send, n);
+                CHECK_OK(tnt_allreduce(comm, send, out, n, (tnt_dtype_t)d, (tnt_op_t)o));
+                size_t bad = cv_check((tnt_dtype_t)d, (tnt_op_t)o, size, seed, out, n);
+                CHECK(bad == n, "allreduce %s %s count %zu %s: element %zu is %g, expected %g",
+                      dtype_name((tnt_dtype_t)d), op_name((tnt_op_t)o), n,
+                      in_place ? "in place" : "out of place", bad,
+                      cv_load((tnt_dtype_t)d, out, bad),
+                      cv_expected((tnt_dtype_t)d, (tnt_op_t)o, size, seed, bad));
+                check_same_everywhere(comm, cv_hash(out, n * es), "allreduce matrix");
+            }
+        }
+    }
+    free(send);
+    free(recv);
+    if (g_rank == 0) {
+        printf("matrix: %d dtypes x %d ops x %zu sizes OK\n", TNT_DTYPE_LAST, TNT_OP_LAST,
+               sizeof(sizes) / sizeof(sizes[0]));
+    }
+}
+
+/* Large vectors with cheap, exact values: rank r element i = (i % 7) - 3 + r
+ * (float32 SUM), and 2 * size * ((i % 5) - 2) (float16 AVG, exact halves). */
+static void mode_big(tnt_comm_t *comm, size_t mib)
+{
+    int size = tnt_size(comm);
+    /* + 13 so the count is not a multiple of any rank count or slice. */
+    size_t n = (mib << 20) / 4 + 13;
+    float *buf = malloc(n * sizeof(float));
+    uint16_t *h = malloc(n * sizeof(uint16_t));
+    double t0, t;
+
+    CHECK(buf && h, "malloc %zu MiB", mib);
+    for (size_t i = 0; i < n; i++) {
+        buf[i] = (float)((int)(i % 7) - 3 + g_rank);
+    }
+    t0 = now_s();
+    CHECK_OK(tnt_allreduce(comm, buf, buf, n, TNT_FLOAT32, TNT_SUM));
+    t = now_s() - t0;
+    for (size_t i = 0; i < n; i++) {
+        float want = (float)(size * ((int)(i % 7) - 3) + size * (size - 1) / 2);
+        CHECK(buf[i] == want, "big f32 sum: element %zu of %zu is %g, expected %g", i, n,
+              buf[i], want);
+    }
+    check_same_everywhere(comm, cv_hash(buf, n * sizeof(float)), "big f32 sum");
+
+    for (size_t i = 0; i < n; i++) {
+        h[i] = cv_f16_from_exact((double)(size * ((int)(i % 5) - 2)));
+    }
+    CHECK_OK(tnt_allreduce(comm, h, h, n, TNT_FLOAT16, TNT_AVG));
+    for (size_t i = 0; i < n; i++) {
+        double want = (double)(size * ((int)(i % 5) - 2));
+        CHECK(cv_f16_to_double(h[i]) == want, "big f16 avg: element %zu is %g, expected %g", i,
+              cv_f16_to_double(h[i]), want);
+    }
+    check_same_everywhere(comm, cv_hash(h, n * 2), "big f16 avg");
+    if (g_rank == 0) {
+        printf("big: %zu floats (%.1f MiB) f32 sum in %.3f s, f16 avg OK\n", n,
+               n * 4.0 / (1 << 20), t);
+    }
+    free(h);
+    free(buf);
+}
+
+static void mode_bcast(tnt_comm_t *comm)
+{
+    static const size_t sizes[] = {0, 1, 13, 4097, 300007, (size_t)3 << 20};
+    int size = tnt_size(comm);
+    unsigned char *buf = malloc((size_t)3 << 20);
+
+    CHECK(buf != NULL, "malloc");
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        for (int root = 0; root < size; root += (size > 3 ? size / 3 : 1)) {
+            size_t n = sizes[k];
+            for (size_t i = 0; i < n; i++) {
+                buf[i] = g_rank == root ? (unsigned char)(cv_mix(i + (size_t)root) & 0xff) : 0xEE;
+            }
+            CHECK_OK(tnt_broadcast(comm, buf, n, root));
+            for (size_t i = 0; i < n; i++) {
+                CHECK(buf[i] == (unsigned char)(cv_mix(i + (size_t)root) & 0xff),
+                      "broadcast %zu B from root %d: byte %zu wrong", n, root, i);
+            }
+        }
+    }
+    free(buf);
+    if (g_rank == 0) {
+        printf("bcast: OK\n");
+    }
+}
+
+static void mode_allgather(tnt_comm_t *comm)
+{
+    static const size_t sizes[] = {0, 1, 3, 1000, 65539};
+    int size = tnt_size(comm);
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        unsigned char *mine = malloc(n + 1);
+        unsigned char *all = malloc(n * (size_t)size + 1);
+        CHECK(mine && all, "malloc");
+        for (size_t i = 0; i < n; i++) {
+            mine[i] = (unsigned char)(cv_mix(i * 31 + (size_t)g_rank) & 0xff);
+        }
+        memset(all, 0xEE, n * (size_t)size);
+        CHECK_OK(tnt_allgather(comm, mine, all, n));
+        for (int r = 0; r < size; r++) {
+            for (size_t i = 0; i < n; i++) {
+                CHECK(all[(size_t)r * n + i] == (unsigned char)(cv_mix(i * 31 + (size_t)r) & 0xff),
+                      "allgather %zu B per rank: rank %d's byte %zu wrong", n, r, i);
+            }
+        }
+        free(mine);
+        free(all);
+    }
+    if (g_rank == 0) {
+        printf("allgather: OK\n");
+    }
+}
+
+static void mode_barrier(tnt_comm_t *comm)
+{
+    /* Rank size-1 (last node) arrives late; nobody may leave before it. */
+    int size = tnt_size(comm);
+    int64_t arrival = 0, *all = calloc((size_t)size, sizeof(*all));
+    CHECK(all != NULL, "calloc");
+    for (int it = 0; it < 3; it++) {
+        struct timespec ts;
+        if (g_rank == size - 1) {
+            usleep(200000);
+        }
+        clock_gettime(CLOCK_REALTIME, &ts);
+        arrival = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        CHECK_OK(tnt_barrier(comm));
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t left = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        CHECK_OK(tnt_allgather(comm, &arrival, all, sizeof(arrival)));
+        for (int r = 0; r < size; r++) {
+            CHECK(all[r] <= left, "barrier: rank %d left at %lld us before rank %d arrived (%lld)",
+                  g_rank, (long long)left, r, (long long)all[r]);
+        }
+    }
+    free(all);
+    if (g_rank == 0) {
+        printf("barrier: OK\n");
+    }
+}
+
+/* The fusion engine across nodes: 5 tensors of mixed sizes, small threshold
+ * so there are several buckets; rank r scales its contribution by (r+1)/2.
+ * Values are small integers, so every weighted sum is exact in f32/f64. */
+static void mode_fusion(tnt_comm_t *comm)
+{
+    static const size_t counts[] = {1000, 7, 65537, 3, 20011};
+    enum { T = 5 };
+    int size = tnt_size(comm);
+    for (int d = 0; d < 2; d++) {
+        tnt_dtype_t dtype = d == 0 ? TNT_FLOAT32 : TNT_FLOAT64;
+        tnt_tensor_desc_t desc[T];
+        void *data[T];
+        tnt_fusion_t *fusion = NULL;
+        for (int t = 0; t < T; t++) {
+            desc[t].count = counts[t];
+            desc[t].dtype = dtype;
+            data[t] = malloc(counts[t] * 8);
+            CHECK(data[t] != NULL, "malloc");
+        }
+        CHECK_OK(tnt_fusion_create(comm, desc, T, 64 << 10, TNT_SUM, &fusion));
+        for (int step = 0; step < 3; step++) {
+            for (int t = T - 1; t >= 0; t--) {   /* any order works */
+                for (size_t i = 0; i < counts[t]; i++) {
+                    double v = (double)((int)((i + (size_t)t + (size_t)step) % 9) - 4 + 2 * g_rank);
+                    cv_store(dtype, data[t], i, v);
+                }
+                CHECK_OK(tnt_fusion_mark_ready(fusion, (size_t)t, data[t], (g_rank + 1) * 0.5));
+            }
+            CHECK_OK(tnt_fusion_wait(fusion));
+            uint64_t hash = 0;
+            for (int t = 0; t < T; t++) {
+                for (size_t i = 0; i < counts[t]; i++) {
+                    double want = 0;
+                    for (int r = 0; r < size; r++) {
+                        want += (r + 1) * 0.5 *
+                                (double)((int)((i + (size_t)t + (size_t)step) % 9) - 4 + 2 * r);
+                    }
+                    CHECK(cv_load(dtype, data[t], i) == want,
+                          "fusion %s step %d tensor %d element %zu: %g, expected %g",
+                          dtype_name(dtype), step, t, i, cv_load(dtype, data[t], i), want);
+                }
+                hash ^= cv_hash(data[t], counts[t] * tnt_dtype_size(dtype)) + (uint64_t)t;
+            }
+            check_same_everywhere(comm, hash, "fusion");
+        }
+        tnt_fusion_destroy(fusion);
+        for (int t = 0; t < T; t++) {
+            free(data[t]);
+        }
+    }
+    if (g_rank == 0) {
+        printf("fusion: OK\n");
+    }
+}
+
+/* Rank kill_rank dies (SIGKILL) just before the 3rd allreduce; every other
+ * rank must get an error from it, quickly. Survivors ignore SIGTERM so that
+ * a launcher stopping the job does not hide the result. */
+static int mode_kill(tnt_comm_t *comm, int kill_rank)
+{
+    float buf[4096];
+    signal(SIGTERM, SIG_IGN);
+    for (int it = 0; it < 20; it++) {
+        double t0;
+        tnt_status_t s;
+        if (it == 2 && g_rank == kill_rank) {
+            fprintf(stdout, "rank %d: killing myself\n", g_rank);
+            fflush(stdout);
+            raise(SIGKILL);
+        }
+        for (int i = 0; i < 4096; i++) {
+            buf[i] = 1.0f;
+        }
+        t0 = now_s();
+        s = tnt_allreduce(comm, buf, buf, 4096, TNT_FLOAT32, TNT_SUM);
+        if (s != TNT_OK) {
+            printf("rank %d (node %d): allreduce failed after %.2f s with %s: %s\n", g_rank,
+                   tnt_node_id(comm), now_s() - t0, tnt_status_string(s), tnt_last_error());
+            fflush(stdout);
+            /* No tnt_finalize: the job is broken; exit like a training
+             * script that got an exception. */
+            _exit(3);
+        }
+    }
+    printf("rank %d: no error although rank %d died\n", g_rank, kill_rank);
+    fflush(stdout);
+    return 1;
+}
+
+static void check_transport(tnt_comm_t *comm, const char *want)
+{
+#ifdef TNT_WITH_UCX
+    tnt_net_t *net = comm->net;
+    int peer = -1;
+    CHECK(net != NULL, "no inter-node transport although there are %d nodes",
+          tnt_num_nodes(comm));
+    for (int r = 0; r < comm->size && peer < 0; r++) {
+        if (comm->node_of_rank[r] != comm->node_id) {
+            peer = r;
+        }
+    }
+    const char *tl = tnt_ucx_peer_transport(net->ucx, peer);
+    uint64_t sent = tnt_ucx_bytes_sent(net->ucx), received = tnt_ucx_bytes_received(net->ucx);
+    printf("rank %d (node %d, %s): inter-node UCX transport to rank %d: %s; sent %llu B, "
+           "received %llu B\n", g_rank, tnt_node_id(comm), tnt_hostname(comm), peer, tl,
+           (unsigned long long)sent, (unsigned long long)received);
+    fflush(stdout);
+    CHECK(strstr(tl, want) != NULL, "UCX uses '%s' to rank %d, expected %s", tl, peer, want);
+    CHECK(sent > 0 && received > 0, "no bytes went through UCX (sent %llu, received %llu)",
+          (unsigned long long)sent, (unsigned long long)received);
+#else
+    (void)comm;
+    CHECK(0, "built without UCX; cannot check transport %s", want);
+#endif
+}
+
+int main(int argc, char **argv)
+{
+    int expect_nodes = -1, expect_size = -1, kill_rank = -1, expect_error = 0;
+    size_t big_mib = 64;
+    const char *transport = NULL;
+    const char *modes[16];
+    int num_modes = 0;
+    tnt_comm_t *comm = NULL;
+    tnt_status_t status;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--expect-nodes") == 0 && i + 1 < argc) {
+            expect_nodes = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--expect-size") == 0 && i + 1 < argc) {
+            expect_size = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc) {
+            transport = argv[++i];
+        } else if (strcmp(argv[i], "--big-mib") == 0 && i + 1 < argc) {
+            big_mib = (size_t)atol(argv[++i]);
+        } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
+            kill_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && num_modes < 16) {
+            modes[num_modes++] = argv[++i];
+            expect_error |= strcmp(modes[num_modes - 1], "expect-error") == 0;
+        } else {
+            fprintf(stderr, "multinode_check: unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+
+    status = tnt_init(&comm);
+    if (expect_error) {
+        /* A build without UCX must refuse a multi-node job with a message
+         * that names the build option. */
+        CHECK(status == TNT_ERR_UNSUPPORTED, "tnt_init returned %s, expected %s",
+              tnt_status_string(status), tnt_status_string(TNT_ERR_UNSUPPORTED));
+        CHECK(strstr(tnt_last_error(), "TNT_WITH_UCX") != NULL,
+              "the error does not name TNT_WITH_UCX: %s", tnt_last_error());
+        printf("expected error: %s\n", tnt_last_error());
+        return 0;
+    }
+    CHECK(status == TNT_OK, "tnt_init: %s: %s", tnt_status_string(status), tnt_last_error());
+    g_rank = tnt_rank(comm);
+    if (expect_size > 0) {
+        CHECK(tnt_size(comm) == expect_size, "size %d, expected %d", tnt_size(comm), expect_size);
+    }
+    if (expect_nodes > 0) {
+        CHECK(tnt_num_nodes(comm) == expect_nodes, "%d nodes, expected %d (host %s)",
+              tnt_num_nodes(comm), expect_nodes, tnt_hostname(comm));
+    }
+    for (int m = 0; m < num_modes; m++) {
+        double t0 = now_s();
+        if (strcmp(modes[m], "matrix") == 0) {
+            mode_matrix(comm);
+        } else if (strcmp(modes[m], "big") == 0) {
+            mode_big(comm, big_mib);
+        } else if (strcmp(modes[m], "bcast") == 0) {
+            mode_bcast(comm);
+        } else if (strcmp(modes[m], "allgather") == 0) {
+            mode_allgather(comm);
+        } else if (strcmp(modes[m], "barrier") == 0) {
+            mode_barrier(comm);
+        } else if (strcmp(modes[m], "fusion") == 0) {
+            mode_fusion(comm);
+        } else if (strcmp(modes[m], "kill") == 0) {
+            return mode_kill(comm, kill_rank);
+        } else {
+            CHECK(0, "unknown mode %s", modes[m]);
+        }
+        if (g_rank == 0) {
+            printf("  (%s: %.2f s)\n", modes[m], now_s() - t0);
+            fflush(stdout);
+        }
+    }
+    if (transport != NULL) {
+        check_transport(comm, transport);
+    }
+    CHECK_OK(tnt_barrier(comm));
+    int size = tnt_size(comm), nodes = tnt_num_nodes(comm);
+    tnt_finalize(comm);
+    if (g_rank == 0) {
+        printf("multinode_check: OK (%d ranks on %d nodes)\n", size, nodes);
+    }
+    return 0;
+}
