@@ -783,6 +783,8 @@ class Model:
         history = tnt_callbacks.History()
         cbs.add(history)
         progbar = cbs.find(tnt_callbacks.ProgbarLogger)
+        if progbar is not None and _output_on_all_devices() and size > 1:
+            progbar.prefix = "[%d] " % rank
         bar_every = progbar.update_every(steps) if progbar is not None else 0
         batch_sync = cbs.needs_batch_sync()
 

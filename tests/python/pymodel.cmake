@@ -1,0 +1,18 @@
+# pytest suites of the pymodel component (tnt.Model, callbacks, model I/O,
+# the digits example). One ctest test per file; pytest exits 5 when it
+# collects nothing, which fails the test like any other non-zero exit.
+# Budget: about 4 minutes together on the 2-core CI machine.
+set(_tnt_pymodel_suites model callbacks save)
+set(_tnt_pymodel_timeout_model 300)
+set(_tnt_pymodel_timeout_callbacks 180)
+set(_tnt_pymodel_timeout_save 180)
+foreach(_suite ${_tnt_pymodel_suites})
+  add_test(NAME python.${_suite}
+    COMMAND ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider
+            ${CMAKE_CURRENT_SOURCE_DIR}/test_${_suite}.py
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(python.${_suite} PROPERTIES
+    TIMEOUT ${_tnt_pymodel_timeout_${_suite}}
+    LABELS python
+    ENVIRONMENT "TNT_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONPATH=${PROJECT_BINARY_DIR}/python;OMP_NUM_THREADS=1")
+endforeach()
