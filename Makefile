@@ -20,8 +20,11 @@ build: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # The main job: data-parallel training of the digits CNN on $(RANKS) ranks.
+# The package runs from the build tree (build/python holds _tnt and the
+# modules), so nothing has to be installed first.
 run: build
-	$(BUILD_DIR)/bin/tarantella -n $(RANKS) -- python/examples/digits.py
+	PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python$${PYTHONPATH:+:$$PYTHONPATH} \
+	  $(BUILD_DIR)/bin/tarantella -n $(RANKS) -- python/examples/digits.py
 
 # The whole suite: unit, integration (launcher and mpirun), Python, and the
 # SLURM end-to-end tests against real daemons the suite starts and stops.
