@@ -13,7 +13,8 @@ int tnt_spank_alloc_option(const char *optarg)
     tnt_spank_config_t config;
     char err[768];
 
-    if (tnt_spank_resolve(&tnt_spank_state.defaults, getenv(TNT_SPANK_INHERITED_ENV), optarg,
+    if (tnt_spank_resolve(&tnt_spank_state.defaults, getenv(TNT_SPANK_INHERITED_ENV),
+                          optarg != NULL ? optarg : "",
                           &config, err, sizeof err) != 0) {
         slurm_error("tarantella: %s", err);
         return -1;

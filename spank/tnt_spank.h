@@ -46,8 +46,8 @@ int tnt_spank_stepd_option(const char *optarg);
 int tnt_spank_stepd_post_opt(spank_t sp);
 int tnt_spank_stepd_task_init(spank_t sp);
 
-/* Resolves defaults + inherited (the allocation's option, may be NULL) + own
- * (this step's option, may be NULL) into *config. Both the inherited and the
+/* Resolves defaults + inherited (the allocation's option, NULL: none) + own
+ * (this step's option, NULL: none; "" for a bare --tarantella) into *config. Both the inherited and the
  * own value must parse; errors name the bad value. Returns 0 or -1. */
 int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited,
                       const char *own, tnt_spank_config_t *config, char *errbuf,

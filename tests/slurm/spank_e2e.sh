@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# End-to-end tests of spank_tarantella.so against the test cluster
+# (tests/slurm/cluster.sh; run through `cluster.sh run`, so SLURM_CONF is set).
+#   spank_e2e.sh CASE CHECK_BINARY
+# CHECK_BINARY is tests/slurm/slurm_allreduce_check. Every srun/sbatch/salloc
+# gets --immediate or a time limit and runs under timeout: a job that cannot
+# start fails the test instead of waiting.
+set -euo pipefail
+
+CASE=$1
+CHECK=$2
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tnt-spank-e2e.XXXXXX")
+# On failure, pending jobs of ours would block the next test: cancel them.
+cleanup() {
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        timeout 20 scancel --state=PENDING --user="$(id -un)" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+    exit $rc
+}
+trap cleanup EXIT
+cd "$WORK"
+
+# Fresh environment for every command: nothing from a surrounding job.
+unset SLURM_JOB_ID SLURM_JOBID SLURM_MPI_TYPE SLURM_SPANK__SLURM_SPANK_OPTION_tarantella_tarantella \
+      OMP_NUM_THREADS TNT_PIN TNT_LOG_LEVEL TNT_FUSION_THRESHOLD_KB TNT_LOG_ON_ALL_DEVICES \
+      TNT_OUTPUT_ON_ALL_DEVICES CUDA_VISIBLE_DEVICES
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Runs a command with a hard limit, capturing output into $1.
+run() {
+    local out=$1; shift
+    echo "+ $*" >&2
+    set +e
+    timeout -k 5 60 "$@" >"$out" 2>&1
+    local rc=$?
+    set -e
+    sed 's/^/  | /' "$out" >&2
+    return $rc
+}
+
+expect() { # expect FILE REGEX [COUNT]
+    local n
+    n=$(grep -E -c -- "$2" "$1" || true)
+    if [ $# -ge 3 ]; then
+        [ "$n" -eq "$3" ] || fail "expected $3 lines matching '$2', got $n"
+    else
+        [ "$n" -ge 1 ] || fail "no line matches '$2'"
+    fi
+}
+
+reject() { # reject FILE REGEX
+    if grep -E -q -- "$2" "$1"; then fail "unexpected line matching '$2'"; fi
+}
+
+# Every "affinity: rank R cpus X" line must agree with the plugin's verbose
+# "tarantella: rank R ... cpus X (n)" line for the same rank.
+affinity_matches_verbose() {
+    local out=$1 ranks=$2 r want got
+    for r in $(seq 0 $((ranks - 1))); do
+        want=$(sed -n "s/^tarantella: rank $r local .*: cpus \([0-9,-]*\) (.*/\1/p" "$out")
+        got=$(sed -n "s/^affinity: rank $r cpus \(.*\)$/\1/p" "$out")
+        [ -n "$want" ] || fail "rank $r printed no verbose line"
+        [ "$want" = "$got" ] || fail "rank $r: plugin says cpus '$want', /proc/self/status says '$got'"
+    done
+}
+
+case $CASE in
+allreduce)
+    # 4 nodes x 2 tasks; MpiDefault=none, so this passes only if
+    # --tarantella switched the step to PMIx.
+    run out srun --tarantella -N 4 -n 8 --immediate=30 -t 2 "$CHECK" --expect-size 8 \
+        || fail "srun failed"
+    expect out '^slurm_allreduce_check: PASSED on 8 ranks' 1
+    expect out '^check: rank [0-7] size 8 local [01]/2 node [0-3]/4' 8
+    ;;
+pin_core)
+    # Two tasks per node, pin=core: local rank 0 on CPU 0, 1 on CPU 1 (each
+    # node here has CPUs 0-1), and what the plugin printed is what the task
+    # has.
+    run out srun --tarantella=pin=core,verbose -N 2 -n 4 --immediate=30 -t 2 \
+        "$CHECK" --affinity || fail "srun failed"
+    expect out '^slurm_allreduce_check: PASSED' 1
+    expect out '^tarantella: rank [0-3] local [01]/2 node n[1-4] host .*: cpus [01] \(1\), numa .*pin=core' 4
+    expect out '^tarantella: rank [0-3] local 0/2 .*: cpus 0 \(1\)' 2
+    expect out '^tarantella: rank [0-3] local 1/2 .*: cpus 1 \(1\)' 2
+    affinity_matches_verbose out 4
+    # pin=socket: one socket per node here, so both tasks get CPUs 0-1;
+    # pin=none leaves the task's whole set.
+    run out srun --tarantella=pin=socket,verbose -N 1 -n 2 --immediate=30 -t 2 \
+        "$CHECK" --affinity || fail "srun pin=socket failed"
+    expect out '^tarantella: rank [01] .*cpus 0-1 \(2\).*pin=socket' 2
+    affinity_matches_verbose out 2
+    run out srun --tarantella=pin=none,verbose -N 1 -n 2 --immediate=30 -t 2 \
+        "$CHECK" --affinity || fail "srun pin=none failed"
+    affinity_matches_verbose out 2
+    ;;
+env)
+    # Sub-options become TNT_* variables; OMP_NUM_THREADS follows the CPUs
+    # of the task unless the user set it.
+    run out srun --tarantella=pin=core,fusion=64,log=debug,log-all,output-all -N 1 -n 2 \
+        --immediate=30 -t 2 bash -c 'echo "env: $SLURM_PROCID pin=$TNT_PIN fusion=$TNT_FUSION_THRESHOLD_KB log=$TNT_LOG_LEVEL logall=$TNT_LOG_ON_ALL_DEVICES outall=$TNT_OUTPUT_ON_ALL_DEVICES omp=$OMP_NUM_THREADS mpi=$SLURM_MPI_TYPE"' \
+        || fail "srun failed"
+    expect out '^env: [01] pin=core fusion=64 log=debug logall=1 outall=1 omp=1 mpi=pmix' 2
+    OMP_NUM_THREADS=3 run out srun --tarantella -N 1 -n 1 --immediate=30 -t 2 \
+        bash -c 'echo "env: omp=$OMP_NUM_THREADS pin=$TNT_PIN"' || fail "srun failed"
+    expect out '^env: omp=3 pin=auto$' 1
+    # no-gpu hides the GPUs.
+    CUDA_VISIBLE_DEVICES=0,1 run out srun --tarantella=no-gpu -N 1 -n 1 --immediate=30 -t 2 \
+        bash -c 'echo "env: cuda=[$CUDA_VISIBLE_DEVICES]"' || fail "srun failed"
+    expect out '^env: cuda=\[\]$' 1
+    ;;
+bad_values)
+    # Rejected by srun before anything is allocated or launched; the message
+    # names the bad value and the valid ones.
+    marker=$WORK/launched
+    for spec in 'pin=bogus|invalid value .bogus. for pin; valid: none, socket, numa, core, auto' \
+                'fusion=lots|invalid value .lots. for fusion; valid: an integer 0\.\.' \
+                'log=loud|invalid value .loud. for log; valid: error, warn, info, debug, trace' \
+                'colour=red|unknown sub-option .colour.; valid: pin=MODE' \
+                'verbose=maybe|invalid value .maybe. for verbose'; do
+        opt=${spec%%|*}
+        msg=${spec#*|}
+        if run out srun --tarantella="$opt" -N 1 -n 1 --immediate=30 -t 1 touch "$marker"; then
+            fail "srun --tarantella=$opt succeeded"
+        fi
+        expect out "error: tarantella: --tarantella=$opt: $msg"
+        [ ! -e "$marker" ] || fail "--tarantella=$opt launched the step"
+        reject out 'job [0-9]+ queued|Granted job allocation'
+    done
+    # The same checks in sbatch and salloc, before submission.
+    printf '#!/bin/sh\ntouch %s\n' "$marker" > job.sh
+    if run out sbatch --tarantella=pin=sideways -N 1 -t 1 job.sh; then fail "sbatch accepted pin=sideways"; fi
+    expect out 'tarantella: --tarantella=pin=sideways: invalid value .sideways. for pin'
+    reject out 'Submitted batch job'
+    if run out salloc --tarantella=fusion=-1 -N 1 -t 1 --immediate=30 true; then fail "salloc accepted fusion=-1"; fi
+    expect out 'invalid value .-1. for fusion'
+    reject out 'Granted job allocation'
+    # A step that asks for another MPI plugin fails fast, naming the fixes.
+    if run out srun --tarantella --mpi=none -N 1 -n 1 --immediate=30 -t 1 touch "$marker"; then
+        fail "srun --tarantella --mpi=none succeeded"
+    fi
+    expect out 'tarantella: this step would start with --mpi=none.*--mpi=pmix.*MpiDefault=pmix'
+    [ ! -e "$marker" ] || fail "--mpi=none step was launched"
+    ;;
+help)
+    for cmd in srun sbatch salloc; do
+        run out "$cmd" --help || fail "$cmd --help failed"
+        expect out '^ +--tarantella(=| )\[KEY=VALUE,\.\.\.\]'
+    done
+    for cmd in srun sbatch salloc; do
+        # sbatch reads its script before the options: give it a real one.
+        printf '#!/bin/sh\ntrue\n' > job.sh
+        run out "$cmd" --tarantella=help "$([ "$cmd" = sbatch ] && echo job.sh || echo true)" \
+            || fail "$cmd --tarantella=help failed"
+        expect out '^  pin=MODE +CPU pinning per task: none, socket, numa, core, auto' 1
+        for key in pin-memory fusion=KB log=LEVEL log-all output-all no-gpu verbose; do
+            expect out "^  $key " 1
+        done
+        reject out 'Granted job allocation|Submitted batch job'
+    done
+    ;;
+sbatch_option)
+    # sbatch --tarantella=... reaches the steps of the job; srun inside has
+    # no option of its own.
+    cat > job.sh <<EOF
+#!/bin/bash
+srun "$CHECK" --expect-size 4 --affinity
+EOF
+    run out sbatch --wait --tarantella=pin=core,verbose -N 2 -n 4 -t 2 \
+        -o "$WORK/job.out" job.sh || { cat "$WORK/job.out" >&2 || true; fail "sbatch --wait failed"; }
+    cat job.out >&2
+    expect job.out '^slurm_allreduce_check: PASSED on 4 ranks' 1
+    expect job.out '^tarantella: rank [0-3] .*pin=core' 4
+    affinity_matches_verbose job.out 4
+    ;;
+sbatch_directive)
+    # #SBATCH --tarantella=... in the script; a step's own option overrides
+    # it key by key (pin), the rest (verbose) still applies.
+    cat > job.sh <<EOF
+#!/bin/bash
+#SBATCH --tarantella=pin=socket,verbose
+#SBATCH -N 2
+#SBATCH -n 4
+#SBATCH -t 2
+srun "$CHECK" --expect-size 4
+srun --tarantella=pin=core bash -c 'echo "step2: \$SLURM_PROCID pin=\$TNT_PIN"'
+EOF
+    run out sbatch --wait -o "$WORK/job.out" job.sh \
+        || { cat "$WORK/job.out" >&2 || true; fail "sbatch --wait failed"; }
+    cat job.out >&2
+    expect job.out '^slurm_allreduce_check: PASSED on 4 ranks' 1
+    expect job.out '^tarantella: rank [0-3] .*pin=socket' 4
+    expect job.out '^tarantella: rank [0-3] .*pin=core' 4
+    expect job.out '^step2: [0-3] pin=core$' 4
+    # The batch script itself is not a rank: no pinning line for it.
+    expect job.out '^tarantella: rank' 8
+    ;;
+salloc)
+    # salloc --tarantella ... srun ..., non-interactively.
+    run out salloc --tarantella=verbose -N 2 -n 4 -t 2 --immediate=30 \
+        srun "$CHECK" --expect-size 4 || fail "salloc failed"
+    expect out '^slurm_allreduce_check: PASSED on 4 ranks' 1
+    expect out '^tarantella: rank [0-3] .*pin=auto' 4
+    ;;
+without)
+    # Without --tarantella the plugin does nothing: MpiDefault (none) is
+    # used, no TNT_* variables, no OMP_NUM_THREADS, no pinning, no output.
+    run out srun -N 2 -n 4 --immediate=30 -t 2 bash -c \
+        'echo "plain: $SLURM_PROCID mpi=[$SLURM_MPI_TYPE] pmix=[$PMIX_RANK] pin=[$TNT_PIN] omp=[$OMP_NUM_THREADS] $(grep Cpus_allowed_list /proc/self/status | tr -s "\t " " ")"' \
+        || fail "srun failed"
+    want=$(grep Cpus_allowed_list /proc/self/status | tr -s '\t ' ' ')
+    expect out "^plain: [0-3] mpi=\[\] pmix=\[\] pin=\[\] omp=\[\] $want\$" 4
+    reject out 'tarantella'
+    # The same inside sbatch and salloc without the option.
+    printf '#!/bin/sh\nsrun -n 2 sh -c '"'"'echo "plain: pin=[$TNT_PIN] pmix=[$PMIX_RANK]"'"'"'\n' > job.sh
+    run out sbatch --wait -N 1 -n 2 -t 1 -o "$WORK/job.out" job.sh || fail "sbatch failed"
+    expect job.out '^plain: pin=\[\] pmix=\[\]$' 2
+    run out salloc -N 1 -n 2 -t 1 --immediate=30 srun sh -c 'echo "plain: pin=[$TNT_PIN]"' || fail "salloc failed"
+    expect out '^plain: pin=\[\]$' 2
+    ;;
+*)
+    fail "unknown case $CASE"
+    ;;
+esac
+echo "PASS: $CASE"
