@@ -15,7 +15,12 @@
  *
  * Usage (2 ranks; see docs/tuning.md):
  *   tarantella -n 2 -- build/bin/fusion_bench [--model resnet50|mlp10m|all]
- *       [--compute NS_PER_PARAM] [--rounds R] [--steps K] [--quick]
+ *       [--compute NS_PER_PARAM] [--layout separate|flat] [--rounds R] [--steps K]
+ *       [--quick]
+ * --layout separate (default) gives every gradient its own allocation, as
+ * PyTorch does, so fused buckets go through the staging copy; flat puts all
+ * gradients back to back in one buffer in plan order, so every bucket is
+ * reduced in place.
  * Every (threshold) is measured in R rounds of K steps, the thresholds
  * alternating within each round so that slow phases of the VM hit all of
  * them alike; the table gives the median and minimum step time over all
@@ -193,7 +198,8 @@ static double max_over_ranks(tnt_comm_t *comm, double t)
 }
 
 static void bench_model(tnt_comm_t *comm, const model_t *m, double compute_ns_per_param,
-                        const size_t *thresholds, size_t num_thresholds, int rounds, int steps)
+                        const size_t *thresholds, size_t num_thresholds, int rounds, int steps,
+                        int flat)
 {
     const int rank = tnt_rank(comm), size = tnt_size(comm);
     float *grads[MAX_TENSORS];
@@ -203,13 +209,30 @@ static void bench_model(tnt_comm_t *comm, const model_t *m, double compute_ns_pe
     double *times = calloc((num_thresholds + 1) * samples_per, sizeof(double));
     size_t buckets[64] = {0};
 
+    float *flat_buf = NULL;
+
     if (times == NULL) {
         die(rank, "calloc", TNT_ERR_NO_MEMORY);
     }
-    for (size_t i = 0; i < m->num; i++) {
-        grads[i] = malloc(m->desc[i].count * sizeof(float));
-        if (grads[i] == NULL) {
+    if (flat) {
+        size_t total = 0;
+        for (size_t i = 0; i < m->num; i++) {
+            total += m->desc[i].count;
+        }
+        flat_buf = malloc(total * sizeof(float));
+        if (flat_buf == NULL) {
             die(rank, "malloc", TNT_ERR_NO_MEMORY);
+        }
+    }
+    for (size_t i = 0, off = 0; i < m->num; i++) {
+        if (flat) {
+            grads[i] = flat_buf + off;
+            off += m->desc[i].count;
+        } else {
+            grads[i] = malloc(m->desc[i].count * sizeof(float));
+            if (grads[i] == NULL) {
+                die(rank, "malloc", TNT_ERR_NO_MEMORY);
+            }
         }
         for (size_t k = 0; k < m->desc[i].count; k++) {
             grads[i][k] = 1.0f;
@@ -245,8 +268,9 @@ static void bench_model(tnt_comm_t *comm, const model_t *m, double compute_ns_pe
         qsort(compute_only, samples_per, sizeof(double), cmp_double);
         const double compute_med = compute_only[samples_per / 2];
         printf("\n%s: %zu tensors, %.1f M parameters (%.1f MB float32), %d ranks, "
-               "compute %.2f ns/param (%.1f ms per step alone), %d x %d steps\n",
-               m->name, m->num, params / 1e6, params * 4 / 1e6, size, compute_ns_per_param,
+               "gradients %s, compute %.2f ns/param (%.1f ms per step alone), %d x %d steps\n",
+               m->name, m->num, params / 1e6, params * 4 / 1e6, size,
+               flat ? "in one flat buffer" : "allocated separately", compute_ns_per_param,
                compute_med * 1e3, rounds, steps);
         printf("| threshold | buckets | median step (ms) | min step (ms) | exposed comm (ms) |\n");
         printf("|---|---|---|---|---|\n");
@@ -266,9 +290,12 @@ static void bench_model(tnt_comm_t *comm, const model_t *m, double compute_ns_pe
         }
         fflush(stdout);
     }
-    for (size_t i = 0; i < m->num; i++) {
-        free(grads[i]);
+    if (!flat) {
+        for (size_t i = 0; i < m->num; i++) {
+            free(grads[i]);
+        }
     }
+    free(flat_buf);
     free(times);
 }
 
@@ -277,7 +304,7 @@ int main(int argc, char **argv)
     tnt_comm_t *comm = NULL;
     const char *which = "all";
     double compute_ns = 0.5;
-    int rounds = 5, steps = 5, quick = 0;
+    int rounds = 5, steps = 5, quick = 0, flat = 0;
     static const size_t all_thresholds[] = {0,         64 << 10, 256 << 10, 1 << 20, 2 << 20,
                                             4 << 20,   8 << 20,  16 << 20,  32 << 20, 64 << 20};
     static const size_t quick_thresholds[] = {0, 1 << 20, 64 << 20};
@@ -291,11 +318,20 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) {
             steps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc) {
+            i++;
+            if (strcmp(argv[i], "flat") == 0) {
+                flat = 1;
+            } else if (strcmp(argv[i], "separate") != 0) {
+                fprintf(stderr, "fusion_bench: --layout is flat or separate\n");
+                return 2;
+            }
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else {
             fprintf(stderr, "usage: fusion_bench [--model resnet50|mlp10m|all] "
-                            "[--compute NS_PER_PARAM] [--rounds R] [--steps K] [--quick]\n");
+                            "[--compute NS_PER_PARAM] [--layout separate|flat] [--rounds R] [--steps K] "
+                            "[--quick]\n");
             return 2;
         }
     }
@@ -322,11 +358,11 @@ int main(int argc, char **argv)
                              : sizeof(all_thresholds) / sizeof(all_thresholds[0]);
     if (strcmp(which, "all") == 0 || strcmp(which, "resnet50") == 0) {
         build_resnet50(m);
-        bench_model(comm, m, compute_ns, thresholds, num, rounds, steps);
+        bench_model(comm, m, compute_ns, thresholds, num, rounds, steps, flat);
     }
     if (strcmp(which, "all") == 0 || strcmp(which, "mlp10m") == 0) {
         build_mlp10m(m);
-        bench_model(comm, m, compute_ns, thresholds, num, rounds, steps);
+        bench_model(comm, m, compute_ns, thresholds, num, rounds, steps, flat);
     }
     free(m);
     tnt_finalize(comm);

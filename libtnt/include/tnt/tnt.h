@@ -170,7 +170,8 @@ TNT_API tnt_status_t tnt_wait(tnt_request_t *req);
 /* Fusion engine: bucketed, overlapped gradient allreduce                    */
 /* ------------------------------------------------------------------------ */
 
-/** Pass as threshold to use TNT_FUSION_THRESHOLD_KB, or the built-in default. */
+/** Pass as threshold to use TNT_FUSION_THRESHOLD_KB (KiB, a whole number >= 0;
+ *  a bad value gives a warning and the default), or else the built-in default. */
 #define TNT_FUSION_THRESHOLD_AUTO ((size_t)-1)
 
 /** Built-in default fusion threshold in bytes (see docs/tuning.md for how it
@@ -187,8 +188,13 @@ typedef struct {
  * Pure planning function: groups consecutive tensors into buckets of at least
  * @p threshold_bytes (the last bucket may be smaller). A change of dtype closes
  * the current bucket. Threshold 0 gives one bucket per tensor.
- * @p bucket_of_tensor (num_tensors entries) receives each tensor's bucket.
- * Deterministic: the same input gives the same plan on every rank.
+ * Greedy: a tensor joins the open bucket, which closes as soon as it holds at
+ * least @p threshold_bytes (so zero-count tensors after that start a new one).
+ * ::TNT_FUSION_THRESHOLD_AUTO is accepted. Buckets are numbered from 0 in
+ * tensor order. @p bucket_of_tensor (num_tensors entries) receives each
+ * tensor's bucket. Deterministic: the same input gives the same plan on every
+ * rank. Gradients laid out back to back in plan order (one flat buffer) let
+ * the engine reduce every bucket in place, without its staging copy.
  */
 TNT_API tnt_status_t tnt_fusion_plan(const tnt_tensor_desc_t *tensors, size_t num_tensors,
                                      size_t threshold_bytes, size_t *bucket_of_tensor,
@@ -201,11 +207,18 @@ typedef struct tnt_fusion tnt_fusion_t;
  * A plan that differs between ranks fails with TNT_ERR_MISMATCH and a message
  * naming the ranks. @p op is applied to every bucket (TNT_SUM with scale
  * factors gives weighted averages).
+ * The comparison covers the tensors (order, counts, dtypes), the threshold
+ * and @p op; all ranks return the same status. Every buffer the engine needs
+ * (a staging buffer per bucket of several tensors) is allocated here; steps
+ * allocate nothing.
  */
 TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
                                        size_t num_tensors, size_t threshold_bytes,
                                        tnt_op_t op, tnt_fusion_t **fusion_p);
 
+/** Frees the engine. Called in the middle of a step (some tensors marked,
+ *  no wait yet), it first finishes the step as tnt_fusion_wait would, so peers
+ *  are not left waiting. NULL is a no-op. */
 TNT_API void tnt_fusion_destroy(tnt_fusion_t *fusion);
 
 /** Number of buckets the plan produced. */
@@ -216,6 +229,13 @@ TNT_API size_t tnt_fusion_num_buckets(const tnt_fusion_t *fusion);
  * stays valid and untouched until tnt_fusion_wait returns) is multiplied by
  * @p scale (1.0 for none) and contributed. When all tensors of a bucket are
  * ready, the bucket's allreduce starts on the progress thread.
+ * The call only records the pointer: scaling, copying and reducing happen on
+ * the progress thread (a lone tensor, or a bucket whose tensors lie back to
+ * back in memory, is scaled and reduced in place). Buckets start strictly in
+ * bucket order, whatever order tensors are marked in. May be called from any
+ * thread. Fails with TNT_ERR_INVALID_ARG, changing nothing, for an index out
+ * of range, a tensor already marked in this step, NULL data with count > 0,
+ * or a scale that is not finite.
  */
 TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, void *data,
                                            double scale);
@@ -224,6 +244,12 @@ TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, v
  * Returns when every bucket is reduced and every tensor's data holds the
  * result, then resets the engine for the next step. Fails with
  * TNT_ERR_INVALID_ARG if some tensor was never marked ready.
+ * A step ends with a one-byte allgather so that every rank knows whether
+ * every rank marked every tensor: a rank that did not contributes zeros for
+ * the missing tensors (so nobody hangs) and gets TNT_ERR_INVALID_ARG naming
+ * the tensor indices; the other ranks get TNT_ERR_MISMATCH naming that rank.
+ * Either way the engine is reset and usable for the next step. A failed
+ * collective returns its own error (TNT_ERR_TIMEOUT, TNT_ERR_PEER_FAILED).
  */
 TNT_API tnt_status_t tnt_fusion_wait(tnt_fusion_t *fusion);
 
@@ -239,19 +265,24 @@ typedef struct {
 
 /** Micro-batch of rank @p rank out of @p size for a batch of @p batch samples:
  *  batch/size samples, plus one when rank < batch % size; ranges are
- *  contiguous and in rank order. */
+ *  contiguous and in rank order. An invalid rank or size gives {0, 0}. */
 TNT_API tnt_range_t tnt_shard_range(uint64_t batch, int rank, int size);
 
 /** Writes a permutation of 0..n-1 determined only by @p seed (not by the
- *  number of ranks) into @p perm (n entries). */
+ *  number of ranks) into @p perm (n entries). The algorithm is fixed and the
+ *  same on every platform (Fisher-Yates driven by xoshiro256** seeded through
+ *  splitmix64, Lemire's unbiased bounded sampling; docs/tuning.md spells it
+ *  out). TNT_ERR_INVALID_ARG when perm is NULL and n > 0. */
 TNT_API tnt_status_t tnt_shard_permutation(uint64_t n, uint64_t seed, uint64_t *perm);
 
-/** Steps in an epoch of @p n samples with global batch @p batch. */
+/** Steps in an epoch of @p n samples with global batch @p batch: ceil(n/batch),
+ *  or floor(n/batch) with @p drop_remainder. 0 when batch is 0. */
 TNT_API uint64_t tnt_shard_num_steps(uint64_t n, uint64_t batch, int drop_remainder);
 
 /** Positions (into the epoch's permutation) that rank @p rank uses at step
  *  @p step. The last partial batch (drop_remainder == 0) is split by the same
- *  rule as tnt_shard_range, so a rank may get an empty range. */
+ *  rule as tnt_shard_range, so a rank may get an empty range. A step out of
+ *  range or an invalid rank/size gives {0, 0}. */
 TNT_API tnt_range_t tnt_shard_step_range(uint64_t n, uint64_t batch, int drop_remainder,
                                          uint64_t step, int rank, int size);
 
