@@ -628,11 +628,15 @@ class Model:
                 continue
             if len(list(sub.children())) > 0:
                 continue
-            n = sum(p.numel() for p in sub.parameters(recurse=False))
+            n = sum(p.numel() for p in sub.parameters(recurse=False)) + \
+                sum(b.numel() for b in sub.buffers(recurse=False) if b.is_floating_point())
             rows.append(("%s (%s)" % (name or self.name, type(sub).__name__), "{:,}".format(n)))
         width = max(len(r[0]) for r in rows) + 4
-        total = sum(p.numel() for p in self.module.parameters())
+        # As in Keras, floating-point buffers (BatchNorm's moving mean and
+        # variance) count as non-trainable weights.
         trainable = sum(p.numel() for p in self.module.parameters() if p.requires_grad)
+        total = sum(p.numel() for p in self.module.parameters()) + \
+            sum(b.numel() for b in self.module.buffers() if b.is_floating_point())
         rule = "=" * (width + 12)
         lines.append('Model: "%s"' % self.name)
         lines.append("_" * (width + 12))

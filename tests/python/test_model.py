@@ -57,6 +57,14 @@ def test_serial_equivalence(ranks, serial_reference, launch, tmp_path):
             np.testing.assert_allclose(h_got[key], h_ref[key], rtol=1e-5, err_msg=key)
         assert got["predict"].shape == ref["predict"].shape
         np.testing.assert_allclose(got["predict"], ref["predict"], rtol=1e-4, atol=1e-5)
+    # Plain torch over the same global batches (no tarantella training code)
+    # gives the same weights; and so does per-rank data with
+    # tnt_distribute_dataset=False against its own serial batches.
+    for r in range(ranks):
+        plain = _load(tmp_path / ("plain.rank%d.npz" % r))
+        np.testing.assert_allclose(_load(tmp_path / ("uneven_t0.rank%d.npz" % r))["weights"],
+                                   plain["torch_ref"], rtol=1e-5, atol=2e-6)
+        np.testing.assert_allclose(plain["own"], plain["own_ref"], rtol=1e-5, atol=2e-6)
     # Sharded evaluate on fixed weights: the accuracy equals the serial one
     # exactly (sums and counts are combined, no sample counted twice), the
     # loss to float rounding; predict is identical to the serial outputs.
@@ -84,3 +92,13 @@ def test_digits_example(launch):
     assert out.count("Test accuracy:") == 1, out
     assert out.count("Epoch 1/15") == 1, out
     assert out.count("Total params: 13,706") == 1, out
+
+
+def test_single_process_api(run_single):
+    """One rank under plain python3: BatchNorm warning once, Dataset input
+    equals arrays, regression names and callable metrics, summary and error
+    messages, the progress bar's final line per epoch."""
+    out = check(run_single("model_serial_checks.py", timeout=120), "model_serial_checks.py")
+    for name in ("batchnorm_warning_once", "dataset_input", "regression_metrics",
+                 "errors_and_summary", "progbar"):
+        assert "OK %s" % name in out, out
