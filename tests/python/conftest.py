@@ -32,6 +32,13 @@ def tnt_build_dir():
     return os.path.abspath(os.environ.get("TNT_BUILD_DIR") or os.path.join(REPO_DIR, "build"))
 
 
+# The pytest process itself imports tarantella from the build tree too (as a
+# singleton), also when PYTHONPATH was not set by hand.
+_pkg_dir = os.path.join(tnt_build_dir(), "python")
+if _pkg_dir not in sys.path:
+    sys.path.insert(0, _pkg_dir)
+
+
 def tnt_env(extra=None):
     """Environment for a child process: PYTHONPATH points at the build tree's
     package, and TNT_TIMEOUT defaults to 30 s so a lost peer fails quickly

@@ -11,7 +11,7 @@ import torch
 
 from conftest import PYTHON, check, tnt_env
 
-tnt = pytest.importorskip("tarantella")
+import tarantella as tnt  # noqa: E402  (a missing build must fail, not skip)
 
 NP_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64]
 TORCH_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-tnt = pytest.importorskip("tarantella")
+import tarantella as tnt  # noqa: E402  (a missing build must fail, not skip)
 DistributedSampler = tnt.data.DistributedSampler
 
 
