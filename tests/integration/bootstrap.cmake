@@ -68,9 +68,21 @@ else()
   set_tests_properties(integration.bootstrap.mpirun PROPERTIES TIMEOUT 10 LABELS integration)
 endif()
 
-# Through the project's own launcher (a PMIx server built on libpmix).
-if(TARGET tarantella)
-  tnt_bootstrap_test(tarantella_np2 60
-    ${_bs_clean_env} timeout 50 $<TARGET_FILE:tarantella> -n 2 --python-interpreter "" --
-    ${_bs_check} --launcher tnt --expect-size 2 --expect-nodes 1 --check-args)
+# Through the project's own launcher (a PMIx server built on libpmix), on one
+# node and on nodes it simulates (distinct PMIX_HOSTNAMEs on this host), which
+# takes tnt_init through the multi-node path.
+set(_bs_tarantella ${PROJECT_BINARY_DIR}/bin/tarantella)
+tnt_bootstrap_test(tarantella_np2 60
+  ${_bs_clean_env} timeout 50 ${_bs_tarantella} -n 2 --python-interpreter "" --
+  ${_bs_check} --launcher tnt --expect-size 2 --expect-nodes 1 --check-args)
+if(TNT_WITH_UCX)
+  tnt_bootstrap_test(tarantella_nodes2 60
+    ${_bs_clean_env} timeout 50 ${_bs_tarantella} -n 4 --simulate-nodes 2
+    --python-interpreter "" -- ${_bs_check} --launcher tnt --expect-size 4 --expect-nodes 2)
+else()
+  # Without UCX a job over several nodes fails in tnt_init, naming the option.
+  tnt_bootstrap_test(tarantella_nodes2_without_ucx 60
+    ${_bs_clean_env} ${_bs_expect} --fail 1+ "tnt_init failed.*built without UCX \\(cmake -DTNT_WITH_UCX=ON" --
+    timeout 50 ${_bs_tarantella} -n 4 --simulate-nodes 2 --log-on-all-devices
+    --python-interpreter "" -- ${_bs_check} --launcher tnt --expect-size 4 --expect-nodes 2)
 endif()

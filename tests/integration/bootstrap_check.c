@@ -8,9 +8,10 @@
  *                   [--expect-nodes N] [--check-args] [--skip-barrier-rank R]
  *
  * --launcher: where the expected values come from. ompi: OMPI_COMM_WORLD_*;
- *   slurm: SLURM_PROCID/NTASKS/LOCALID/NODEID; tnt: the tarantella launcher's
- *   TNT_RANK/TNT_SIZE/TNT_LOCAL_RANK/TNT_LOCAL_SIZE (those it sets); none:
- *   a singleton (rank 0 of 1). auto picks by the variables present.
+ *   slurm: SLURM_PROCID/NTASKS/LOCALID/NODEID/NNODES; tnt: the tarantella
+ *   launcher (PMIX_RANK; with --expect-nodes 1 the local rank and size are
+ *   the rank and size); none: a singleton (rank 0 of 1). auto picks by the
+ *   variables present.
  * --check-args: also checks the argument errors of the API (no
  *   communication involved).
  * --skip-barrier-rank R: the timeout test. Rank R skips a barrier and sleeps
@@ -96,12 +97,9 @@ static struct expected expected_from(const char *launcher)
         e.node_id = env_int("SLURM_NODEID", -1);
         e.num_nodes = env_int("SLURM_NNODES", -1);
     } else if (strcmp(launcher, "tnt") == 0) {
-        e.rank = env_int("TNT_RANK", -1);
-        e.size = env_int("TNT_SIZE", -1);
-        e.local_rank = env_int("TNT_LOCAL_RANK", -1);
-        e.local_size = env_int("TNT_LOCAL_SIZE", -1);
-        e.node_id = 0;
-        e.num_nodes = 1;
+        /* The tarantella launcher's PMIx server exports PMIX_RANK to each
+         * child; the rest follows from --expect-size and --expect-nodes. */
+        e.rank = env_int("PMIX_RANK", -1);
     } else {
         fprintf(stderr, "bootstrap_check: unknown launcher '%s'\n", launcher);
         exit(2);
@@ -409,6 +407,16 @@ int main(int argc, char **argv)
     }
     if (expect_nodes >= 0) {
         e.num_nodes = expect_nodes;
+    }
+    if (e.num_nodes == 1) {
+        /* One node: local ranks are the ranks. */
+        e.node_id = 0;
+        if (e.local_rank < 0) {
+            e.local_rank = e.rank;
+        }
+        if (e.local_size < 0) {
+            e.local_size = e.size;
+        }
     }
 
     tnt_comm_t *comm = NULL;
