@@ -153,7 +153,7 @@ static int run_ranks(int n, rank_fn fn, void *arg)
 
 /* ---- allreduce matrix ---------------------------------------------------- */
 
-static const size_t matrix_counts[] = {0, 1, 2, 3, 7, 13, 97, 1031, 4099, 8191, 40009, 300007};
+static const size_t matrix_counts[] = {0, 1, 2, 3, 7, 13, 97, 1031, 4099, 40009, 300007};
 
 static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
 {
@@ -169,7 +169,7 @@ static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
                 size_t count = matrix_counts[c];
                 /* The biggest size only for the gradient dtypes: enough to
                  * cover the large algorithms without slowing the suite. */
-                if (count > 100000 && (dt == TNT_INT64 || dt == TNT_FLOAT64 || op == TNT_PROD))
+                if (count > 100000 && (dt != TNT_FLOAT32 && dt != TNT_BFLOAT16))
                     continue;
                 for (int inplace = 0; inplace < 2; inplace++, seed++) {
                     cv_fill(dt, op, n, seed, rank, send, count);
@@ -255,8 +255,8 @@ static void test_allreduce_staged(void **state)
     (void)state;
     setenv("TNT_SHM_CMA", "0", 1);
     setenv("TNT_SHM_STAGING_KB", "64", 1);
-    static const int ranks[] = {2, 3, 5, 8};
-    for (int i = 0; i < 4; i++) {
+    static const int ranks[] = {2, 3, 8};
+    for (int i = 0; i < 3; i++) {
         assert_int_equal(run_ranks(ranks[i], allreduce_matrix, NULL), 0);
         assert_int_equal(run_ranks(ranks[i], allreduce_random_order, NULL), 0);
         check_hashes_equal(ranks[i], 4);

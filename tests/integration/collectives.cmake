@@ -1,0 +1,52 @@
+# Shared-memory collectives through the public API with real PMIx ranks:
+# every dtype x op x count x in/out of place, exact values and bitwise
+# equality across ranks, on 1..8 ranks, through the tarantella launcher and
+# through OpenMPI's mpirun; the >= 64 MiB case on a few rank counts; a rank
+# killed mid-collective. Every command runs under `timeout`.
+add_executable(collectives_check ${CMAKE_CURRENT_LIST_DIR}/collectives_check.c)
+target_link_libraries(collectives_check PRIVATE tnt)
+
+set(_coll_check $<TARGET_FILE:collectives_check>)
+set(_coll_env env -u PMIX_NAMESPACE -u PMIX_RANK -u PMIX_SERVER_URI4 -u PMIX_SERVER_URI41
+  -u PMIX_SERVER_URI3 -u PMIX_SERVER_URI2 -u PMIX_SERVER_URI21 -u SLURM_NTASKS -u SLURM_NPROCS
+  -u SLURM_JOB_ID -u SLURM_JOBID -u SLURM_STEP_ID -u SLURM_PROCID -u TNT_SHM_CMA
+  -u TNT_SHM_STAGING_KB TNT_TIMEOUT=60)
+
+function(tnt_collectives_test name timeout)
+  add_test(NAME integration.collectives.${name} COMMAND ${ARGN})
+  set_tests_properties(integration.collectives.${name} PROPERTIES TIMEOUT ${timeout}
+    LABELS integration)
+endfunction()
+
+# A rank killed with SIGKILL in the middle of an allreduce: the job must end
+# with a failure within seconds and leave no new /dev/shm/tnt-* segment.
+set(_coll_kill bash ${CMAKE_CURRENT_LIST_DIR}/collectives_kill.sh)
+
+if(TARGET tarantella)
+  set(_coll_tnt ${PROJECT_BINARY_DIR}/bin/tarantella)
+  foreach(_np 1 2 3 4 5 6 7 8)
+    tnt_collectives_test(tarantella_np${_np} 120
+      ${_coll_env} timeout 110 ${_coll_tnt} -n ${_np} -- ${_coll_check})
+  endforeach()
+  foreach(_np 2 8)
+    tnt_collectives_test(tarantella_large_np${_np} 180
+      ${_coll_env} timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)
+  endforeach()
+  tnt_collectives_test(tarantella_rank_killed 60
+    ${_coll_env} ${_coll_kill}
+    timeout 50 ${_coll_tnt} -n 4 -- ${_coll_check} --kill-rank 2)
+endif()
+
+find_program(TNT_MPIRUN mpirun)
+if(TNT_MPIRUN)
+  set(_coll_mpirun ${TNT_MPIRUN} --allow-run-as-root --oversubscribe --bind-to none)
+  foreach(_np 1 2 3 5 8)
+    tnt_collectives_test(mpirun_np${_np} 120
+      ${_coll_env} timeout 110 ${_coll_mpirun} -np ${_np} ${_coll_check})
+  endforeach()
+  tnt_collectives_test(mpirun_large_np3 180
+    ${_coll_env} timeout 170 ${_coll_mpirun} -np 3 ${_coll_check} --large)
+  tnt_collectives_test(mpirun_rank_killed 60
+    ${_coll_env} ${_coll_kill}
+    timeout 50 ${_coll_mpirun} -np 3 ${_coll_check} --kill-rank 1)
+endif()
