@@ -76,7 +76,16 @@ struct fusion_bucket {
     size_t num_tensors;
     size_t count;               /* elements over all its tensors */
     tnt_dtype_t dtype;
-    unsigned char *staging;     /* NULL for a single-tensor bucket (reduced in place) */
+    /* Execution, decided from the plan alone (never from addresses) so that
+     * every rank issues the same collectives: the first num_staged tensors
+     * (staged_count elements) are reduced as one array, through staging
+     * unless they lie back to back; when split, the last tensor is at least
+     * the threshold by itself and is reduced in place as a second
+     * collective instead of being copied. */
+    size_t num_staged;
+    size_t staged_count;
+    int split;
+    unsigned char *staging;     /* NULL when num_staged == 1 (reduced in place) */
     size_t marked;              /* tensors marked this step */
     int posted;                 /* posted this step (and not yet waited for) */
 };
@@ -165,17 +174,17 @@ static void fusion_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void
     }
 }
 
-/* Whether the bucket's marked tensors lie back to back in memory in bucket
- * order, so the user's memory can be reduced in place as one array.
- * Zero-count tensors are ignored; an unmarked tensor (fill-in) never is. */
-static unsigned char *fusion_bucket_contiguous(const struct tnt_fusion *fusion,
-                                               const struct fusion_bucket *bucket)
+/* Whether tensors [first, first + n) lie back to back in memory in that
+ * order, so the user's memory can be reduced in place as one array. Returns
+ * the start, or NULL. Zero-count tensors are ignored; an unmarked tensor
+ * (fill-in) never qualifies. */
+static unsigned char *fusion_run_contiguous(const struct tnt_fusion *fusion, size_t first,
+                                            size_t n)
 {
-    const size_t elem = tnt_dtype_size(bucket->dtype);
     unsigned char *base = NULL, *next = NULL;
 
-    for (size_t i = 0; i < bucket->num_tensors; i++) {
-        const struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
+    for (size_t i = first; i < first + n; i++) {
+        const struct fusion_tensor *t = &fusion->tensors[i];
         if (t->count == 0) {
             continue;
         }
@@ -185,9 +194,69 @@ static unsigned char *fusion_bucket_contiguous(const struct tnt_fusion *fusion,
         if (base == NULL) {
             base = t->data;
         }
-        next = (unsigned char *)t->data + t->count * elem;
+        next = (unsigned char *)t->data + t->count * tnt_dtype_size(t->dtype);
     }
     return base;
+}
+
+/* One allreduce over tensors [first, first + n) of a bucket, count elements
+ * in all (the same on every rank). staging holds their slots, or is NULL
+ * when n == 1. Runs on the progress thread. */
+static tnt_status_t fusion_reduce_run(tnt_comm_t *comm, struct tnt_fusion *fusion,
+                                      tnt_dtype_t dtype, size_t first, size_t n, size_t count,
+                                      unsigned char *staging)
+{
+    const size_t elem = tnt_dtype_size(dtype);
+    unsigned char *base;
+    tnt_status_t status;
+
+    /* Empty runs are skipped identically on every rank (same plan). */
+    if (count == 0) {
+        return TNT_OK;
+    }
+    base = fusion_run_contiguous(fusion, first, n);
+    if (base != NULL) {
+        for (size_t i = first; i < first + n; i++) {
+            struct fusion_tensor *t = &fusion->tensors[i];
+            if (t->count > 0 && t->scale != 1.0) {
+                tnt_reduce_scale(dtype, t->data, t->count, t->scale);
+            }
+        }
+        if (n > 1) {
+            fusion->inplace_buckets++;
+        }
+        return tnt_coll_allreduce(comm, base, base, count, dtype, fusion->op);
+    }
+    if (staging == NULL) {
+        /* A single tensor that was never marked on this rank (the step
+         * fails): contribute zeros from the shared fill buffer. Runs execute
+         * one at a time on this thread, so re-zeroing it here is safe. */
+        memset(fusion->fill, 0, count * elem);
+        return tnt_coll_allreduce(comm, fusion->fill, fusion->fill, count, dtype, fusion->op);
+    }
+    fusion->copied_buckets++;
+    for (size_t i = first; i < first + n; i++) {
+        struct fusion_tensor *t = &fusion->tensors[i];
+        if (t->count == 0) {
+            continue;
+        }
+        if (t->data != NULL) {
+            fusion_copy_scaled(dtype, staging + t->offset_bytes, t->data, t->count, t->scale);
+        } else {
+            memset(staging + t->offset_bytes, 0, t->count * elem);
+        }
+    }
+    status = tnt_coll_allreduce(comm, staging, staging, count, dtype, fusion->op);
+    if (status != TNT_OK) {
+        return status;
+    }
+    for (size_t i = first; i < first + n; i++) {
+        struct fusion_tensor *t = &fusion->tensors[i];
+        if (t->data != NULL && t->count > 0) {
+            memcpy(t->data, staging + t->offset_bytes, t->count * elem);
+        }
+    }
+    return TNT_OK;
 }
 
 /* Runs on the progress thread (see the top of the file). */
@@ -195,60 +264,16 @@ static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *
 {
     struct fusion_bucket *bucket = req->args.user;
     struct tnt_fusion *fusion = bucket->fusion;
-    const size_t elem = tnt_dtype_size(bucket->dtype);
-    unsigned char *base;
     tnt_status_t status;
 
-    /* Empty buckets are skipped identically on every rank (same plan). */
-    if (bucket->count == 0) {
-        return TNT_OK;
-    }
-    base = fusion_bucket_contiguous(fusion, bucket);
-    if (base != NULL) {
-        for (size_t i = 0; i < bucket->num_tensors; i++) {
-            struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
-            if (t->count > 0 && t->scale != 1.0) {
-                tnt_reduce_scale(t->dtype, t->data, t->count, t->scale);
-            }
-        }
-        if (bucket->num_tensors > 1) {
-            fusion->inplace_buckets++;
-        }
-        return tnt_coll_allreduce(comm, base, base, bucket->count, bucket->dtype, fusion->op);
-    }
-    if (bucket->staging == NULL) {
-        /* A single tensor that was never marked on this rank (the step
-         * fails): contribute zeros from the shared fill buffer. Buckets run
-         * one at a time on this thread, so re-zeroing it here is safe. */
-        memset(fusion->fill, 0, bucket->count * elem);
-        return tnt_coll_allreduce(comm, fusion->fill, fusion->fill, bucket->count,
-                                  bucket->dtype, fusion->op);
-    }
-    fusion->copied_buckets++;
-    for (size_t i = 0; i < bucket->num_tensors; i++) {
-        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
-        if (t->count == 0) {
-            continue;
-        }
-        if (t->data != NULL) {
-            fusion_copy_scaled(t->dtype, bucket->staging + t->offset_bytes, t->data, t->count,
-                               t->scale);
-        } else {
-            memset(bucket->staging + t->offset_bytes, 0, t->count * elem);
-        }
-    }
-    status = tnt_coll_allreduce(comm, bucket->staging, bucket->staging, bucket->count,
-                                bucket->dtype, fusion->op);
-    if (status != TNT_OK) {
+    status = fusion_reduce_run(comm, fusion, bucket->dtype, bucket->first_tensor,
+                               bucket->num_staged, bucket->staged_count, bucket->staging);
+    if (status != TNT_OK || !bucket->split) {
         return status;
     }
-    for (size_t i = 0; i < bucket->num_tensors; i++) {
-        struct fusion_tensor *t = &fusion->tensors[bucket->first_tensor + i];
-        if (t->data != NULL && t->count > 0) {
-            memcpy(t->data, bucket->staging + t->offset_bytes, t->count * elem);
-        }
-    }
-    return TNT_OK;
+    const size_t last = bucket->first_tensor + bucket->num_tensors - 1;
+    return fusion_reduce_run(comm, fusion, bucket->dtype, last, 1, fusion->tensors[last].count,
+                             NULL);
 }
 
 static tnt_status_t fusion_check_execute(tnt_comm_t *comm, struct tnt_request *req)
@@ -735,8 +760,22 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
     }
     for (size_t b = 0; b < fusion->num_buckets; b++) {
         struct fusion_bucket *bucket = &fusion->buckets[b];
-        const size_t bytes = bucket->count * tnt_dtype_size(bucket->dtype);
-        if (bucket->num_tensors > 1) {
+        const size_t elem = tnt_dtype_size(bucket->dtype);
+        const struct fusion_tensor *last = &fusion->tensors[bucket->first_tensor +
+                                                            bucket->num_tensors - 1];
+        /* A bucket closed by a tensor that reaches the threshold on its own
+         * (the greedy plan puts such a tensor last): reduce that tensor in
+         * place as its own collective instead of copying it twice. It costs
+         * one more collective per such bucket and saves copying the largest
+         * tensors, which on one node costs far more (docs/tuning.md). */
+        bucket->split = bucket->num_tensors > 1 && last->count * elem >= threshold_bytes;
+        bucket->num_staged = bucket->num_tensors - (bucket->split ? 1 : 0);
+        bucket->staged_count = bucket->count - (bucket->split ? last->count : 0);
+        if (bucket->split && last->count * elem > fusion->max_single_bytes) {
+            fusion->max_single_bytes = last->count * elem;
+        }
+        const size_t bytes = bucket->staged_count * elem;
+        if (bucket->num_staged > 1) {
             /* Offsets for now; turned into pointers once the arena exists. */
             bucket->staging = (unsigned char *)(uintptr_t)(arena_bytes + 1);
             if (bytes > SIZE_MAX - arena_bytes - FUSION_ALIGN) {
