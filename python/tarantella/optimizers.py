@@ -24,6 +24,7 @@ exactly the serial mean-loss gradient.
 """
 import contextlib
 import hashlib
+import weakref
 
 import numpy as np
 import torch
@@ -151,9 +152,15 @@ class GradientReducer:
     # -- per step ----------------------------------------------------------
 
     def _make_hook(self, i):
+        # The hook holds the reducer weakly: torch keeps hooks in C++ where
+        # Python's GC cannot see the cycle reducer -> node -> hook -> reducer,
+        # which would keep every reducer (and its fusion engine) alive.
+        ref = weakref.ref(self)
+
         def hook(grad_inputs, grad_outputs):
-            if self._sync:
-                self._mark(i, from_backward=True)
+            reducer = ref()
+            if reducer is not None and reducer._sync:
+                reducer._mark(i, from_backward=True)
         return hook
 
     def _mark(self, i, from_backward=False):

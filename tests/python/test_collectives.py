@@ -178,6 +178,9 @@ def test_timeout_names_missing_rank(launch):
     for _, secs, msg in lines:
         assert 1.5 <= float(secs) < 10, secs
         assert "rank 2" in msg and "TNT_TIMEOUT" in msg, msg
+    # ~2 s blocked at 10 ms per tick: far more than a GIL-holding wait allows.
+    ticks = [int(t) for t in re.findall(r"ticks while blocked: (\d+)", out)]
+    assert len(ticks) == 2 and min(ticks) >= 20, out
 
 
 def test_failed_peer_is_reported(launch):

@@ -166,3 +166,15 @@ def test_broadcast_parameters_singleton():
         assert torch.equal(v, before[k])
     with pytest.raises(tnt.InvalidArgumentError):
         tnt.broadcast_parameters(net, root=3)
+
+
+def test_reducer_is_collected():
+    import gc
+    import weakref
+    net = Net()
+    r = tnt.GradientReducer(net)
+    ref = weakref.ref(r)
+    del r
+    gc.collect()
+    assert ref() is None  # hooks do not keep the reducer (and its engine) alive
+    net(torch.ones(1, 4)).sum().backward()  # stale hooks are harmless

@@ -31,12 +31,25 @@ if mode == "timeout":
     if rank == last:
         time.sleep(float(os.environ.get("EXT_SLEEP", "6")))
         finish(0)
+    # A Python thread keeps ticking while barrier() blocks: the extension
+    # must release the GIL around the wait.
+    import threading
+    ticks = [0]
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0.01)
+    threading.Thread(target=tick, daemon=True).start()
     t0 = time.monotonic()
     try:
         tnt.barrier()
     except tnt.TimeoutError as e:
+        stop.set()
         assert isinstance(e, TimeoutError) and isinstance(e, tnt.TarantellaError)
         assert e.status == -3
+        print("rank %d: ticks while blocked: %d" % (rank, ticks[0]))
         print("rank %d: %s after %.1f s: %s" % (rank, type(e).__name__, time.monotonic() - t0, e))
         finish(0)
     print("rank %d: barrier returned without the last rank" % rank)
