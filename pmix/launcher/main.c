@@ -564,9 +564,14 @@ struct supervisor {
 
 static void signal_ranks(struct supervisor *sv, int sig)
 {
-    for (int r = 0; r < sv->launch->nranks; r++)
+    for (int r = 0; r < sv->launch->nranks; r++) {
+        /* A rank that called abort exits by itself once released (its last
+         * words stay its last stderr line); only SIGKILL is for it too. */
+        if (sv->failed_abort && r == sv->failed_rank && sig != SIGKILL)
+            continue;
         if (sv->launch->ranks[r].pid > 0)
             kill(sv->launch->ranks[r].pid, sig);
+    }
 }
 
 /* Starts stopping the job: sig now, SIGKILL after the grace period. */
@@ -713,6 +718,74 @@ static int supervise(struct supervisor *sv, int sigfd)
     return 0;
 }
 
+/* Processes the ranks left behind (a shell's background job, a data
+ * loader worker) were re-parented to the launcher, a child subreaper. Once
+ * the ranks are gone the job is over: they get SIGTERM, then SIGKILL after
+ * a second, so that nothing of the job outlives the launcher. */
+static int list_orphans(pid_t *pids, int max)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *entry;
+    pid_t self = getpid();
+    int count = 0;
+
+    if (proc == NULL)
+        return 0;
+    while ((entry = readdir(proc)) != NULL && count < max) {
+        char path[64], buf[512], *paren;
+        long ppid = 0;
+        FILE *f;
+
+        if (entry->d_name[0] < '1' || entry->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%.20s/stat", entry->d_name);
+        f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        /* "pid (comm) state ppid ...": comm may hold spaces, so parse after
+         * the last ')'. */
+        if (fgets(buf, sizeof buf, f) != NULL && (paren = strrchr(buf, ')')) != NULL &&
+            sscanf(paren + 1, " %*c %ld", &ppid) == 1 && ppid == (long)self)
+            pids[count++] = (pid_t)atol(entry->d_name);
+        fclose(f);
+    }
+    closedir(proc);
+    return count;
+}
+
+static void sweep_orphans(int sigfd)
+{
+    pid_t pids[256];
+    int count = list_orphans(pids, 256);
+    double deadline = now_s() + 1.0;
+
+    if (count == 0)
+        return;
+    tnt_launch_debug("%d process(es) left behind by the ranks: SIGTERM", count);
+    for (int i = 0; i < count; i++)
+        kill(pids[i], SIGTERM);
+    for (;;) {
+        struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
+        struct signalfd_siginfo info;
+        double left = deadline - now_s();
+
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (list_orphans(pids, 256) == 0)
+            return;
+        if (left <= 0)
+            break;
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) > 0)
+            while (read(sigfd, &info, sizeof info) == (ssize_t)sizeof info)
+                ;
+    }
+    count = list_orphans(pids, 256);
+    for (int i = 0; i < count; i++) {
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], NULL, 0);
+    }
+}
+
 /* The one line that says why the job failed; returns the exit status. */
 static int report(const struct supervisor *sv)
 {
@@ -783,6 +856,9 @@ static int run_job(struct launch *launch)
         tnt_launch_error("signalfd: %s", strerror(errno));
         return EXIT_LAUNCH_ERROR;
     }
+    /* Descendants the ranks leave behind become our children, so they can
+     * be found and stopped at the end (sweep_orphans). */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     sv.server = tnt_launch_server_start(&job);
     if (sv.server == NULL)
         goto err_close_sigfd;
@@ -791,11 +867,13 @@ static int run_job(struct launch *launch)
             sv.running = r;
             stop_job(&sv, SIGKILL);
             supervise(&sv, sigfd);
+            sweep_orphans(sigfd);
             goto err_stop_server;
         }
     }
     sv.running = launch->nranks;
     supervise(&sv, sigfd);
+    sweep_orphans(sigfd);
     status = report(&sv);
 
 err_stop_server:

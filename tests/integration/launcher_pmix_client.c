@@ -11,11 +11,21 @@
  * Then it exchanges data through Put/Commit/Fence(collect)/Get and checks
  * every peer's value. Prints "rank R ok" on success; on failure, one line
  * per problem on stderr and exit status 1.
+ *
+ * Failure drills for the launcher tests (after the exchange, instead of
+ * finalizing):
+ *   --abort=R      rank R calls PMIx_Abort(5, "drill abort from rank R")
+ *   --exit=R:C     rank R prints "rank R exits with C" on stderr and exits C
+ *   --sleep=S      every other rank sleeps S seconds before finalizing, and
+ *                  prints "rank R got signal N" on stderr when it gets
+ *                  SIGTERM, SIGINT or SIGHUP (then exits 128+N)
  */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <pmix.h>
@@ -78,8 +88,21 @@ static void node_of(int rank, int size, int nodes, int *node, int *local, int *l
     }
 }
 
+static void on_signal(int sig)
+{
+    char line[64];
+    int n = snprintf(line, sizeof line, "rank %s got signal %d\n",
+                     getenv("PMIX_RANK") != NULL ? getenv("PMIX_RANK") : "?", sig);
+
+    if (n > 0)
+        (void)!write(STDERR_FILENO, line, (size_t)n);
+    _exit(128 + sig);
+}
+
 int main(int argc, char **argv)
 {
+    int abort_rank = -1, exit_rank = -1, exit_code = 0;
+    double sleep_s = 0;
     pmix_proc_t me, wildcard, peer;
     pmix_value_t value, *val;
     pmix_info_t info;
@@ -105,6 +128,10 @@ int main(int argc, char **argv)
         char name[128];
         const char *have;
 
+        if (sscanf(argv[i], "--abort=%d", &abort_rank) == 1 ||
+            sscanf(argv[i], "--exit=%d:%d", &exit_rank, &exit_code) == 2 ||
+            sscanf(argv[i], "--sleep=%lf", &sleep_s) == 1)
+            continue;
         if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof name)
             continue;
         snprintf(name, sizeof name, "%.*s", (int)(eq - argv[i]), argv[i]);
@@ -113,6 +140,13 @@ int main(int argc, char **argv)
               have != NULL ? have : "(unset)", eq + 1);
     }
 
+    /* Before anything else, so that a rank stopped by the launcher while it
+     * is still in a fence reports the signal too. */
+    if (sleep_s > 0) {
+        signal(SIGTERM, on_signal);
+        signal(SIGINT, on_signal);
+        signal(SIGHUP, on_signal);
+    }
     rc = PMIx_Init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS) {
         fprintf(stderr, "launcher_pmix_client: PMIx_Init failed: %s\n", PMIx_Error_string(rc));
@@ -122,7 +156,8 @@ int main(int argc, char **argv)
     node_of((int)me.rank, size, nodes, &node, &local, &local_size);
 
     CHECK(get_long(&wildcard, PMIX_JOB_SIZE) == size, "PMIX_JOB_SIZE != %d", size);
-    CHECK(get_long(&wildcard, PMIX_UNIV_SIZE) == size, "PMIX_UNIV_SIZE != %d", size);
+    /* mpirun reports its slot count as the universe size. */
+    CHECK(get_long(&wildcard, PMIX_UNIV_SIZE) >= size, "PMIX_UNIV_SIZE < %d", size);
     CHECK(get_long(&me, PMIX_LOCAL_RANK) == local, "rank %u: PMIX_LOCAL_RANK != %d", me.rank,
           local);
     CHECK(get_long(&me, PMIX_NODE_RANK) == local, "rank %u: PMIX_NODE_RANK != %d", me.rank, local);
@@ -151,7 +186,7 @@ int main(int argc, char **argv)
     /* Every peer's hostname, as libtnt reads them. */
     PMIX_INFO_LOAD(&info, PMIX_OPTIONAL, NULL, PMIX_BOOL);
     for (int r = 0; r < size; r++) {
-        int pnode, plocal, psize;
+        int pnode = 0, plocal = 0, psize = 0;
 
         node_of(r, size, nodes, &pnode, &plocal, &psize);
         if (simulated)
@@ -201,6 +236,27 @@ int main(int argc, char **argv)
     rc = PMIx_Fence(NULL, 0, NULL, 0);
     CHECK(rc == PMIX_SUCCESS, "barrier Fence failed: %s", PMIx_Error_string(rc));
 
+    if ((int)me.rank == abort_rank) {
+        char message[64];
+
+        snprintf(message, sizeof message, "drill abort from rank %u", me.rank);
+        fprintf(stderr, "rank %u aborting\n", me.rank);
+        PMIx_Abort(5, message, NULL, 0);
+        return 99;   /* PMIx_Abort returned: the server did not kill us */
+    }
+    if ((int)me.rank == exit_rank) {
+        fprintf(stderr, "rank %u exits with %d\n", me.rank, exit_code);
+        _exit(exit_code);
+    }
+    if (sleep_s > 0) {
+        struct timespec ts = {.tv_sec = (time_t)sleep_s,
+                              .tv_nsec = (long)((sleep_s - (double)(time_t)sleep_s) * 1e9)};
+
+        printf("rank %u sleeping\n", me.rank);
+        fflush(stdout);
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
     PMIx_Finalize(NULL, 0);
     if (failures > 0)
         return 1;

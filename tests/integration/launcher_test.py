@@ -1,0 +1,487 @@
+#!/usr/bin/python3
+"""Integration tests of `tarantella`, the single-node launcher.
+
+    launcher_test.py BINDIR CASE
+
+BINDIR holds tarantella, launcher_pmix_client and (for the tnt_* cases)
+launcher_tnt_loop. Each CASE starts real processes through the launcher and
+checks exit status, messages, timing and clean-up; every wait is bounded.
+Exit status 0 = pass; a failure prints what was expected and what happened.
+"""
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = sys.argv[1] if len(sys.argv) > 1 else "build/bin"
+TARANTELLA = os.path.join(BIN, "tarantella")
+CLIENT = os.path.join(BIN, "launcher_pmix_client")
+TNT_LOOP = os.path.join(BIN, "launcher_tnt_loop")
+# A private TMPDIR per run: the launcher's PMIx directory must be gone after
+# every case, and other tests running at the same time do not disturb it.
+TMPDIR = tempfile.mkdtemp(prefix="launcher-test-")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        raise Failure(what + (("\n--- details ---\n" + detail) if detail else ""))
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMIX_", "SLURM_", "OMPI_", "TNT_"))
+           and k not in ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")}
+    env["TMPDIR"] = TMPDIR
+    env.update(extra)
+    return env
+
+
+def run(args, timeout=30, env=None):
+    """Runs tarantella with args; returns (rc, stdout, stderr, seconds)."""
+    start = time.monotonic()
+    try:
+        p = subprocess.run([TARANTELLA] + args, capture_output=True, text=True,
+                           timeout=timeout, env=env or clean_env())
+    except subprocess.TimeoutExpired as e:
+        raise Failure("timed out after %s s: tarantella %s\nstdout: %s\nstderr: %s"
+                      % (timeout, " ".join(args), e.stdout, e.stderr))
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - start
+
+
+def outputs(rc, out, err):
+    return "rc=%s\nstdout:\n%s\nstderr:\n%s" % (rc, out, err)
+
+
+def assert_clean_tmpdir():
+    left = os.listdir(TMPDIR)
+    check(not left, "the launcher left files in TMPDIR: %s" % left)
+
+
+def fnv1a64(text):
+    h = 1469598103934665603
+    for byte in text.encode():
+        h ^= byte
+        h = (h * 1099511628211) % (1 << 64)
+    return h
+
+
+def children_of(pid):
+    """{PMIX_RANK: pid} of the launcher's rank processes."""
+    ranks = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                stat = f.read()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid != pid:
+                continue
+            with open("/proc/%s/environ" % entry, "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            if b"PMIX_RANK" in env:
+                ranks[int(env[b"PMIX_RANK"])] = int(entry)
+        except (OSError, IndexError, ValueError):
+            continue
+    return ranks
+
+
+class Job:
+    """A launcher in the background, with a bounded wait for stdout lines."""
+
+    def __init__(self, args, env=None):
+        self.p = subprocess.Popen([TARANTELLA] + args, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, env=env or clean_env())
+        self.out = b""
+        self.err = b""
+
+    def _pump(self, timeout):
+        fds = [f for f in (self.p.stdout, self.p.stderr) if f is not None and not f.closed]
+        ready, _, _ = select.select(fds, [], [], timeout)
+        for f in ready:
+            data = os.read(f.fileno(), 65536)
+            if f is self.p.stdout:
+                self.out += data
+            else:
+                self.err += data
+            if not data:
+                f.close()
+
+    def wait_for_stdout(self, pattern, count, timeout):
+        deadline = time.monotonic() + timeout
+        while len(re.findall(pattern, self.out.decode(errors="replace"))) < count:
+            left = deadline - time.monotonic()
+            check(left > 0 and self.p.poll() is None,
+                  "waited %s s for %d x %r on stdout" % (timeout, count, pattern),
+                  self.text())
+            self._pump(min(left, 0.5))
+
+    def finish(self, timeout):
+        """Waits for the launcher's exit; returns (rc, seconds waited)."""
+        start = time.monotonic()
+        deadline = start + timeout
+        while self.p.poll() is None or not (self.p.stdout.closed and self.p.stderr.closed):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.p.kill()
+                self.p.wait()
+                raise Failure("the launcher did not exit within %s s\n%s" % (timeout, self.text()))
+            if self.p.stdout.closed and self.p.stderr.closed:
+                time.sleep(min(left, 0.05))
+            else:
+                self._pump(min(left, 0.5))
+        return self.p.returncode, time.monotonic() - start
+
+    def text(self):
+        return "stdout:\n%s\nstderr:\n%s" % (self.out.decode(errors="replace"),
+                                             self.err.decode(errors="replace"))
+
+
+# ---- cases ----------------------------------------------------------------
+
+def case_pmix(n, nodes=0):
+    sim = ["--simulate-nodes", str(nodes)] if nodes > 0 else []
+    rc, out, err, _ = run(["-n", str(n)] + sim + ["--", CLIENT, str(n), str(nodes),
+                                                  "TNT_PIN=none"])
+    check(rc == 0, "client checks failed with %d ranks, %d simulated nodes" % (n, nodes),
+          outputs(rc, out, err))
+    for r in range(n):
+        check("rank %d ok" % r in out, "rank %d did not report ok" % r, outputs(rc, out, err))
+    assert_clean_tmpdir()
+
+
+def case_simulate():
+    for n, k in ((4, 2), (5, 2), (8, 4), (3, 3)):
+        case_pmix(n, k)
+    rc, out, err, _ = run(["-n", "5", "--simulate-nodes", "2", "--dry-run", "x.py"])
+    host = os.uname().nodename
+    check(rc == 0 and "rank 2: host %s-node0, local rank 2 of 3" % host in out
+          and "rank 3: host %s-node1, local rank 0 of 2" % host in out,
+          "--simulate-nodes layout in --dry-run", outputs(rc, out, err))
+
+
+def case_env():
+    ncpu = len(os.sched_getaffinity(0))
+    expect = ["FOO=bar baz", "TNT_FUSION_THRESHOLD_KB=64", "TNT_LOG_LEVEL=warn",
+              "TNT_LOG_ON_ALL_DEVICES=1", "TNT_OUTPUT_ON_ALL_DEVICES=1",
+              "CUDA_VISIBLE_DEVICES=", "TNT_PIN=none", "OMP_NUM_THREADS=%d" % max(1, ncpu // 2),
+              "KEEP=me"]
+    rc, out, err, _ = run(["-n", "2", "-x", "FOO=bar baz", "--fusion-threshold", "64",
+                           "--log-level", "warn", "--log-on-all-devices",
+                           "--output-on-all-devices", "--no-gpu", "--", CLIENT, "2", "0"]
+                          + expect, env=clean_env(KEEP="me"))
+    check(rc == 0, "environment of the ranks", outputs(rc, out, err))
+    # Set by the user: left alone.
+    rc, out, err, _ = run(["-n", "2", "-x", "OMP_NUM_THREADS=5", "--", CLIENT, "2", "0",
+                           "OMP_NUM_THREADS=5"])
+    check(rc == 0, "-x OMP_NUM_THREADS must win", outputs(rc, out, err))
+    rc, out, err, _ = run(["-n", "1", "--", CLIENT, "1", "0", "OMP_NUM_THREADS=3"],
+                          env=clean_env(OMP_NUM_THREADS="3"))
+    check(rc == 0, "an inherited OMP_NUM_THREADS must stay", outputs(rc, out, err))
+
+
+def case_pin():
+    """The binding each rank really has is the one --dry-run announces."""
+    for mode in ("core", "auto", "numa", "socket"):
+        args = ["-n", "2", "--pin", mode, "--python-interpreter", "", "--",
+                "/bin/sh", "-c", 'echo "rank $PMIX_RANK $(grep Cpus_allowed_list /proc/self/status'
+                ' | cut -f2) $TNT_PIN $OMP_NUM_THREADS"']
+        rc, plan, err, _ = run(["--dry-run"] + args)
+        check(rc == 0, "--dry-run --pin %s" % mode, outputs(rc, plan, err))
+        rc, out, err, _ = run(args)
+        check(rc == 0, "--pin %s run" % mode, outputs(rc, out, err))
+        for r in range(2):
+            m = re.search(r"rank %d: .* cpus (\S+) \(\d+\).*\n  env: TNT_PIN=\"(\w+)\" "
+                          r"OMP_NUM_THREADS=\"(\d+)\"" % r, plan)
+            check(m is not None, "dry-run line of rank %d" % r, plan)
+            want = "rank %d %s %s %s" % (r, m.group(1), m.group(2), m.group(3))
+            check(want in out, "--pin %s: expected %r" % (mode, want), outputs(rc, out, err))
+    # Strict memory binding is applied (Mems_allowed stays, numa_maps says bind).
+    rc, out, err, _ = run(["-n", "1", "--pin", "numa", "--pin-memory", "--python-interpreter",
+                           "", "--", "/bin/sh", "-c", "grep -c bind: /proc/self/numa_maps"])
+    check(rc == 0 and int(out.strip() or 0) > 0, "--pin-memory binds memory",
+          outputs(rc, out, err))
+
+
+def case_exit_status():
+    job = Job(["-n", "4", "--", CLIENT, "4", "0", "--exit=2:3", "--sleep=60"])
+    rc, waited = job.finish(20)
+    err = job.err.decode()
+    check(rc == 3, "launcher exit status must be the failed rank's (3)", job.text())
+    check(waited < 10, "the job took %.1f s to stop" % waited, job.text())
+    last = err.strip().splitlines()[-1]
+    check(re.fullmatch(r'tarantella: rank 2 \(pid \d+\) exited with status 3; last stderr line: '
+                       r'"rank 2 exits with 3"', last), "one-line report", job.text())
+    for r in (0, 1, 3):
+        check("rank %d got signal 15" % r in err, "rank %d was not sent SIGTERM" % r, job.text())
+    assert_clean_tmpdir()
+
+
+def case_abort():
+    job = Job(["-n", "3", "--", CLIENT, "3", "0", "--abort=1", "--sleep=60"])
+    rc, waited = job.finish(20)
+    last = job.err.decode().strip().splitlines()[-1]
+    check(rc == 5 and waited < 10, "PMIx_Abort(5) must end the job with 5", job.text())
+    check(re.fullmatch(r'tarantella: rank 1 \(pid \d+\) called abort with status 5: '
+                       r'"drill abort from rank 1"; last stderr line: "rank 1 aborting"', last),
+          "abort report", job.text())
+    assert_clean_tmpdir()
+
+
+def case_sigkill_rank():
+    job = Job(["-n", "3", "--", CLIENT, "3", "0", "--sleep=60"])
+    job.wait_for_stdout(r"rank \d sleeping", 3, 20)
+    ranks = children_of(job.p.pid)
+    check(sorted(ranks) == [0, 1, 2], "rank processes not found: %s" % ranks)
+    os.kill(ranks[1], signal.SIGKILL)
+    rc, waited = job.finish(20)
+    last = job.err.decode().strip().splitlines()[-1]
+    check(rc == 137 and waited < 10, "a SIGKILLed rank must end the job with 137", job.text())
+    check(re.fullmatch(r"tarantella: rank 1 \(pid %d\) killed by signal 9 \(SIGKILL\); "
+                       r"no stderr output" % ranks[1], last), "SIGKILL report", job.text())
+    for pid in ranks.values():
+        check(not os.path.exists("/proc/%d" % pid), "rank pid %d survived" % pid)
+    assert_clean_tmpdir()
+
+
+def case_sigterm_launcher():
+    for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGINT, "SIGINT")):
+        job = Job(["-n", "3", "--", CLIENT, "3", "0", "--sleep=60"])
+        job.wait_for_stdout(r"rank \d sleeping", 3, 20)
+        ranks = children_of(job.p.pid)
+        job.p.send_signal(sig)
+        rc, waited = job.finish(20)
+        err = job.err.decode()
+        check(rc == 128 + sig and waited < 10, "%s to the launcher: exit %d" % (name, 128 + sig),
+              job.text())
+        for r in range(3):
+            check(err.count("rank %d got signal %d" % (r, sig)) == 1,
+                  "%s did not reach rank %d exactly once" % (name, r), job.text())
+        for pid in ranks.values():
+            check(not os.path.exists("/proc/%d" % pid), "rank pid %d survived" % pid)
+        assert_clean_tmpdir()
+
+
+def case_ctrl_c():
+    """Ctrl-C on a terminal: the tty signals the whole foreground group; the
+    launcher must not send a second SIGINT, and exits 130."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(TARANTELLA, [TARANTELLA, "-n", "2", "--", CLIENT, "2", "0", "--sleep=60"],
+                  clean_env())
+    out = b""
+    deadline = time.monotonic() + 20
+    try:
+        while out.count(b"sleeping") < 2:
+            check(time.monotonic() < deadline, "ranks did not start under a pty", out.decode())
+            if select.select([fd], [], [], 0.5)[0]:
+                out += os.read(fd, 4096)
+        os.write(fd, b"\x03")
+        while True:
+            check(time.monotonic() < deadline, "no exit after Ctrl-C", out.decode())
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:
+                    break
+                if not data:
+                    break
+                out += data
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    text = out.decode(errors="replace")
+    check(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 130, "exit 130 after Ctrl-C", text)
+    for r in range(2):
+        check(text.count("rank %d got signal 2" % r) == 1, "rank %d: one SIGINT" % r, text)
+    assert_clean_tmpdir()
+
+
+def case_bad_options():
+    marker = os.path.join(TMPDIR, "..", "launcher-test-marker-%d" % os.getpid())
+    prog = ["--python-interpreter", "", "--", "/usr/bin/touch", marker]
+    cases = [
+        (["-n", "0"], ["'0'", "1 to 4096"]),
+        (["-n", "two"], ["'two'"]),
+        (["--pin", "sockets"], ["'sockets'", "none, socket, numa, core, auto"]),
+        (["--log-level", "loud"], ["'loud'", "error, warn, info, debug, trace"]),
+        (["--fusion-threshold", "-5"], ["'-5'"]),
+        (["-x", "NOVALUE"], ["'NOVALUE'", "VAR=VALUE"]),
+        (["--bogus"], ["'--bogus'", "--help"]),
+        (["-n", "2", "--simulate-nodes", "3"], ["--simulate-nodes 3"]),
+    ]
+    for args, needles in cases:
+        rc, out, err, _ = run(args + prog)
+        check(rc == 2, "bad options %s: exit 2" % args, outputs(rc, out, err))
+        check(err.startswith("tarantella: error: ") and err.count("\n") == 1,
+              "one error line for %s" % args, outputs(rc, out, err))
+        for needle in needles:
+            check(needle in err, "message for %s lacks %r" % (args, needle), err)
+    rc, out, err, _ = run(["-n", "2"])
+    check(rc == 2 and "no program" in err, "missing program", outputs(rc, out, err))
+    rc, out, err, _ = run(["-n", "2", "--python-interpreter", "", "--", "/nonexistent/prog"])
+    check(rc == 127 and "cannot execute '/nonexistent/prog'" in err, "missing program file",
+          outputs(rc, out, err))
+    rc, out, err, _ = run(["-n", "2", "--python-interpreter", "/nonexistent/python", "--",
+                           "x.py"])
+    check(rc == 127 and "/nonexistent/python" in err, "missing interpreter",
+          outputs(rc, out, err))
+    check(not os.path.exists(marker), "a bad command line started the program")
+    assert_clean_tmpdir()
+
+
+def case_dry_run():
+    marker = os.path.join(TMPDIR, "..", "launcher-test-dry-%d" % os.getpid())
+    rc, out, err, _ = run(["-n", "3", "--dry-run", "-x", "A=1", "--no-gpu", "--pin", "core",
+                           "--", "train.py", "--epochs", "2"])
+    check(rc == 0, "--dry-run", outputs(rc, out, err))
+    check(out.startswith("tarantella: dry run: 3 ranks on 1 node, nothing started"),
+          "dry-run header", out)
+    for r in range(3):
+        check(re.search(r"^rank %d: host \S+, local rank %d of 3, pin core: cpus \S+ \(\d+\), "
+                        r"numa \S+, memory preferred$" % (r, r), out, re.M),
+              "dry-run binding of rank %d" % r, out)
+    check(out.count('env: TNT_PIN="core" OMP_NUM_THREADS="') == 3
+          and out.count('CUDA_VISIBLE_DEVICES="" A="1"') == 3, "dry-run environment", out)
+    check(out.count("exec: /usr/bin/python3 train.py --epochs 2") == 3, "dry-run exec line", out)
+    rc, out, err, _ = run(["-n", "2", "--dry-run", "--python-interpreter", "", "--",
+                           "/usr/bin/touch", marker])
+    check(rc == 0 and not os.path.exists(marker), "--dry-run must start nothing",
+          outputs(rc, out, err))
+    assert_clean_tmpdir()
+
+
+def case_help_version():
+    rc, out, err, _ = run(["--help"])
+    check(rc == 0 and out.startswith("usage: tarantella") and "--simulate-nodes" in out,
+          "--help", outputs(rc, out, err))
+    rc, out, err, _ = run(["--version"])
+    check(rc == 0 and re.match(r"tarantella \d+\.\d+\.\d+ \(PMIx \S", out), "--version",
+          outputs(rc, out, err))
+
+
+def case_hostfile():
+    hosts = os.path.join(TMPDIR, "..", "launcher-test-hosts-%d" % os.getpid())
+    with open(hosts, "w") as f:
+        f.write("localhost slots=4\n")
+    try:
+        rc, out, err, _ = run(["-n", "2", "--hostfile", hosts, "--pin", "none", "-x", "A=1",
+                               "--dry-run", "--python-interpreter", "", "--", CLIENT, "2", "0"])
+        check(rc == 0 and re.search(r"would execute: \S*mpirun -np 2 --hostfile %s --bind-to none"
+                                    r" -x TNT_PIN=none -x A=1 %s 2 0$" % (re.escape(hosts), CLIENT),
+                                    out.strip()), "--hostfile --dry-run", outputs(rc, out, err))
+        # Without mpirun on PATH: a clear error.
+        rc, out, err, _ = run(["-n", "2", "--hostfile", hosts, "x.py"],
+                              env=clean_env(PATH="/nonexistent"))
+        check(rc == 1 and "openmpi-bin" in err and "srun --tarantella" in err,
+              "--hostfile without mpirun", outputs(rc, out, err))
+        # Inside SLURM: refused, pointing at srun.
+        rc, out, err, _ = run(["-n", "2", "--hostfile", hosts, "x.py"],
+                              env=clean_env(SLURM_JOB_ID="42"))
+        check(rc == 2 and "srun --tarantella" in err, "--hostfile inside SLURM",
+              outputs(rc, out, err))
+        # The real hand-off, when OpenMPI is installed: the PMIx client checks
+        # pass under mpirun's PMIx server too.
+        if any(os.access(os.path.join(d, "mpirun"), os.X_OK)
+               for d in os.environ.get("PATH", "").split(":")):
+            rc, out, err, _ = run(["-n", "2", "--hostfile", hosts, "--python-interpreter", "",
+                                   "--", CLIENT, "2", "0", "TNT_PIN=none"], timeout=60,
+                                  env=clean_env(OMPI_ALLOW_RUN_AS_ROOT="1",
+                                                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"))
+            check(rc == 0 and "rank 0 ok" in out and "rank 1 ok" in out,
+                  "job handed to mpirun", outputs(rc, out, err))
+    finally:
+        os.unlink(hosts)
+
+
+def shm_left(launcher_pid):
+    prefix = "tnt-%016x-" % fnv1a64("tarantella.%d" % launcher_pid)
+    return [f for f in os.listdir("/dev/shm") if f.startswith(prefix)]
+
+
+def case_tnt_kill():
+    """kill -9 of a rank in the middle of a libtnt allreduce loop."""
+    job = Job(["-n", "4", "--python-interpreter", "", "--", TNT_LOOP, "60"])
+    job.wait_for_stdout(r"rank \d ready", 4, 30)
+    ranks = children_of(job.p.pid)
+    check(sorted(ranks) == [0, 1, 2, 3], "rank processes not found: %s" % ranks, job.text())
+    time.sleep(0.3)
+    os.kill(ranks[1], signal.SIGKILL)
+    rc, waited = job.finish(30)
+    last = job.err.decode().strip().splitlines()[-1]
+    check(rc == 137 and waited < 10, "job must stop within seconds with 137 (%.1f s)" % waited,
+          job.text())
+    check(re.match(r"tarantella: rank 1 \(pid %d\) killed by signal 9 \(SIGKILL\)" % ranks[1],
+                   last), "report names rank 1 and SIGKILL", job.text())
+    for pid in ranks.values():
+        check(not os.path.exists("/proc/%d" % pid), "rank pid %d survived" % pid)
+    check(not shm_left(job.p.pid), "shared memory left: %s" % shm_left(job.p.pid))
+    assert_clean_tmpdir()
+
+
+def case_tnt_exit():
+    """A libtnt rank exits 3 mid-loop: the launcher exits 3 with its last line."""
+    job = Job(["-n", "3", "--python-interpreter", "", "--", TNT_LOOP, "60", "--exit-rank=2:3"])
+    rc, waited = job.finish(30)
+    last = job.err.decode().strip().splitlines()[-1]
+    check(rc == 3 and waited < 15, "exit status 3 within seconds (%.1f s)" % waited, job.text())
+    check(re.fullmatch(r'tarantella: rank 2 \(pid \d+\) exited with status 3; last stderr line: '
+                       r'"rank 2 giving up"', last), "report", job.text())
+    check(not shm_left(job.p.pid), "shared memory left: %s" % shm_left(job.p.pid))
+    # And a clean run of the same program exits 0.
+    rc, out, err, _ = run(["-n", "2", "--python-interpreter", "", "--", TNT_LOOP, "0.5"])
+    check(rc == 0, "clean libtnt run", outputs(rc, out, err))
+    assert_clean_tmpdir()
+
+
+CASES = {
+    "pmix_np1": lambda: case_pmix(1),
+    "pmix_np2": lambda: case_pmix(2),
+    "pmix_np4": lambda: case_pmix(4),
+    "pmix_np8": lambda: case_pmix(8),
+    "simulate_nodes": case_simulate,
+    "env": case_env,
+    "pin": case_pin,
+    "exit_status": case_exit_status,
+    "abort": case_abort,
+    "sigkill_rank": case_sigkill_rank,
+    "signals": case_sigterm_launcher,
+    "ctrl_c": case_ctrl_c,
+    "bad_options": case_bad_options,
+    "dry_run": case_dry_run,
+    "help_version": case_help_version,
+    "hostfile": case_hostfile,
+    "tnt_kill": case_tnt_kill,
+    "tnt_exit": case_tnt_exit,
+}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
+        print("usage: launcher_test.py BINDIR {%s}" % ",".join(CASES), file=sys.stderr)
+        return 2
+    try:
+        CASES[sys.argv[2]]()
+    except Failure as e:
+        print("FAIL %s: %s" % (sys.argv[2], e), file=sys.stderr)
+        return 1
+    finally:
+        try:
+            os.rmdir(TMPDIR)
+        except OSError:
+            pass
+    print("PASS %s" % sys.argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
