@@ -16,9 +16,14 @@
  * transfer of the next ones (measured, see docs/multinode.md). */
 #define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)256 << 10)
 #define TNT_MN_DEPTH 8
-/* auto: recursive doubling for per-slice messages below this (measured, see
- * docs/multinode.md), the ring above. */
-#define TNT_MN_RD_MAX_BYTES_DEFAULT ((size_t)64 << 10)
+/* auto: recursive doubling for per-slice messages below this, the ring
+ * above. Measured over UCX TCP with 2 and 4 nodes (docs/multinode.md): the
+ * ring overtakes between 4 and 16 MiB there. Beyond 4 nodes, recursive
+ * doubling moves log2(nodes) x the data against the ring's < 2x, so the
+ * switch comes earlier; 1 MiB is a conservative guess that InfiniBand
+ * clusters should confirm (TNT_MULTINODE_RD_MAX_KB overrides both). */
+#define TNT_MN_RD_MAX_BYTES_FEW_NODES ((size_t)4 << 20)
+#define TNT_MN_RD_MAX_BYTES_MANY_NODES ((size_t)1 << 20)
 
 static tnt_mn_algo_t tnt_mn_algo_from_env(void)
 {
@@ -133,7 +138,9 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     net->chunk_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_CHUNK_KB", TNT_MN_CHUNK_BYTES_DEFAULT,
                                            4096);
     net->rd_max_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_RD_MAX_KB",
-                                            TNT_MN_RD_MAX_BYTES_DEFAULT, 0);
+                                            comm->num_nodes <= 4 ? TNT_MN_RD_MAX_BYTES_FEW_NODES
+                                                                 : TNT_MN_RD_MAX_BYTES_MANY_NODES,
+                                            0);
     net->depth = TNT_MN_DEPTH;
 
     memset(&params, 0, sizeof(params));

@@ -823,8 +823,10 @@ static void tnt_ucx_block(tnt_ucx_t *ucx, tnt_backoff_t *backoff)
     pfd.fd = ucx->efd;
     pfd.events = POLLIN;
     pfd.revents = 0;
-    /* Bounded so the deadline is rechecked; EINTR is harmless here. */
-    (void)poll(&pfd, 1, 10);
+    /* At most 1 ms, like the sleeping backoff: the fd reliably signals
+     * arrivals, but a send waiting for socket space may only move on during
+     * the next progress call. EINTR is harmless here. */
+    (void)poll(&pfd, 1, 1);
 }
 
 /* Finishes one op: converts its UCX status, accounts bytes, frees the slot. */

@@ -1,0 +1,45 @@
+/*
+ * Shared by the libtnt and the MPI multi-node allreduce benchmarks, so both
+ * measure and print the same way: float32 SUM, in place, sizes 8 B .. 64 MiB
+ * (x4 steps plus 1 MiB and 16 MiB), a few warm-up runs, then `iters` timed
+ * runs; latency is the mean time per allreduce of the slowest rank, bus
+ * bandwidth is 2 (n-1)/n * bytes / latency (the NCCL convention).
+ * One line per size:  RESULT <impl> <algo> <layout> <bytes> <lat_us> <busbw_GBs>
+ */
+#ifndef TNT_BENCH_MULTINODE_COMMON_H
+#define TNT_BENCH_MULTINODE_COMMON_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <time.h>
+
+static const size_t mnb_sizes[] = {8, 64, 512, 4096, 16384, 65536, 262144, 1 << 20,
+                                   4 << 20, 16 << 20, 64 << 20};
+#define MNB_NUM_SIZES (sizeof(mnb_sizes) / sizeof(mnb_sizes[0]))
+
+static inline double mnb_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* About 0.3 s of work per size on this machine, at least 3 runs. */
+static inline int mnb_iters(size_t bytes, double scale)
+{
+    double it = (bytes <= 65536 ? 400.0 : 64.0 * 1048576.0 / (double)bytes) * scale;
+    if (it > 2000) {
+        it = 2000;
+    }
+    return it < 3 ? 3 : (int)it;
+}
+
+static inline void mnb_print(const char *impl, const char *algo, const char *layout, int nranks,
+                             size_t bytes, double seconds)
+{
+    double busbw = nranks > 1 ? 2.0 * (nranks - 1) / nranks * (double)bytes / seconds / 1e9 : 0;
+    printf("RESULT %s %s %s %zu %.2f %.3f\n", impl, algo, layout, bytes, seconds * 1e6, busbw);
+    fflush(stdout);
+}
+
+#endif
