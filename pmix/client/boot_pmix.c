@@ -279,10 +279,120 @@ static void fence_done(pmix_status_t status, void *cbdata)
     atomic_store_explicit(&st->done, 1, memory_order_release);
 }
 
+/* State of the probe that finds the missing ranks after a fence timed out:
+ * one Get_nb per peer for the key every rank Put just before the fence.
+ * Ranks that committed it answer at once; the others cannot. Like the
+ * fence's, the state is leaked if callbacks are still outstanding. */
+struct probe_slot {
+    struct probe_state *st;
+    int rank;
+};
+
+struct probe_state {
+    _Atomic int pending;             /* callbacks still to come */
+    pmix_info_t info;                /* PMIX_TIMEOUT of each Get */
+    unsigned char *arrived;          /* size entries: 1 = its key was found */
+    struct probe_slot *slots;        /* size entries */
+};
+
+static void probe_done(pmix_status_t status, pmix_value_t *kv, void *cbdata)
+{
+    struct probe_slot *slot = cbdata;
+    (void)kv;                         /* owned and released by PMIx */
+    slot->st->arrived[slot->rank] = status == PMIX_SUCCESS;
+    /* Release: the arrived entry happens-before the waiter's acquire load
+     * that sees the count reach 0. */
+    atomic_fetch_sub_explicit(&slot->st->pending, 1, memory_order_release);
+}
+
+#define PROBE_TIMEOUT_S 1
+#define PROBE_LIST_MAX 16
+
+/* Writes "ranks 1, 5 (2 of 8)" for the ranks whose key nobody can Get and
+ * returns their number, or returns 0 with missing empty when that cannot be
+ * told (no peer answered, so the server may not support fetching data before
+ * a fence). */
+static int probe_missing(tnt_boot_t *boot, const char *key, char *missing, size_t len)
+{
+    const int size = boot->info.size;
+    struct probe_state *st = calloc(1, sizeof(*st));
+    int timeout = PROBE_TIMEOUT_S;
+    tnt_backoff_t backoff;
+
+    int num_missing = 0;
+
+    missing[0] = '\0';
+    if (st == NULL) {
+        return 0;
+    }
+    st->arrived = calloc((size_t)size, 1);
+    st->slots = calloc((size_t)size, sizeof(*st->slots));
+    if (st->arrived == NULL || st->slots == NULL) {
+        goto out_free;
+    }
+    PMIX_INFO_LOAD(&st->info, PMIX_TIMEOUT, &timeout, PMIX_INT);
+    st->arrived[boot->info.rank] = 1;
+    atomic_store_explicit(&st->pending, 0, memory_order_relaxed);
+    for (int r = 0; r < size; r++) {
+        if (r == boot->info.rank) {
+            continue;
+        }
+        pmix_proc_t proc;
+        PMIX_LOAD_PROCID(&proc, boot->myproc.nspace, (pmix_rank_t)r);
+        st->slots[r].st = st;
+        st->slots[r].rank = r;
+        atomic_fetch_add_explicit(&st->pending, 1, memory_order_relaxed);
+        if (PMIx_Get_nb(&proc, key, &st->info, 1, probe_done, &st->slots[r]) != PMIX_SUCCESS) {
+            atomic_fetch_sub_explicit(&st->pending, 1, memory_order_relaxed);
+        }
+    }
+    tnt_backoff_init(&backoff, PROBE_TIMEOUT_S + 1);
+    while (atomic_load_explicit(&st->pending, memory_order_acquire) > 0) {
+        if (tnt_backoff_wait(&backoff) != 0) {
+            return 0;                 /* st leaked: callbacks may still come */
+        }
+    }
+
+    int answered = 0;
+    for (int r = 0; r < size; r++) {
+        if (r != boot->info.rank) {
+            answered += st->arrived[r];
+            num_missing += !st->arrived[r];
+        }
+    }
+    if (answered > 0 && num_missing > 0) {
+        size_t off = (size_t)snprintf(missing, len, "%s", num_missing == 1 ? "rank " : "ranks ");
+        int listed = 0;
+        for (int r = 0; r < size && off < len; r++) {
+            if (st->arrived[r]) {
+                continue;
+            }
+            if (listed == PROBE_LIST_MAX) {
+                off += (size_t)snprintf(missing + off, len - off, ", ...");
+                break;
+            }
+            off += (size_t)snprintf(missing + off, len - off, "%s%d", listed > 0 ? ", " : "", r);
+            listed++;
+        }
+        if (off < len) {
+            snprintf(missing + off, len - off, " (%d of %d)", num_missing, size);
+        }
+    } else {
+        num_missing = 0;
+    }
+    PMIX_INFO_DESTRUCT(&st->info);
+out_free:
+    free(st->arrived);
+    free(st->slots);
+    free(st);
+    return num_missing;
+}
+
 /* A fence over every rank of the job, collecting the committed data when
  * collect is set, bounded by TNT_TIMEOUT. what names the operation in
- * errors ("allgather #3"). */
-static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what)
+ * errors ("allgather #3"); key is what every rank Put and Committed just
+ * before, used to find the missing ranks on a timeout. */
+static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what, const char *key)
 {
     struct fence_state *st = calloc(1, sizeof(*st));
     bool collect_b = collect != 0;
@@ -312,11 +422,20 @@ static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what)
     while (!atomic_load_explicit(&st->done, memory_order_acquire)) {
         if (tnt_backoff_wait(&backoff) != 0) {
             /* st is leaked on purpose: PMIx may still call fence_done. */
+            char missing[256];
+            int n = probe_missing(boot, key, missing, sizeof(missing));
+            if (n > 0) {
+                return tnt_error_raise(TNT_ERR_TIMEOUT,
+                                       "bootstrap %s: %s did not arrive within %.0f s; %s still "
+                                       "running, and did %s call tnt_init? see TNT_TIMEOUT",
+                                       what, missing, boot->timeout_s,
+                                       n == 1 ? "is it" : "are they", n == 1 ? "it" : "they");
+            }
             return tnt_error_raise(TNT_ERR_TIMEOUT,
                                    "bootstrap %s: not every one of the %d ranks arrived within "
-                                   "%.0f s (PMIx cannot tell which are missing); are they all "
-                                   "still running and calling the same collectives? see TNT_TIMEOUT",
-                                   what, boot->info.size, boot->timeout_s);
+                                   "%.0f s; are they all still running, and did they call "
+                                   "tnt_init? see TNT_TIMEOUT", what, boot->info.size,
+                                   boot->timeout_s);
         }
     }
     rc = st->status;
@@ -373,7 +492,7 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
         return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Put/Commit of %zu bytes "
                                "failed: %s", what, bytes, PMIx_Error_string(rc));
     }
-    status = fence(boot, 1, what);
+    status = fence(boot, 1, what, key);
     if (status != TNT_OK) {
         return status;
     }
@@ -412,12 +531,28 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
 tnt_status_t tnt_boot_barrier(tnt_boot_t *boot)
 {
     char what[64];
+    char key[64];
+    pmix_value_t value;
+    pmix_status_t rc;
 
     if (boot->info.is_singleton || boot->info.size == 1) {
         return TNT_OK;
     }
+    snprintf(key, sizeof(key), "tnt.bar.%llu", (unsigned long long)boot->barrier_seq);
     snprintf(what, sizeof(what), "barrier #%llu", (unsigned long long)boot->barrier_seq++);
-    return fence(boot, 0, what);
+    /* A one-byte marker, only so that a timeout can tell who arrived. */
+    PMIX_VALUE_CONSTRUCT(&value);
+    value.type = PMIX_UINT8;
+    value.data.uint8 = 1;
+    rc = PMIx_Put(PMIX_GLOBAL, key, &value);
+    if (rc == PMIX_SUCCESS) {
+        rc = PMIx_Commit();
+    }
+    if (rc != PMIX_SUCCESS) {
+        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Put/Commit failed: %s",
+                               what, PMIx_Error_string(rc));
+    }
+    return fence(boot, 0, what, key);
 }
 
 void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)

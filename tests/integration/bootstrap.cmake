@@ -62,6 +62,11 @@ if(TNT_MPIRUN)
   tnt_bootstrap_test(timeout 60
     ${_bs_clean_env} TNT_TIMEOUT=2 timeout 40 ${_bs_mpirun} -x TNT_TIMEOUT -np 3
     ${_bs_check} --launcher ompi --skip-barrier-rank 1)
+  # The same for the bootstrap's own PMIx fences: rank 1 calls tnt_init too
+  # late; the others' tnt_init fails naming "allgather #0" and rank 1.
+  tnt_bootstrap_test(init_timeout 60
+    ${_bs_clean_env} TNT_TIMEOUT=1 timeout 40 ${_bs_mpirun} -x TNT_TIMEOUT -np 3
+    ${_bs_check} --late-init-rank 1)
 else()
   add_test(NAME integration.bootstrap.mpirun COMMAND sh -c
     "echo 'mpirun not found: install openmpi-bin (scripts/install-deps.sh does)'; exit 1")

@@ -14,6 +14,10 @@
  *   variables present.
  * --check-args: also checks the argument errors of the API (no
  *   communication involved).
+ * --late-init-rank R: the bootstrap timeout test. Rank R (by PMIX_RANK)
+ *   calls tnt_init only after TNT_TIMEOUT + 3 s; every other rank's
+ *   tnt_init must fail with TNT_ERR_TIMEOUT within a few seconds, naming the
+ *   bootstrap allgather and rank R.
  * --skip-barrier-rank R: the timeout test. Rank R skips a barrier and sleeps
  *   TNT_TIMEOUT + 3 s; every other rank must fail that barrier with
  *   TNT_ERR_TIMEOUT within a few seconds, with a message naming the barrier
@@ -63,6 +67,17 @@ static int env_int(const char *name, int fallback)
 {
     const char *v = getenv(name);
     return v != NULL && *v != '\0' ? atoi(v) : fallback;
+}
+
+static double env_timeout(const char *flag)
+{
+    const char *t = getenv("TNT_TIMEOUT");
+    double timeout = t != NULL ? atof(t) : 0;
+    if (timeout <= 0 || timeout > 30) {
+        fprintf(stderr, "bootstrap_check: %s needs TNT_TIMEOUT between 0 and 30\n", flag);
+        exit(2);
+    }
+    return timeout;
 }
 
 struct expected {
@@ -345,12 +360,7 @@ static int names_rank(const char *msg, int r)
 
 static void check_timeout(tnt_comm_t *comm, int skip_rank)
 {
-    const char *t = getenv("TNT_TIMEOUT");
-    double timeout = t != NULL ? atof(t) : 0;
-    if (timeout <= 0 || timeout > 30) {
-        fprintf(stderr, "bootstrap_check: --skip-barrier-rank needs TNT_TIMEOUT between 0 and 30\n");
-        exit(2);
-    }
+    double timeout = env_timeout("--skip-barrier-rank");
     CHECK_OK(tnt_barrier(comm));        /* everyone is here */
     if (tnt_rank(comm) == skip_rank) {
         /* Stay alive (a dead peer is a different error) until the others
@@ -379,10 +389,50 @@ static void check_timeout(tnt_comm_t *comm, int skip_rank)
           "%.1f s", (int)s, now_s() - t0);
 }
 
+static int check_late_init(int late_rank)
+{
+    double timeout = env_timeout("--late-init-rank");
+    my_rank = env_int("PMIX_RANK", -1);
+    if (my_rank == late_rank) {
+        /* Arrive after the others gave up and finished looking for the
+         * missing ranks (up to 1 s more). Still call tnt_init (mpirun treats
+         * a rank that never initialises PMIx as abnormal); it fails too, as
+         * nobody is left to meet it. */
+        usleep((useconds_t)((timeout + 3) * 1e6));
+        tnt_comm_t *comm = NULL;
+        if (tnt_init(&comm) == TNT_OK) {
+            tnt_finalize(comm);
+        }
+        return 0;
+    }
+    tnt_comm_t *comm = NULL;
+    double t0 = now_s();
+    tnt_status_t s = tnt_init(&comm);
+    double elapsed = now_s() - t0;
+    const char *msg = tnt_last_error();
+    CHECK(s == TNT_ERR_TIMEOUT, "tnt_init with rank %d missing returned %d (%s), expected "
+          "TNT_ERR_TIMEOUT", late_rank, (int)s, tnt_status_string(s));
+    CHECK(comm == NULL, "tnt_init set its output on failure");
+    CHECK(elapsed >= timeout - 0.5 && elapsed <= timeout + 5,
+          "tnt_init gave up after %.1f s with TNT_TIMEOUT=%g", elapsed, timeout);
+    CHECK(strstr(msg, "allgather #") != NULL, "message does not name the collective: %s", msg);
+    CHECK(names_rank(msg, late_rank), "message does not name missing rank %d: %s", late_rank,
+          msg);
+    if (s == TNT_OK) {
+        tnt_finalize(comm);
+    }
+    if (failures > 0) {
+        return 1;
+    }
+    printf("bootstrap_check: rank %d OK (tnt_init failed as expected after %.1f s)\n", my_rank,
+           elapsed);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *launcher = "auto";
-    int expect_size = -1, expect_nodes = -1, do_args = 0, skip_rank = -1;
+    int expect_size = -1, expect_nodes = -1, do_args = 0, skip_rank = -1, late_rank = -1;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--launcher") == 0 && i + 1 < argc) {
@@ -395,11 +445,17 @@ int main(int argc, char **argv)
             do_args = 1;
         } else if (strcmp(argv[i], "--skip-barrier-rank") == 0 && i + 1 < argc) {
             skip_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--late-init-rank") == 0 && i + 1 < argc) {
+            late_rank = atoi(argv[++i]);
         } else {
             fprintf(stderr, "usage: %s [--launcher auto|none|ompi|slurm|tnt] [--expect-size N] "
-                    "[--expect-nodes N] [--check-args] [--skip-barrier-rank R]\n", argv[0]);
+                    "[--expect-nodes N] [--check-args] [--skip-barrier-rank R] "
+                    "[--late-init-rank R]\n", argv[0]);
             return 2;
         }
+    }
+    if (late_rank >= 0) {
+        return check_late_init(late_rank);
     }
     struct expected e = expected_from(launcher);
     if (expect_size >= 0) {
