@@ -62,7 +62,10 @@ class GradientReducer:
     take part. ``threshold_kb``: fusion bucket size in KiB; None uses
     ``TNT_FUSION_THRESHOLD_KB`` or libtnt's default, 0 gives one bucket per
     parameter. Collective: every rank constructs it at the same point with
-    the same model.
+    the same model. ``use_engine``: None (default) uses the fusion engine
+    when there is more than one rank; a single rank only scales its
+    gradients in place, which is what the engine would compute, without the
+    copies (True forces the engine, for tests).
 
     Per step::
 
@@ -72,7 +75,7 @@ class GradientReducer:
         optimizer.step()
     """
 
-    def __init__(self, module_or_params, threshold_kb=None):
+    def __init__(self, module_or_params, threshold_kb=None, use_engine=None):
         _tnt.init()
         params = _unique_params(module_or_params)
         # Reverse registration order approximates the order in which backward
@@ -90,8 +93,12 @@ class GradientReducer:
             if threshold_kb < 0:
                 raise InvalidArgumentError("threshold_kb must be >= 0, got %r" % threshold_kb)
             threshold = int(threshold_kb * 1024)
-        self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM)
         self._size = _tnt.size()
+        if use_engine is None:
+            use_engine = self._size > 1
+        self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM) if use_engine else None
+        self._num_buckets = (self._fusion.num_buckets if use_engine else
+                             _tnt.fusion_plan(descs, threshold)[1])
         self._scale = 1.0 / self._size
         self._sync = True
         n = len(self._params)
@@ -120,7 +127,7 @@ class GradientReducer:
 
     @property
     def num_buckets(self):
-        return self._fusion.num_buckets
+        return self._num_buckets
 
     @property
     def scale(self):
@@ -183,7 +190,12 @@ class GradientReducer:
             work = g.contiguous()
         self._inflight[i] = (g, work)
         self._marked[i] = True
-        self._fusion.mark_ready(i, work.data_ptr(), self._scale)
+        if self._fusion is not None:
+            self._fusion.mark_ready(i, work.data_ptr(), self._scale)
+        elif self._scale != 1.0:
+            # One rank: the "sum over ranks" is this rank's scaled gradient.
+            with torch.no_grad():
+                work.mul_(self._scale)
 
     @property
     def pending(self):
@@ -197,7 +209,8 @@ class GradientReducer:
             for i in range(len(self._params)):
                 if not self._marked[i]:
                     self._mark(i)
-            self._fusion.wait()
+            if self._fusion is not None:
+                self._fusion.wait()
             for i, item in enumerate(self._inflight):
                 g, work = item
                 if work is not g:
@@ -212,7 +225,8 @@ class GradientReducer:
             h.remove()
         self._hooks = []
         self._acc_nodes = []
-        self._fusion.close()
+        if self._fusion is not None:
+            self._fusion.close()
 
 
 class DistributedOptimizer(torch.optim.Optimizer):

@@ -72,7 +72,7 @@ class Net(torch.nn.Module):
 
 def test_reducer_plan_and_order():
     net = Net()
-    r = tnt.GradientReducer(net, threshold_kb=0)
+    r = tnt.GradientReducer(net, threshold_kb=0, use_engine=True)
     # Trainable parameters only, reverse registration order, one bucket each.
     assert [p.shape for p in r.parameters] == [(2,), (2, 3), (3,), (3, 4)]
     assert r.num_buckets == 4 and r.scale == 1.0
@@ -84,10 +84,11 @@ def test_reducer_plan_and_order():
         tnt.GradientReducer(net, threshold_kb=-1)
 
 
-def test_reducer_scale_no_sync_and_unused():
+@pytest.mark.parametrize("engine", [True, False], ids=["engine", "direct"])
+def test_reducer_scale_no_sync_and_unused(engine):
     torch.manual_seed(0)
     net = Net()
-    r = tnt.GradientReducer(net, threshold_kb=0)
+    r = tnt.GradientReducer(net, threshold_kb=0, use_engine=engine)
     x = torch.randn(5, 4)
     net(x).sum().backward()
     ref = {n: p.grad.clone() for n, p in net.named_parameters() if p.grad is not None}
