@@ -526,7 +526,9 @@ class Model:
         self._fusion_threshold_kb = tnt_fusion_threshold_kb
         if self._reducer is not None:
             self._reducer.close()
-        self._reducer = self._make_reducer()
+        # One rank has nothing to reduce and its share of every batch is 1,
+        # so it trains without the reducer's hooks.
+        self._reducer = self._make_reducer() if _size() > 1 else None
 
     @property
     def compiled(self):
@@ -700,7 +702,9 @@ class Model:
         opt = self.optimizer
         opt.zero_grad(set_to_none=False)
         reducer = self._reducer
-        if self._loss_reduction == "mean":
+        if reducer is None:
+            pass
+        elif self._loss_reduction == "mean":
             # Mean loss over b_r samples, weighted b_r / B: the sum over the
             # ranks is the serial mean-loss gradient of the global batch.
             reducer.set_micro_batch(local_n, global_n)
@@ -717,7 +721,8 @@ class Model:
             # than ranks) still takes part in the step: synchronize()
             # contributes zero gradients, so all ranks' collectives match.
             loss_sum, pairs = 0.0, [(0.0, 0) for _ in self.compiled_metrics]
-        reducer.synchronize()
+        if reducer is not None:
+            reducer.synchronize()
         opt.step()
         return loss_sum, pairs
 

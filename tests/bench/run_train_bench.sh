@@ -1,0 +1,65 @@
+#!/bin/sh
+# Training benchmark: tarantella (tnt.Model.fit through the launcher) against
+# torch DDP (gloo), 2 ranks x 1 thread, same machine, same run. The two
+# programs alternate (which one goes first flips every repeat) because these
+# VMs' vCPUs drift for tens of seconds at a time; the report takes medians.
+#
+#   tests/bench/run_train_bench.sh [BUILD_DIR] [REPEATS] [OUT_DIR]
+#
+# defaults: build, 5, bench-results/train. Writes OUT_DIR/results.jsonl (one
+# line per run, with the load average before it) and OUT_DIR/report.md, and the
+# plots docs/img/train_*.png (python3-matplotlib is installed with apt-get
+# when missing and we are root; without it the plots are skipped).
+# Not a test: it never fails on speed.
+set -eu
+BUILD=${1:-build}
+REPEATS=${2:-5}
+OUT=${3:-bench-results/train}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+BUILD=$(cd "$BUILD" && pwd)
+LAUNCHER=$BUILD/bin/tarantella
+[ -x "$LAUNCHER" ] || { echo "run_train_bench: no launcher at $LAUNCHER; build first" >&2; exit 1; }
+mkdir -p "$OUT"
+RESULTS=$OUT/results.jsonl
+: > "$RESULTS"
+
+export OMP_NUM_THREADS=1
+export PYTHONPATH=$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
+export TNT_TIMEOUT=${TNT_TIMEOUT:-120}
+BENCH=$REPO/tests/bench/train_bench.py
+
+run_one() {  # backend workload repeat
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    if [ "$1" = tnt ]; then
+        line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend tnt --workload "$2" 2>/dev/null \
+               | grep '^RESULT ' | sed 's/^RESULT //') || true
+    else
+        line=$(timeout 600 $PY "$BENCH" --backend ddp --workload "$2" --nproc 2 2>/dev/null \
+               | grep '^RESULT ' | sed 's/^RESULT //') || true
+    fi
+    if [ -z "$line" ]; then
+        echo "run_train_bench: $1 $2 (repeat $3) produced no result" >&2
+        return 0
+    fi
+    echo "$line" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); d['repeat']=$3; d['load']=$load; print(json.dumps(d))" >> "$RESULTS"
+    echo "  $1 $2 repeat $3: $(tail -n 1 "$RESULTS" | cut -c1-160)"
+}
+
+i=1
+while [ "$i" -le "$REPEATS" ]; do
+    for w in digits mlp64 mlp2; do
+        if [ $((i % 2)) -eq 1 ]; then
+            run_one tnt $w $i; run_one ddp $w $i
+        else
+            run_one ddp $w $i; run_one tnt $w $i
+        fi
+    done
+    i=$((i + 1))
+done
+
+if ! $PY -c "import matplotlib" 2>/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "run_train_bench: installing python3-matplotlib for the plots"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || true
+fi
+$PY "$REPO/tests/bench/train_bench_report.py" "$RESULTS" --plots "$REPO/docs/img" | tee "$OUT/report.md"

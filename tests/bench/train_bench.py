@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Training benchmark: tarantella (tnt.Model.fit) against torch DDP (gloo).
+
+One program, two backends, three workloads; both backends train the same
+model on the same data with the same global batch, split evenly over the
+ranks, with one BLAS/OpenMP thread per rank:
+
+  digits   the digits CNN of python/examples/digits.py, global batch 64,
+           Adam; time per epoch (median over epochs 2..E) and final test
+           accuracy
+  mlp64    a 10.5M-parameter MLP (1024-2048-2048-2048-10), global batch 64,
+           SGD; time per step (median over timed windows)
+  mlp2     the same MLP at global batch 2, where the 42 MB gradient
+           allreduce dominates; time per step
+
+  tnt:  build/bin/tarantella -n 2 -- python3 train_bench.py --backend tnt --workload mlp2
+  ddp:  python3 train_bench.py --backend ddp --workload mlp2 --nproc 2
+        (starts the ranks itself on 127.0.0.1 with the gloo backend)
+
+Rank 0 prints one JSON line (prefix "RESULT ") with the measurements.
+tests/bench/run_train_bench.sh alternates the two programs and repeats.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python", "examples"))
+
+
+def blas_name():
+    """The BLAS torch's process actually mapped (Debian's torch uses the
+    libblas.so.3 alternative), e.g. 'reference BLAS (libblas.so.3)'."""
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read()
+    except OSError:
+        return "unknown"
+    for key, name in (("libopenblas", "OpenBLAS"), ("libblis", "BLIS"), ("libmkl", "MKL"),
+                      ("atlas", "ATLAS")):
+        if key in maps:
+            return name
+    if "/blas/libblas.so" in maps or "libblas.so.3" in maps:
+        real = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+        if "openblas" in real:
+            return "OpenBLAS"
+        return "reference BLAS (%s)" % real
+    return "torch built-in"
+
+
+# -- workloads ---------------------------------------------------------------
+
+def mlp():
+    return torch.nn.Sequential(
+        torch.nn.Linear(1024, 2048), torch.nn.ReLU(),
+        torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+        torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+        torch.nn.Linear(2048, 10))
+
+
+def workload(name, steps):
+    """(module factory, optimizer factory, x, y, x_test, y_test, batch, epochs)."""
+    if name == "digits":
+        from digits import DigitsCNN, load_data
+        x, x_test, y, y_test = load_data(42)
+        return (DigitsCNN, lambda p: torch.optim.Adam(p, lr=3e-3), x, y, x_test, y_test, 64,
+                steps)
+    batch = 64 if name == "mlp64" else 2
+    rng = np.random.RandomState(0)
+    n = batch * steps
+    x = rng.randn(n, 1024).astype(np.float32)
+    y = rng.randint(0, 10, size=n).astype(np.int64)
+    return (mlp, lambda p: torch.optim.SGD(p, lr=0.01), x, y, None, None, batch, 1)
+
+
+# -- tarantella ----------------------------------------------------------------
+
+def run_tnt(args):
+    import tarantella as tnt
+    make, make_opt, x, y, x_test, y_test, batch, epochs = workload(args.workload, args.steps)
+    torch.manual_seed(0)
+    model = tnt.Model(make())
+    model.compile(make_opt(model.parameters()), "sparse_categorical_crossentropy",
+                  ["accuracy"] if args.workload == "digits" else None)
+    epoch_times = []
+
+    class EpochTimer(tnt.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.t0 = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            epoch_times.append(time.perf_counter() - self.t0)
+
+    result = {"backend": "tnt", "workload": args.workload, "ranks": tnt.get_size(),
+              "batch": batch, "blas": blas_name(), "threads": torch.get_num_threads()}
+    if args.workload == "digits":
+        model.fit(x, y, batch_size=batch, epochs=epochs, shuffle_seed=42, verbose=0,
+                  callbacks=[EpochTimer()])
+        result["epoch_s"] = statistics.median(epoch_times[1:])
+        result["accuracy"] = model.evaluate(x_test, y_test, batch_size=batch, verbose=0)[1]
+    else:
+        # Warm-up window, then timed windows of `steps` steps each.
+        windows = []
+        for w in range(args.windows + 1):
+            tnt.barrier()
+            t0 = time.perf_counter()
+            model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
+            tnt.barrier()
+            if w > 0:
+                windows.append((time.perf_counter() - t0) / args.steps)
+        result["step_s"] = statistics.median(windows)
+        result["step_s_all"] = windows
+    if tnt.get_rank() == 0:
+        print("RESULT " + json.dumps(result), flush=True)
+
+
+# -- torch DDP -----------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn_ddp(args):
+    """Starts args.nproc ranks of this script (one process each) and waits."""
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE=str(args.nproc), GLOO_SOCKET_IFNAME="lo")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    procs = []
+    for r in range(args.nproc):
+        cmd = [sys.executable, os.path.abspath(__file__), "--backend", "ddp-rank",
+               "--workload", args.workload, "--steps", str(args.steps),
+               "--windows", str(args.windows)]
+        procs.append(subprocess.Popen(cmd, env=dict(env, RANK=str(r))))
+    rc = 0
+    for p in procs:
+        rc |= p.wait()
+    return rc
+
+
+def run_ddp_rank(args):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("gloo")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    make, make_opt, x, y, x_test, y_test, batch, epochs = workload(args.workload, args.steps)
+    torch.manual_seed(0)
+    model = DDP(make())                  # broadcasts rank 0's weights
+    opt = make_opt(model.parameters())
+    loss_fn = torch.nn.CrossEntropyLoss()
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    micro = batch // size
+    n = len(x)
+
+    def epoch(shuffle_epoch=None):
+        # The same data path as tnt.Model.fit: a seeded permutation of the
+        # dataset, this rank's slice of each global batch, tensor indexing.
+        if shuffle_epoch is None:
+            order = torch.arange(n)
+        else:
+            g = torch.Generator().manual_seed(42 + shuffle_epoch)
+            order = torch.randperm(n, generator=g)
+        model.train()
+        for b0 in range(0, n, batch):
+            glob = order[b0:b0 + batch]
+            idx = glob[rank * len(glob) // size:(rank + 1) * len(glob) // size]
+            opt.zero_grad()
+            loss = loss_fn(model(xt[idx]), yt[idx])
+            loss.backward()
+            opt.step()
+
+    result = {"backend": "ddp", "workload": args.workload, "ranks": size, "batch": batch,
+              "blas": blas_name(), "threads": torch.get_num_threads()}
+    if args.workload == "digits":
+        times = []
+        for e in range(epochs):
+            t0 = time.perf_counter()
+            epoch(e)
+            times.append(time.perf_counter() - t0)
+        result["epoch_s"] = statistics.median(times[1:])
+        model.eval()
+        with torch.no_grad():
+            pred = model.module(torch.from_numpy(x_test)).argmax(1).numpy()
+        result["accuracy"] = float((pred == y_test).mean())
+    else:
+        windows = []
+        for w in range(args.windows + 1):
+            dist.barrier()
+            t0 = time.perf_counter()
+            epoch()
+            dist.barrier()
+            if w > 0:
+                windows.append((time.perf_counter() - t0) / args.steps)
+        result["step_s"] = statistics.median(windows)
+        result["step_s_all"] = windows
+    if rank == 0:
+        print("RESULT " + json.dumps(result), flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--backend", choices=("tnt", "ddp", "ddp-rank"), required=True)
+    parser.add_argument("--workload", choices=("digits", "mlp64", "mlp2"), required=True)
+    parser.add_argument("--steps", type=int, default=None,
+                        help="steps per timed window (mlp) or epochs (digits)")
+    parser.add_argument("--windows", type=int, default=3, help="timed windows (mlp)")
+    parser.add_argument("--nproc", type=int, default=2, help="ranks (ddp)")
+    args = parser.parse_args()
+    if args.steps is None:
+        args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40}[args.workload]
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    if args.backend == "tnt":
+        run_tnt(args)
+    elif args.backend == "ddp":
+        sys.exit(spawn_ddp(args))
+    else:
+        run_ddp_rank(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Summarises tests/bench/run_train_bench.sh results: medians per backend
+and workload, the tnt/DDP ratios against the goals of issue 5, and (with
+matplotlib) the plots docs/img/train_step_times.png and
+docs/img/train_runs.png.
+
+    train_bench_report.py RESULTS.jsonl [--plots DIR]
+"""
+import argparse
+import json
+import os
+import statistics
+
+WORKLOADS = {
+    # name: (metric, label, goal ratio tnt/ddp)
+    "digits": ("epoch_s", "digits CNN, B=64: s/epoch", 0.85),
+    "mlp64": ("step_s", "10.5M MLP, B=64: s/step", 0.95),
+    "mlp2": ("step_s", "10.5M MLP, B=2: s/step", 0.5),
+}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("results")
+    parser.add_argument("--plots", default=None)
+    args = parser.parse_args()
+    runs = [json.loads(line) for line in open(args.results) if line.strip()]
+    blas = sorted({r.get("blas", "?") for r in runs})
+    loads = [r["load"] for r in runs if "load" in r]
+    print("BLAS: %s; threads per rank: %s; runs: %d; load average before runs: median %.1f "
+          "(min %.1f, max %.1f)\n" % (", ".join(blas), sorted({r.get("threads") for r in runs}),
+                                      len(runs), statistics.median(loads) if loads else 0,
+                                      min(loads or [0]), max(loads or [0])))
+    print("| workload | tnt median | DDP median | tnt / DDP | goal | met | runs (tnt, DDP) |")
+    print("|---|---|---|---|---|---|---|")
+    summary = {}
+    for w, (metric, label, goal) in WORKLOADS.items():
+        vals = {b: [r[metric] for r in runs if r["workload"] == w and r["backend"] == b]
+                for b in ("tnt", "ddp")}
+        if not vals["tnt"] or not vals["ddp"]:
+            continue
+        med = {b: statistics.median(v) for b, v in vals.items()}
+        ratio = med["tnt"] / med["ddp"]
+        summary[w] = (med, ratio, goal, vals)
+        acc = ""
+        if w == "digits":
+            accs = {b: statistics.median([r["accuracy"] for r in runs
+                                          if r["workload"] == w and r["backend"] == b])
+                    for b in ("tnt", "ddp")}
+            acc = " (test accuracy tnt %.1f%%, DDP %.1f%%)" % (100 * accs["tnt"],
+                                                              100 * accs["ddp"])
+        print("| %s%s | %.4f | %.4f | %.2f | <= %.2f | %s | %d, %d |"
+              % (label, acc, med["tnt"], med["ddp"], ratio, goal,
+                 "yes" if ratio <= goal else "no", len(vals["tnt"]), len(vals["ddp"])))
+    if args.plots and summary:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("\n(matplotlib missing: no plots)")
+            return
+        os.makedirs(args.plots, exist_ok=True)
+        names = list(summary)
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        xs = range(len(names))
+        ax.bar([x - 0.2 for x in xs], [summary[n][0]["ddp"] / summary[n][0]["ddp"] for n in names],
+               0.4, label="torch DDP (gloo)", color="#999999")
+        ax.bar([x + 0.2 for x in xs], [summary[n][1] for n in names], 0.4,
+               label="tarantella", color="#1f77b4")
+        for x, n in zip(xs, names):
+            ax.plot([x - 0.45, x + 0.45], [summary[n][2]] * 2, "r--", lw=1)
+            ax.text(x + 0.2, summary[n][1] + 0.02, "%.2f" % summary[n][1], ha="center", fontsize=8)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([WORKLOADS[n][1] for n in names], fontsize=8)
+        ax.set_ylabel("time relative to DDP (median)")
+        ax.set_title("2 ranks x 1 thread, %s; red: goal" % ", ".join(blas)[:60], fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.plots, "train_relative.png"), dpi=110)
+        fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.2))
+        for ax, n in zip(axes if len(names) > 1 else [axes], names):
+            vals = summary[n][3]
+            ax.boxplot([vals["ddp"], vals["tnt"]], labels=["DDP", "tnt"])
+            ax.set_title(WORKLOADS[n][1], fontsize=8)
+            ax.set_ylim(bottom=0)
+        fig.suptitle("every run (alternating programs)", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.plots, "train_runs.png"), dpi=110)
+        print("\nplots: %s/train_relative.png, %s/train_runs.png" % (args.plots, args.plots))
+
+
+if __name__ == "__main__":
+    main()
