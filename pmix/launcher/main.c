@@ -304,17 +304,16 @@ static int plan_launch(struct launch *launch)
         }
     }
     /* OMP_NUM_THREADS: the rank's CPUs divided among the ranks that share
-     * them (with --pin none all ranks share every CPU), at least 1, so that
-     * N ranks never start N x ncpus threads. */
+     * them (the rule of tnt_pin_thread_count, shared with the plugin). */
     for (int r = 0; r < n; r++) {
         struct rank_state *rs = &launch->ranks[r];
-        int sharers = 0;
 
-        for (int q = 0; q < n; q++)
-            sharers += hwloc_bitmap_intersects(rs->cpuset, launch->ranks[q].cpuset) ? 1 : 0;
-        rs->nthreads = hwloc_bitmap_weight(rs->cpuset) / (sharers > 0 ? sharers : 1);
-        if (rs->nthreads < 1)
-            rs->nthreads = 1;
+        rs->nthreads = tnt_pin_thread_count(launch->topology, allowed, opts->pin, r, n, err,
+                                            sizeof err);
+        if (rs->nthreads < 1) {
+            tnt_launch_error("cannot size rank %d's thread count: %s", r, err);
+            goto out;
+        }
         if (tnt_launch_rank_env(opts, environ, r, rs->nthreads, launch->ngpus, &rs->added) != 0) {
             tnt_launch_error("out of memory");
             goto out;
@@ -556,6 +555,7 @@ struct supervisor {
     int running;                /* ranks not reaped yet */
     int failed_rank;            /* first failure; -1 = none */
     int failed_abort;           /* the failure was a PMIx abort */
+    double failed_at;           /* when the failure was seen */
     int abort_status;
     char abort_message[512];
     int interrupt_signal;       /* signal that stopped the launcher; 0 = none */
@@ -582,8 +582,28 @@ static void stop_job(struct supervisor *sv, int sig)
         sv->kill_at = now_s() + STOP_GRACE_S;
 }
 
+/*
+ * Which failure is the root cause? libtnt's ranks notice a dead peer within
+ * milliseconds (its robust locks are released early in the kernel's exit
+ * path, before the process becomes a zombie) and exit with errors of their
+ * own, so on a busy machine they may be reaped before the rank that really
+ * died; waitpid's order says nothing about who died first. A death by a
+ * signal is the strongest evidence: until the grace period ends the launcher
+ * sends only SIGTERM, so any other signal within SETTLE_S of the first
+ * failure came from elsewhere (kill -9, a segfault, the OOM killer) and
+ * takes over the report from a plain error exit. Among equals in one batch,
+ * the lowest rank is reported.
+ */
+#define SETTLE_S 0.5
+
+static int outside_signal(int wait_status)
+{
+    return WIFSIGNALED(wait_status) && WTERMSIG(wait_status) != SIGTERM;
+}
+
 static void reap_children(struct supervisor *sv)
 {
+    struct rank_state *culprit = NULL;
     int status;
     pid_t pid;
 
@@ -594,7 +614,7 @@ static void reap_children(struct supervisor *sv)
             if (sv->launch->ranks[r].pid == pid)
                 rs = &sv->launch->ranks[r];
         if (rs == NULL)
-            continue;
+            continue;   /* an orphan re-parented to us (sweep_orphans) */
         rs->pid = 0;
         rs->wait_status = status;
         sv->running--;
@@ -602,10 +622,24 @@ static void reap_children(struct supervisor *sv)
         drain_stderr(rs);
         tnt_launch_debug("rank %d (pid %ld) ended: wait status 0x%x", rs->rank, (long)pid,
                          status);
-        if ((WIFEXITED(status) && WEXITSTATUS(status) == 0) || sv->failed_rank >= 0 ||
-            sv->interrupt_signal != 0)
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
             continue;
-        sv->failed_rank = rs->rank;
+        if (sv->failed_rank >= 0) {
+            const struct rank_state *first = &sv->launch->ranks[sv->failed_rank];
+
+            if (!sv->failed_abort && sv->interrupt_signal == 0 && outside_signal(status) &&
+                !outside_signal(first->wait_status) && now_s() - sv->failed_at <= SETTLE_S)
+                sv->failed_rank = rs->rank;
+            continue;
+        }
+        if (culprit == NULL || (outside_signal(status) && !outside_signal(culprit->wait_status)) ||
+            (outside_signal(status) == outside_signal(culprit->wait_status) &&
+             rs->rank < culprit->rank))
+            culprit = rs;
+    }
+    if (culprit != NULL && sv->failed_rank < 0 && sv->interrupt_signal == 0) {
+        sv->failed_rank = culprit->rank;
+        sv->failed_at = now_s();
         stop_job(sv, SIGTERM);
     }
 }

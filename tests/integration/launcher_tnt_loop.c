@@ -4,12 +4,13 @@
  *   launcher_tnt_loop SECONDS [--exit-rank=R:CODE]
  *
  * Every rank runs float32 sum allreduces of 256 Ki elements in a loop for
- * SECONDS, checking each result. After the first allreduce it prints
+ * SECONDS (by rank 0's clock), checking each result. After the first allreduce it prints
  * "rank R ready" on stdout, so a test knows the job is in the middle of its
  * collectives before it kills a rank. With --exit-rank, rank R writes
  * "rank R giving up" on stderr and exits CODE after 5 iterations.
  * A failed collective prints the libtnt error on stderr and exits 1.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +53,19 @@ int main(int argc, char **argv)
     if (buf == NULL)
         return 1;
     start = now_s();
-    while (now_s() - start < seconds) {
+    for (;;) {
         int rank = tnt_rank(comm), size = tnt_size(comm);
+        int32_t stop = rank == 0 && now_s() - start >= seconds;
+
+        /* Rank 0's clock decides for everyone, so all ranks run the same
+         * number of allreduces and finish together. */
+        st = tnt_allreduce(comm, &stop, &stop, 1, TNT_INT32, TNT_MAX);
+        if (st != TNT_OK) {
+            fprintf(stderr, "rank %d: stop vote #%ld failed: %s\n", rank, iter, tnt_last_error());
+            return 1;
+        }
+        if (stop)
+            break;
 
         for (int i = 0; i < COUNT; i++)
             buf[i] = (float)(rank + 1) + (float)(i % 7);

@@ -237,6 +237,57 @@ static void test_big_properties(void **state)
     hwloc_bitmap_free(seen);
 }
 
+static int threads(struct pin_fixture *f, tnt_pin_mode_t mode, int rank, int size)
+{
+    char err[256];
+
+    return tnt_pin_thread_count(f->topo, f->allowed, mode, rank, size, err, sizeof err);
+}
+
+/* Thread counts never add up to more than the allowed CPUs per object, and
+ * match a brute-force count of the tasks sharing each mask. */
+static void test_big_threads(void **state)
+{
+    struct pin_fixture *f = *state;
+    hwloc_bitmap_t other = hwloc_bitmap_alloc();
+    char err[256];
+
+    assert_int_equal(threads(f, TNT_PIN_NONE, 0, 1), 64);
+    assert_int_equal(threads(f, TNT_PIN_NONE, 3, 4), 16);
+    assert_int_equal(threads(f, TNT_PIN_NONE, 0, 100), 1);
+    assert_int_equal(threads(f, TNT_PIN_SOCKET, 0, 2), 32);
+    assert_int_equal(threads(f, TNT_PIN_SOCKET, 0, 4), 16);
+    assert_int_equal(threads(f, TNT_PIN_SOCKET, 2, 3), 32);   /* alone on package 1 */
+    assert_int_equal(threads(f, TNT_PIN_SOCKET, 1, 3), 16);
+    assert_int_equal(threads(f, TNT_PIN_NUMA, 0, 8), 8);
+    assert_int_equal(threads(f, TNT_PIN_CORE, 0, 3), 20);
+    assert_int_equal(threads(f, TNT_PIN_CORE, 5, 64), 1);
+    assert_int_equal(threads(f, TNT_PIN_AUTO, 0, 40), 1);   /* numa, 10 per node, 16 PUs */
+    assert_int_equal(threads(f, TNT_PIN_CORE, 0, 0), -1);
+    for (int mode = TNT_PIN_NONE; mode <= TNT_PIN_AUTO; mode++) {
+        for (int size = 1; size <= 70; size += 3) {
+            for (int rank = 0; rank < size; rank++) {
+                int sharers = 0;
+
+                assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)mode, rank,
+                                                 size, f->cpus, f->nodes, err, sizeof err), 0);
+                for (int q = 0; q < size; q++) {
+                    assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)mode,
+                                                     q, size, other, f->nodes, err,
+                                                     sizeof err), 0);
+                    sharers += hwloc_bitmap_intersects(other, f->cpus) ? 1 : 0;
+                }
+                int want = hwloc_bitmap_weight(f->cpus) / sharers;
+                if (threads(f, (tnt_pin_mode_t)mode, rank, size) != (want > 0 ? want : 1))
+                    fail_msg("%s rank %d/%d: %d threads, brute force says %d",
+                             tnt_pin_mode_name((tnt_pin_mode_t)mode), rank, size,
+                             threads(f, (tnt_pin_mode_t)mode, rank, size), want > 0 ? want : 1);
+            }
+        }
+    }
+    hwloc_bitmap_free(other);
+}
+
 static void test_errors(void **state)
 {
     struct pin_fixture *f = *state;
@@ -376,6 +427,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_big_none_auto, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_big_restricted, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_big_properties, setup_big, teardown),
+        cmocka_unit_test_setup_teardown(test_big_threads, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_small, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_describe, setup_small, teardown),

@@ -262,6 +262,76 @@ err_free_bitmaps:
     return ret;
 }
 
+static int pin_count_objects(hwloc_topology_t topology, hwloc_obj_type_t type,
+                             hwloc_const_cpuset_t allowed)
+{
+    int total = hwloc_get_nbobjs_by_type(topology, type);
+    int count = 0;
+
+    if (total <= 0)
+        return type == HWLOC_OBJ_CORE ? pin_count_objects(topology, HWLOC_OBJ_PU, allowed) : 1;
+    for (int i = 0; i < total; i++) {
+        hwloc_obj_t obj = hwloc_get_obj_by_type(topology, type, (unsigned)i);
+
+        if (obj != NULL && obj->cpuset != NULL && hwloc_bitmap_intersects(obj->cpuset, allowed))
+            count++;
+    }
+    return count;
+}
+
+int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed,
+                         tnt_pin_mode_t mode, int local_rank, int local_size,
+                         char *errbuf, size_t errlen)
+{
+    hwloc_bitmap_t cpus = hwloc_bitmap_alloc(), nodes = hwloc_bitmap_alloc(), usable = NULL;
+    long long k, n = local_size, j, sharers;
+    int weight, ret = -1;
+
+    if (cpus == NULL || nodes == NULL) {
+        pin_err(errbuf, errlen, "out of memory while computing the thread count");
+        goto out;
+    }
+    if (tnt_pin_compute(topology, allowed, mode, local_rank, local_size, cpus, nodes, errbuf,
+                        errlen) != 0)
+        goto out;
+    weight = hwloc_bitmap_weight(cpus);
+    usable = hwloc_bitmap_alloc();
+    if (usable == NULL) {
+        pin_err(errbuf, errlen, "out of memory while computing the thread count");
+        goto out;
+    }
+    hwloc_bitmap_and(usable, allowed, hwloc_topology_get_topology_cpuset(topology));
+    if (mode == TNT_PIN_AUTO)
+        mode = pin_count_cores(topology, usable) >= local_size ? TNT_PIN_CORE : TNT_PIN_NUMA;
+    switch (mode) {
+    case TNT_PIN_SOCKET: k = pin_count_objects(topology, HWLOC_OBJ_PACKAGE, usable); break;
+    case TNT_PIN_NUMA: k = pin_count_objects(topology, HWLOC_OBJ_NUMANODE, usable); break;
+    case TNT_PIN_CORE: k = pin_count_objects(topology, HWLOC_OBJ_CORE, usable); break;
+    default: k = 1; break;   /* none: one object, the whole allowed set */
+    }
+    if (k < 1)
+        k = 1;
+    if (mode == TNT_PIN_CORE && n <= k) {
+        sharers = 1;   /* disjoint core groups */
+    } else {
+        /* Task i uses object floor(i*k/n) (pin.h); the tasks on object j are
+         * i = ceil(j*n/k) .. ceil((j+1)*n/k) - 1. */
+        j = (long long)local_rank * k / n;
+        sharers = ((j + 1) * n + k - 1) / k - (j * n + k - 1) / k;
+    }
+    ret = (int)(weight / (sharers > 0 ? sharers : 1));
+    if (ret < 1)
+        ret = 1;
+out:
+    if (usable != NULL)
+        hwloc_bitmap_free(usable);
+    if (nodes != NULL)
+        hwloc_bitmap_free(nodes);
+    if (cpus != NULL)
+        hwloc_bitmap_free(cpus);
+    return ret;
+}
+
 /* Kernel node masks: 16 longs cover 1024 NUMA nodes, far beyond any machine
  * hwloc reports today; anything larger is refused rather than truncated. */
 #define PIN_NODEMASK_LONGS 16

@@ -101,6 +101,19 @@ int tnt_pin_apply(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
                   hwloc_const_nodeset_t nodeset, int strict_memory, char *errbuf, size_t errlen);
 
 /*
+ * The OpenMP thread count for task local_rank of local_size under `mode`:
+ * the CPUs of its mask divided by the number of local tasks that share that
+ * mask (all of them with `none`, those on the same package/NUMA node/core
+ * when tasks outnumber objects), at least 1. So N tasks never start more
+ * threads than the allowed CPUs. Both the launcher and the plugin export it
+ * as OMP_NUM_THREADS unless the user set that. Returns >= 1, or -1 with a
+ * message in errbuf (the same errors as tnt_pin_compute).
+ */
+int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed,
+                         tnt_pin_mode_t mode, int local_rank, int local_size,
+                         char *errbuf, size_t errlen);
+
+/*
  * One line describing a binding for verbose and dry-run output, e.g.
  * "cpus 0-3 (4), numa 0". Always NUL-terminates buf; returns buf.
  */
