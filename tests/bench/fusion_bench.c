@@ -15,15 +15,15 @@
  *
  * Usage (2 ranks; see docs/tuning.md):
  *   tarantella -n 2 -- build/bin/fusion_bench [--model resnet50|mlp10m|all]
- *       [--compute NS_PER_PARAM] [--layout separate|flat] [--rounds R] [--steps K]
- *       [--quick]
+ *       [--compute NS_PER_PARAM] [--layout separate|flat] [--thresholds KIB,...]
+ *       [--rounds R] [--steps K] [--quick]
  * --layout separate (default) gives every gradient its own allocation, as
  * PyTorch does, so fused buckets go through the staging copy; flat puts all
  * gradients back to back in one buffer in plan order, so every bucket is
  * reduced in place.
- * Every (threshold) is measured in R rounds of K steps, the thresholds
- * alternating within each round so that slow phases of the VM hit all of
- * them alike; the table gives the median and minimum step time over all
+ * Every threshold is measured in R rounds of K steps, the thresholds
+ * taking turns step by step so that slow phases of the VM hit all of them
+ * alike; the table gives the median and minimum step time over all
  * R*K steps, and "compute" is the same step with no communication at all.
  * It never fails on speed; it exits non-zero only on errors.
  */
@@ -247,26 +247,33 @@ static void bench_model(tnt_comm_t *comm, const model_t *m, double compute_ns_pe
         params += m->desc[i].count;
     }
 
-    for (int r = 0; r < rounds; r++) {
-        /* index num_thresholds: compute only */
-        for (size_t k = 0; k <= num_thresholds; k++) {
-            tnt_fusion_t *fusion = NULL;
-            if (k < num_thresholds) {
-                tnt_status_t st = tnt_fusion_create(comm, m->desc, m->num, thresholds[k],
-                                                    TNT_SUM, &fusion);
-                if (st != TNT_OK) {
-                    die(rank, "tnt_fusion_create", st);
-                }
-                buckets[k] = tnt_fusion_num_buckets(fusion);
-            }
-            (void)step(comm, fusion, m, grads, work, 1.0 / size);     /* warm-up */
-            for (int s = 0; s < steps; s++) {
-                tnt_barrier(comm);
-                double t = step(comm, fusion, m, grads, work, 1.0 / size);
-                times[k * samples_per + (size_t)r * steps + s] = max_over_ranks(comm, t);
-            }
-            tnt_fusion_destroy(fusion);
+    /* All engines exist at once and the thresholds take turns step by step
+     * (plus the compute-only step), so a slow phase of the machine hits every
+     * threshold alike. Each round: one warm-up pass, then `steps` passes. */
+    tnt_fusion_t *engines[64] = {NULL};
+    for (size_t k = 0; k < num_thresholds; k++) {
+        tnt_status_t st = tnt_fusion_create(comm, m->desc, m->num, thresholds[k], TNT_SUM,
+                                            &engines[k]);
+        if (st != TNT_OK) {
+            die(rank, "tnt_fusion_create", st);
         }
+        buckets[k] = tnt_fusion_num_buckets(engines[k]);
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (int s = -1; s < steps; s++) {
+            /* index num_thresholds: compute only */
+            for (size_t k = 0; k <= num_thresholds; k++) {
+                tnt_barrier(comm);
+                double t = step(comm, engines[k], m, grads, work, 1.0 / size);
+                t = max_over_ranks(comm, t);
+                if (s >= 0) {
+                    times[k * samples_per + (size_t)r * steps + s] = t;
+                }
+            }
+        }
+    }
+    for (size_t k = 0; k < num_thresholds; k++) {
+        tnt_fusion_destroy(engines[k]);
     }
 
     if (rank == 0) {
@@ -311,6 +318,7 @@ int main(int argc, char **argv)
     const char *which = "all";
     double compute_ns = 0.5;
     int rounds = 5, steps = 5, quick = 0, flat = 0;
+    size_t custom[32], num_custom = 0;
     static const size_t all_thresholds[] = {0,         64 << 10, 256 << 10, 1 << 20, 2 << 20,
                                             4 << 20,   8 << 20,  16 << 20,  32 << 20, 64 << 20};
     static const size_t quick_thresholds[] = {0, 1 << 20, 64 << 20};
@@ -332,12 +340,26 @@ int main(int argc, char **argv)
                 fprintf(stderr, "fusion_bench: --layout is flat or separate\n");
                 return 2;
             }
+        } else if (strcmp(argv[i], "--thresholds") == 0 && i + 1 < argc) {
+            /* comma-separated KiB values, e.g. 0,64,1024 */
+            char *p = argv[++i];
+            num_custom = 0;
+            while (*p != '\0' && num_custom < 32) {
+                char *end = NULL;
+                unsigned long long kib = strtoull(p, &end, 10);
+                if (end == p || (*end != ',' && *end != '\0')) {
+                    fprintf(stderr, "fusion_bench: --thresholds takes KiB values like 0,64,1024\n");
+                    return 2;
+                }
+                custom[num_custom++] = (size_t)kib << 10;
+                p = *end == ',' ? end + 1 : end;
+            }
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else {
             fprintf(stderr, "usage: fusion_bench [--model resnet50|mlp10m|all] "
-                            "[--compute NS_PER_PARAM] [--layout separate|flat] [--rounds R] [--steps K] "
-                            "[--quick]\n");
+                            "[--compute NS_PER_PARAM] [--layout separate|flat] [--thresholds KIB,KIB,...] "
+                            "[--rounds R] [--steps K] [--quick]\n");
             return 2;
         }
     }
@@ -360,8 +382,12 @@ int main(int argc, char **argv)
         die(tnt_rank(comm), "malloc", TNT_ERR_NO_MEMORY);
     }
     const size_t *thresholds = quick ? quick_thresholds : all_thresholds;
-    const size_t num = quick ? sizeof(quick_thresholds) / sizeof(quick_thresholds[0])
-                             : sizeof(all_thresholds) / sizeof(all_thresholds[0]);
+    size_t num = quick ? sizeof(quick_thresholds) / sizeof(quick_thresholds[0])
+                       : sizeof(all_thresholds) / sizeof(all_thresholds[0]);
+    if (num_custom > 0) {
+        thresholds = custom;
+        num = num_custom;
+    }
     if (strcmp(which, "all") == 0 || strcmp(which, "resnet50") == 0) {
         build_resnet50(m);
         bench_model(comm, m, compute_ns, thresholds, num, rounds, steps, flat);
