@@ -934,8 +934,11 @@ int main(int argc, char **argv)
         return 0;
     }
     if (launch.opts.show_version) {
-        printf("tarantella %s (PMIx %s, hwloc %s)\n", TNT_VERSION_STRING, PMIx_Get_version(),
-               HWLOC_VERSION);
+        const char *pmix = PMIx_Get_version();   /* "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" */
+        const char *paren = strstr(pmix, " (");
+
+        printf("tarantella %s (%.*s, hwloc %s)\n", TNT_VERSION_STRING,
+               paren != NULL ? (int)(paren - pmix) : (int)strlen(pmix), pmix, HWLOC_VERSION);
         tnt_launch_options_free(&launch.opts);
         return 0;
     }

@@ -365,7 +365,7 @@ def case_help_version():
     check(rc == 0 and out.startswith("usage: tarantella") and "--simulate-nodes" in out,
           "--help", outputs(rc, out, err))
     rc, out, err, _ = run(["--version"])
-    check(rc == 0 and re.match(r"tarantella \d+\.\d+\.\d+ \(PMIx \S", out), "--version",
+    check(rc == 0 and re.match(r"tarantella \d+\.\d+\.\d+ \(\S*PMIx \S+, hwloc \S+\)$", out.strip()), "--version",
           outputs(rc, out, err))
 
 
