@@ -7,7 +7,8 @@
 # `tarantella --simulate-nodes`, so ranks of different simulated nodes talk
 # through UCX over TCP (loopback) and ranks of one node through shared memory.
 # OpenMPI runs the same number of ranks with `mpirun --mca pml ucx
-# -x UCX_TLS=tcp,self`: for NODESx1 both sides move every byte through UCX
+# -x UCX_TLS=tcp,self` (plus pml_ucx_tls/devices any, without which OpenMPI
+# 4.1 refuses UCX when it offers only TCP): for NODESx1 both sides move every byte through UCX
 # TCP (comparable); for layouts with several ranks per node OpenMPI does not
 # know the simulated nodes and sends everything over TCP, while libtnt uses
 # shared memory within a node, so that row flatters libtnt (reported anyway,
@@ -22,20 +23,31 @@ OUT=$(mktemp -d /tmp/tnt-mnbench.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 
 export TNT_TIMEOUT=60 UCX_TLS=tcp,self UCX_WARN_UNUSED_ENV_VARS=n
+run_one() {   # run_one PROGRAM LAYOUT NODES RANKS
+    local prog=$1 layout=$2 nodes=$3 n=$4
+    if [ "$prog" = openmpi ]; then
+        [ -x "$BUILD/bin/multinode_allreduce_bench_mpi" ] && command -v mpirun > /dev/null || return 0
+        timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
+            --mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any \
+            -x UCX_TLS -x UCX_WARN_UNUSED_ENV_VARS \
+            "$BUILD/bin/multinode_allreduce_bench_mpi" --label "$layout" >> "$OUT/results" \
+            || echo "openmpi $layout failed" >&2
+    else
+        TNT_ALLREDUCE_ALGO=$prog timeout 300 "$BUILD/bin/tarantella" --simulate-nodes "$nodes" \
+            -n "$n" --python-interpreter "" -- "$BUILD/bin/multinode_allreduce_bench" \
+            --label "$layout" >> "$OUT/results" || echo "tarantella $prog $layout failed" >&2
+    fi
+}
+
+# The programs take turns, and the order rotates with every repetition, so
+# no program always runs first (or right after OpenMPI's busy-polling ranks).
+PROGRAMS=($ALGOS openmpi)
 for rep in $(seq 1 "$REPEATS"); do
     for layout in $LAYOUTS; do
         nodes=${layout%x*}; per=${layout#*x}; n=$((nodes * per))
-        for algo in $ALGOS; do
-            TNT_ALLREDUCE_ALGO=$algo timeout 300 "$BUILD/bin/tarantella" --simulate-nodes "$nodes" \
-                -n "$n" --python-interpreter "" -- "$BUILD/bin/multinode_allreduce_bench" \
-                --label "$layout" >> "$OUT/results" || echo "tarantella $algo $layout failed" >&2
+        for i in "${!PROGRAMS[@]}"; do
+            run_one "${PROGRAMS[$(( (i + rep) % ${#PROGRAMS[@]} ))]}" "$layout" "$nodes" "$n"
         done
-        if [ -x "$BUILD/bin/multinode_allreduce_bench_mpi" ] && command -v mpirun > /dev/null; then
-            timeout 300 mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
-                --mca pml ucx -x UCX_TLS -x UCX_WARN_UNUSED_ENV_VARS \
-                "$BUILD/bin/multinode_allreduce_bench_mpi" --label "$layout" >> "$OUT/results" \
-                || echo "openmpi $layout failed" >&2
-        fi
     done
 done
 

@@ -8,6 +8,7 @@
 #include "util/log.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,12 +17,17 @@
  * transfer of the next ones (measured, see docs/multinode.md). */
 #define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)256 << 10)
 #define TNT_MN_DEPTH 8
-/* auto: recursive doubling for per-slice messages below this, the ring
- * above. Measured over UCX TCP with 2 and 4 nodes (docs/multinode.md): the
- * ring overtakes between 4 and 16 MiB there. Beyond 4 nodes, recursive
- * doubling moves log2(nodes) x the data against the ring's < 2x, so the
- * switch comes earlier; 1 MiB is a conservative guess that InfiniBand
- * clusters should confirm (TNT_MULTINODE_RD_MAX_KB overrides both). */
+/* auto: recursive doubling for per-segment messages below this, the ring
+ * above (docs/multinode.md has the measurements over UCX TCP):
+ *  - 2 nodes: recursive doubling is one full-duplex exchange, which moves
+ *    as much data per rank as the ring (B each way) in one step instead of
+ *    two; it was faster at every size up to 64 MiB, so it is always used.
+ *  - 3-4 nodes: the ring overtook between 4 and 16 MiB.
+ *  - more nodes: recursive doubling moves log2(nodes) x B against the ring's
+ *    < 2 B, so the switch comes earlier; 1 MiB is reasoned, not measured
+ *    (no such layout fits this test machine), and InfiniBand clusters
+ *    should confirm it. TNT_MULTINODE_RD_MAX_KB overrides all three. */
+#define TNT_MN_RD_MAX_BYTES_TWO_NODES SIZE_MAX
 #define TNT_MN_RD_MAX_BYTES_FEW_NODES ((size_t)4 << 20)
 #define TNT_MN_RD_MAX_BYTES_MANY_NODES ((size_t)1 << 20)
 
@@ -138,8 +144,9 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     net->chunk_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_CHUNK_KB", TNT_MN_CHUNK_BYTES_DEFAULT,
                                            4096);
     net->rd_max_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_RD_MAX_KB",
-                                            comm->num_nodes <= 4 ? TNT_MN_RD_MAX_BYTES_FEW_NODES
-                                                                 : TNT_MN_RD_MAX_BYTES_MANY_NODES,
+                                            comm->num_nodes == 2 ? TNT_MN_RD_MAX_BYTES_TWO_NODES
+                                            : comm->num_nodes <= 4 ? TNT_MN_RD_MAX_BYTES_FEW_NODES
+                                                                   : TNT_MN_RD_MAX_BYTES_MANY_NODES,
                                             0);
     net->depth = TNT_MN_DEPTH;
 

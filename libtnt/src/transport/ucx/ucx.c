@@ -553,8 +553,15 @@ void tnt_ucx_destroy(tnt_ucx_t *ucx)
         return;
     }
     if (ucx->failed == TNT_OK) {
-        /* Bounded like any wait; a failure here poisons and we close hard. */
+        /* Bounded like any wait, but by at most 30 s: a peer that never
+         * finalizes must not hold this rank's exit for TNT_TIMEOUT. A
+         * failure here poisons and we close hard. */
+        double timeout_s = ucx->timeout_s;
+        if (ucx->timeout_s <= 0 || ucx->timeout_s > 30) {
+            ucx->timeout_s = 30;
+        }
         (void)tnt_ucx_handshake(ucx, TNT_UCX_SEQ_GOODBYE, "UCX goodbye (tnt_finalize)");
+        ucx->timeout_s = timeout_s;
     }
     if (ucx->failed != TNT_OK) {
         tnt_ucx_poison(ucx);
