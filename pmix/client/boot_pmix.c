@@ -18,6 +18,7 @@
 #include <pmix.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,14 +35,27 @@ struct tnt_boot {
 };
 
 /* State of one non-blocking fence. The PMIx callback may still fire after we
- * gave up waiting (timeout); in that case the state is deliberately leaked
+ * gave up waiting (timeout); in that case the state is deliberately kept
+ * (on the abandoned list, so leak checkers see it is still referenced)
  * rather than freed under the callback's feet. */
 struct fence_state {
     _Atomic int done;         /* set with release order after status */
     pmix_status_t status;
     pmix_info_t info[2];
     size_t ninfo;
+    struct fence_state *next_abandoned;
 };
+
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fence_state *abandoned;
+
+static void fence_abandon(struct fence_state *st)
+{
+    pthread_mutex_lock(&abandoned_lock);
+    st->next_abandoned = abandoned;
+    abandoned = st;
+    pthread_mutex_unlock(&abandoned_lock);
+}
 
 static const char launch_hint[] =
     "launch with 'tarantella -n N -- ...', 'mpirun -np N ...' or 'srun --mpi=pmix ...'";
@@ -203,7 +217,10 @@ tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
     pmix_proc_t wildcard;
     long v;
     info->rank = (int)boot->myproc.rank;
-    snprintf(info->job_id, sizeof(info->job_id), "%s", boot->myproc.nspace);
+    /* Namespaces may be longer than job_id; the prefix is enough for logs
+     * and the shm name hash (which also carries a pid). */
+    snprintf(info->job_id, sizeof(info->job_id), "%.*s", (int)sizeof(info->job_id) - 1,
+             boot->myproc.nspace);
     PMIX_LOAD_PROCID(&wildcard, boot->myproc.nspace, PMIX_RANK_WILDCARD);
 
     rc = get_long(&wildcard, PMIX_JOB_SIZE, &v);
@@ -421,7 +438,8 @@ static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what, const
     tnt_backoff_init(&backoff, boot->timeout_s);
     while (!atomic_load_explicit(&st->done, memory_order_acquire)) {
         if (tnt_backoff_wait(&backoff) != 0) {
-            /* st is leaked on purpose: PMIx may still call fence_done. */
+            /* st is kept: PMIx may still call fence_done. */
+            fence_abandon(st);
             char missing[256];
             int n = probe_missing(boot, key, missing, sizeof(missing));
             if (n > 0) {

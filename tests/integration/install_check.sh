@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# install_check.sh BUILD_DIR
+# install_check.sh BUILD_DIR [EXTRA_CFLAGS]
 # Installs the build into a scratch prefix (under DESTDIR, so nothing can land
 # outside it) and checks what a user of libtnt needs: libtnt.so, tnt/tnt.h,
 # tnt.pc and the CMake package. Then builds a tiny out-of-tree program twice,
@@ -7,6 +7,8 @@
 # both as singletons.
 set -euo pipefail
 build=$(cd "$1" && pwd)
+# A sanitizer build's libtnt needs the programs built with the same flag.
+extra_cflags=${2:-}
 tmp=$(mktemp -d /tmp/tnt-install-check.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "install_check: $*" >&2; exit 1; }
@@ -59,7 +61,8 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 [ "$(pkg-config --modversion tnt)" = "$(sed -n 's/^Version: //p' "$libdir/pkgconfig/tnt.pc")" ] ||
   fail "pkg-config does not find tnt"
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Wextra -Werror -o "$tmp/app/hello_pc" "$tmp/app/hello.c" \
+# shellcheck disable=SC2086
+cc -std=c11 -Wall -Wextra -Werror $extra_cflags -o "$tmp/app/hello_pc" "$tmp/app/hello.c" \
   $(pkg-config --cflags --libs tnt) || fail "build with pkg-config failed"
 LD_LIBRARY_PATH=$libdir "${clean_env[@]}" timeout 20 "$tmp/app/hello_pc" ||
   fail "program built with pkg-config failed"
@@ -72,7 +75,8 @@ find_package(tnt 0.1 REQUIRED)
 add_executable(hello hello.c)
 target_link_libraries(hello PRIVATE tnt::tnt)
 CM
-cmake -S "$tmp/app" -B "$tmp/app/build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cmake.log" 2>&1 ||
+cmake -S "$tmp/app" -B "$tmp/app/build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_C_FLAGS="$extra_cflags" >"$tmp/cmake.log" 2>&1 ||
   { cat "$tmp/cmake.log"; fail "find_package(tnt) failed"; }
 cmake --build "$tmp/app/build" >"$tmp/build.log" 2>&1 ||
   { cat "$tmp/build.log"; fail "build with find_package(tnt) failed"; }
