@@ -10,7 +10,8 @@
 # `slurm` and serialises it with the other cluster users. Tests added by hand
 # instead need: FIXTURES_REQUIRED slurm_cluster, RESOURCE_LOCK slurm_cluster,
 # and ${TNT_SLURM_RUN} in front of the command. The cluster has 4 nodes n1..n4
-# with 2 CPUs each, MpiDefault=none, and the build tree's
+# with 2 CPUs and 2 declared GPUs (scheduling only, no devices) each,
+# MpiDefault=none, and the build tree's
 # spank_tarantella.so in its plugstack.conf. Jobs that do not fit wait
 # forever: always pass --immediate (or a time limit) and keep a TIMEOUT.
 #
@@ -42,7 +43,7 @@ if(TNT_SLURM_CLUSTER_AVAILABLE)
     set(_tnt_cluster_plugin_args --plugin $<TARGET_FILE:spank_tarantella>)
   endif()
   add_test(NAME slurm.cluster_start
-    COMMAND ${TNT_SLURM_CLUSTER_SH} start --nodes 4 --cpus 2 ${_tnt_cluster_plugin_args}
+    COMMAND ${TNT_SLURM_CLUSTER_SH} start --nodes 4 --cpus 2 --gpus 2 ${_tnt_cluster_plugin_args}
             --state-file ${TNT_SLURM_CLUSTER_STATE})
   set_tests_properties(slurm.cluster_start PROPERTIES TIMEOUT 120 LABELS slurm
     FIXTURES_SETUP slurm_cluster RESOURCE_LOCK slurm_cluster)

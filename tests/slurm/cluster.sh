@@ -6,8 +6,8 @@
 # munged are never touched, so two clusters (two helpers, two builds) can run
 # side by side.
 #
-#   cluster.sh start [--nodes K] [--cpus C] [--plugin PATH] [--plugstack-args ARGS]
-#                    [--state-file FILE]
+#   cluster.sh start [--nodes K] [--cpus C] [--gpus G] [--plugin PATH]
+#                    [--plugstack-args ARGS] [--state-file FILE]
 #       Prints `export SLURM_CONF=...` lines for eval and, with --state-file,
 #       writes the cluster's directory into FILE. Waits (bounded) until every
 #       node is idle. On failure it prints the daemons' logs and cleans up.
@@ -24,6 +24,7 @@ set -euo pipefail
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NODES=4
 CPUS=2
+GPUS=0
 PLUGIN=""
 PLUGSTACK_ARGS=""
 STATE_FILE=""
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --nodes) NODES=$2; shift 2 ;;
         --cpus) CPUS=$2; shift 2 ;;
+        --gpus) GPUS=$2; shift 2 ;;
         --plugin) PLUGIN=$2; shift 2 ;;
         --plugstack-args) PLUGSTACK_ARGS=$2; shift 2 ;;
         --state-file) STATE_FILE=$2; shift 2 ;;
@@ -220,11 +222,25 @@ do_start() {
         echo "KillWait=5"
         echo "MinJobAge=600"
         echo "MessageTimeout=20"
+        # Declared GPUs (no devices behind them: --test-only and scheduling
+        # checks only; a job that asks for them gets no real GPU).
+        local gres=""
+        if [ "$GPUS" -gt 0 ]; then
+            echo "GresTypes=gpu"
+            gres=" Gres=gpu:$GPUS"
+        fi
         for i in $(seq 1 "$NODES"); do
-            echo "NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports[$i]} CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN"
+            echo "NodeName=n$i NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports[$i]} CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=1000$gres State=UNKNOWN"
         done
         echo "PartitionName=debug Nodes=n[1-$NODES] Default=YES MaxTime=30 State=UP"
     } > "$DIR/slurm.conf"
+
+    if [ "$GPUS" -gt 0 ]; then
+        # slurmd counts GPUs by their device files; plain files stand in.
+        mkdir -p "$DIR/dev"
+        for i in $(seq 0 $((GPUS - 1))); do : > "$DIR/dev/gpu$i"; done
+        echo "NodeName=n[1-$NODES] Name=gpu File=$DIR/dev/gpu[0-$((GPUS - 1))]" > "$DIR/gres.conf"
+    fi
 
     if [ -n "$PLUGIN" ]; then
         echo "required $(readlink -f "$PLUGIN") $PLUGSTACK_ARGS" > "$DIR/plugstack.conf"
