@@ -67,6 +67,10 @@ if(TNT_MPIRUN)
   tnt_bootstrap_test(init_timeout 60
     ${_bs_clean_env} TNT_TIMEOUT=1 timeout 40 ${_bs_mpirun} -x TNT_TIMEOUT -np 3
     ${_bs_check} --late-init-rank 1)
+  # tnt_abort on one rank stops the whole job at once (PMIx_Abort).
+  tnt_bootstrap_test(abort 60
+    ${_bs_clean_env} ${_bs_expect} --fail 1+ "aborting the job.*on purpose" --
+    timeout 20 ${_bs_mpirun} -np 3 ${_bs_check} --launcher ompi --abort-rank 1)
 else()
   add_test(NAME integration.bootstrap.mpirun COMMAND sh -c
     "echo 'mpirun not found: install openmpi-bin (scripts/install-deps.sh does)'; exit 1")

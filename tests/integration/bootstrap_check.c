@@ -18,6 +18,9 @@
  *   calls tnt_init only after TNT_TIMEOUT + 3 s; every other rank's
  *   tnt_init must fail with TNT_ERR_TIMEOUT within a few seconds, naming the
  *   bootstrap allgather and rank R.
+ * --abort-rank R: rank R calls tnt_abort(comm, 3, ...) right after
+ *   tnt_init while the others wait in a barrier; the launcher must stop the
+ *   whole job (checked by the caller: non-zero exit, the message printed).
  * --skip-barrier-rank R: the timeout test. Rank R skips a barrier and sleeps
  *   TNT_TIMEOUT + 3 s; every other rank must fail that barrier with
  *   TNT_ERR_TIMEOUT within a few seconds, with a message naming the barrier
@@ -433,6 +436,7 @@ int main(int argc, char **argv)
 {
     const char *launcher = "auto";
     int expect_size = -1, expect_nodes = -1, do_args = 0, skip_rank = -1, late_rank = -1;
+    int abort_rank = -1;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--launcher") == 0 && i + 1 < argc) {
@@ -445,12 +449,14 @@ int main(int argc, char **argv)
             do_args = 1;
         } else if (strcmp(argv[i], "--skip-barrier-rank") == 0 && i + 1 < argc) {
             skip_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--abort-rank") == 0 && i + 1 < argc) {
+            abort_rank = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--late-init-rank") == 0 && i + 1 < argc) {
             late_rank = atoi(argv[++i]);
         } else {
             fprintf(stderr, "usage: %s [--launcher auto|none|ompi|slurm|tnt] [--expect-size N] "
                     "[--expect-nodes N] [--check-args] [--skip-barrier-rank R] "
-                    "[--late-init-rank R]\n", argv[0]);
+                    "[--late-init-rank R] [--abort-rank R]\n", argv[0]);
             return 2;
         }
     }
@@ -489,6 +495,17 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     check_layout(comm, e);
+    if (abort_rank >= 0) {
+        if (tnt_rank(comm) == abort_rank) {
+            tnt_abort(comm, 3, "bootstrap_check aborts the job on purpose");
+        }
+        /* The others are killed by the launcher while they wait here (the
+         * barrier cannot complete without the aborting rank). */
+        tnt_barrier(comm);
+        fprintf(stderr, "bootstrap_check[rank %d]: still alive after rank %d aborted\n",
+                my_rank, abort_rank);
+        return 1;
+    }
     if (skip_rank >= 0) {
         check_timeout(comm, skip_rank);
     } else {
