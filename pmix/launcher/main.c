@@ -123,6 +123,8 @@ static int find_executable(const char *name, char *path, size_t len)
 {
     const char *dirs = getenv("PATH");
 
+    if (name == NULL || name[0] == '\0')
+        return -1;
     if (strchr(name, '/') != NULL) {
         snprintf(path, len, "%s", name);
         return access(name, X_OK) == 0 ? 0 : -1;

@@ -326,7 +326,7 @@ static void test_small(void **state)
     struct pin_fixture *f = *state;
 
     for (int rank = 0; rank < 4; rank++) {
-        char cpu[8];
+        char cpu[16];
 
         snprintf(cpu, sizeof cpu, "%d", rank);
         expect_pin(f, TNT_PIN_CORE, rank, 4, cpu, "0");
