@@ -31,7 +31,7 @@ import torch
 
 from . import _tnt
 from .collectives import tensor_dtype_code, _check_agree, _K_PARAMS
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnsupportedError
 
 __all__ = ["GradientReducer", "DistributedOptimizer", "broadcast_parameters"]
 
@@ -184,6 +184,10 @@ class GradientReducer:
             # Unused parameter, or no samples on this rank: contribute zeros.
             g = torch.zeros_like(p, memory_format=torch.contiguous_format)
             p.grad = g
+        if g.is_sparse:
+            raise UnsupportedError(
+                "tarantella: parameter %d has a sparse gradient (e.g. Embedding(sparse=True)); "
+                "the fused allreduce needs dense gradients, use sparse=False" % i)
         if g.is_contiguous():
             work = g
         else:

@@ -77,18 +77,20 @@ def _run(cmd, timeout, env):
     return proc.returncode, out, err
 
 
-def launch(n, script, *args, timeout=60, env=None, launcher_args=()):
+def launch(n, script, *args, timeout=60, env=None, launcher_args=(), interpreter=True):
     """Runs ``tarantella -n n -- python3 script args`` and returns
     (returncode, stdout, stderr). ``script`` is a path, or a name relative to
     tests/python/ranks/. ``env`` adds (or, with value None, removes)
-    environment variables. Fails the calling test on timeout."""
+    environment variables. ``interpreter=False`` passes the .py file to the
+    launcher as is (it picks the interpreter, as users run it). Fails the
+    calling test on timeout."""
     if not os.path.isabs(script) and not os.path.exists(script):
         script = os.path.join(RANKS_DIR, script)
     launcher = os.path.join(tnt_build_dir(), "bin", "tarantella")
     if not os.path.exists(launcher):
         pytest.fail("launcher not built: %s (set TNT_BUILD_DIR)" % launcher)
     cmd = [launcher, *map(str, launcher_args), "-n", str(n), "--",
-           PYTHON, script, *map(str, args)]
+           *([PYTHON] if interpreter else []), script, *map(str, args)]
     return _run(cmd, timeout, tnt_env(env))
 
 

@@ -42,6 +42,21 @@ def test_plain_python_script_is_singleton(tmp_path):
     assert out.stdout.split() == ["0", "1", "2.0"]
 
 
+def test_use_after_finalize(tmp_path):
+    script = tmp_path / "f.py"
+    script.write_text(
+        "import numpy as np, tarantella as tnt\n"
+        "tnt.finalize(); tnt.finalize()\n"
+        "try:\n"
+        "    tnt.allreduce(np.ones(2))\n"
+        "except tnt.NotInitializedError as e:\n"
+        "    print('NotInitializedError', e)\n")
+    out = subprocess.run([PYTHON, str(script)], env=tnt_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("NotInitializedError"), out.stdout
+
+
 @pytest.mark.parametrize("dtype", NP_DTYPES, ids=lambda d: np.dtype(d).name)
 def test_singleton_numpy(dtype):
     x = np.arange(6, dtype=dtype).reshape(2, 3)

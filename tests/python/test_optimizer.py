@@ -53,7 +53,8 @@ def test_distributed_optimizer_matches_serial(launch, tmp_path, serial_weights, 
 
 def test_custom_loop_example(launch):
     example = os.path.join(REPO_DIR, "python", "examples", "custom_loop.py")
-    out = check(launch(2, example, timeout=120), "custom_loop.py")
+    # Exactly the documented command: tarantella -n 2 -- python/examples/custom_loop.py
+    out = check(launch(2, example, timeout=120, interpreter=False), "custom_loop.py")
     assert "final loss" in out
 
 
@@ -179,3 +180,11 @@ def test_reducer_is_collected():
     gc.collect()
     assert ref() is None  # hooks do not keep the reducer (and its engine) alive
     net(torch.ones(1, 4)).sum().backward()  # stale hooks are harmless
+
+
+def test_sparse_gradients_are_refused():
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    r = tnt.GradientReducer(emb, use_engine=True)
+    with pytest.raises(tnt.UnsupportedError, match="sparse"):
+        emb(torch.tensor([1, 2])).sum().backward()
+    r.close()
