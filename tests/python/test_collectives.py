@@ -186,8 +186,8 @@ def test_collectives_two_ranks(launch):
 
 
 def test_timeout_names_missing_rank(launch):
-    rc, out, err = launch(3, "ext_errors.py", "timeout", timeout=60,
-                          env={"TNT_TIMEOUT": "2", "EXT_SLEEP": "5"})
+    rc, out, err = launch(3, "ext_errors.py", "timeout", 5, timeout=60,
+                          env={"TNT_TIMEOUT": "2"})
     lines = re.findall(r"rank (\d): TimeoutError after ([\d.]+) s: (.*)", out)
     assert sorted(r for r, _, _ in lines) == ["0", "1"], (rc, out, err)
     for _, secs, msg in lines:

@@ -1,4 +1,4 @@
-"""Rank script for failure cases: ``ext_errors.py timeout|peer``.
+"""Rank script for failure cases: ``ext_errors.py timeout [SLEEP_S] | peer``.
 
 timeout: the last rank never joins a barrier; every other rank must get
          tnt.TimeoutError (a builtins.TimeoutError too) within TNT_TIMEOUT,
@@ -29,7 +29,7 @@ def finish(code=0):
 
 if mode == "timeout":
     if rank == last:
-        time.sleep(float(os.environ.get("EXT_SLEEP", "6")))
+        time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 6.0)
         finish(0)
     # A Python thread keeps ticking while barrier() blocks: the extension
     # must release the GIL around the wait.
