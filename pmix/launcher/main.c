@@ -968,6 +968,14 @@ int main(int argc, char **argv)
         status = EXIT_NOT_FOUND;
         goto out;
     }
+    /* A script given to the interpreter must exist too (python would say
+     * so N times, once per rank). */
+    if (launch.exec_argv[0] != launch.opts.program[0] &&
+        access(launch.opts.program[0], R_OK) != 0) {
+        tnt_launch_error("cannot open '%s': %s", launch.opts.program[0], strerror(errno));
+        status = EXIT_NOT_FOUND;
+        goto out;
+    }
     status = run_job(&launch);
 out:
     launch_free(&launch);

@@ -335,6 +335,9 @@ def case_bad_options():
                            "x.py"])
     check(rc == 127 and "/nonexistent/python" in err, "missing interpreter",
           outputs(rc, out, err))
+    rc, out, err, _ = run(["-n", "2", "--", "/nonexistent/train.py"])
+    check(rc == 127 and "cannot open '/nonexistent/train.py'" in err, "missing script",
+          outputs(rc, out, err))
     check(not os.path.exists(marker), "a bad command line started the program")
     assert_clean_tmpdir()
 
