@@ -858,7 +858,8 @@ static int report(const struct supervisor *sv)
         status = WEXITSTATUS(rs->wait_status);
         snprintf(what, sizeof what, "exited with status %d", status);
     }
-    fprintf(stderr, "tarantella: rank %d (pid %ld) %s%s\n", rs->rank, (long)rs->started_pid, what, tail);
+    fprintf(stderr, "tarantella: rank %d (pid %ld) %s%s\n", rs->rank, (long)rs->started_pid, what,
+            tail);
     return status;
 }
 
