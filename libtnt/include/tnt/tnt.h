@@ -174,9 +174,12 @@ TNT_API tnt_status_t tnt_wait(tnt_request_t *req);
  *  a bad value gives a warning and the default), or else the built-in default. */
 #define TNT_FUSION_THRESHOLD_AUTO ((size_t)-1)
 
-/** Built-in default fusion threshold in bytes (see docs/tuning.md for how it
- *  was measured). */
-#define TNT_FUSION_THRESHOLD_DEFAULT_BYTES ((size_t)8 << 20)
+/** Built-in default fusion threshold in bytes: 1 MiB. Measured with
+ *  tests/bench/fusion_bench.c (docs/tuning.md): up to about 2 MiB step times
+ *  equal one allreduce per tensor on one node, while tiny tensors (biases,
+ *  norms) are still fused, which saves latency between nodes; 8 MiB and more
+ *  were 10-20% slower (later start, more staging copies). */
+#define TNT_FUSION_THRESHOLD_DEFAULT_BYTES ((size_t)1 << 20)
 
 /** One tensor of a fusion plan, in the order its gradient becomes ready. */
 typedef struct {
