@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <numaif.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -417,6 +418,58 @@ static void test_apply_real(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* Memory policies, in a child: strict binds (MPOL_BIND), preferred prefers
+ * (MPOL_PREFERRED / MPOL_PREFERRED_MANY), or nothing when the set covers the
+ * whole machine. Skipped where the kernel or a container forbids
+ * set_mempolicy. */
+static void test_apply_memory(void **state)
+{
+    pid_t pid;
+    int status;
+
+    (void)state;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        hwloc_topology_t topo;
+        hwloc_bitmap_t allowed = hwloc_bitmap_alloc(), cpus = hwloc_bitmap_alloc();
+        hwloc_bitmap_t nodes = hwloc_bitmap_alloc();
+        unsigned long mask[16];
+        char err[256];
+        int policy = -1, rc;
+
+        if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0 ||
+            tnt_pin_get_allowed(topo, allowed, err, sizeof err) != 0 ||
+            tnt_pin_compute(topo, allowed, TNT_PIN_NUMA, 0, 1, cpus, nodes, err, sizeof err) != 0)
+            _exit(10);
+        rc = tnt_pin_apply(topo, cpus, nodes, 1, err, sizeof err);
+        if (rc < 0 && strstr(err, "Operation not permitted") != NULL)
+            _exit(77);
+        if (rc != 0) {
+            fprintf(stderr, "strict: %s\n", err);
+            _exit(11);
+        }
+        if (get_mempolicy(&policy, mask, sizeof mask * 8, NULL, 0) != 0 || policy != MPOL_BIND ||
+            (mask[0] & 1ul << hwloc_bitmap_first(nodes)) == 0)
+            _exit(12);
+        /* Preferred on every node = the default policy: nothing to set, and
+         * no warning. */
+        if (set_mempolicy(MPOL_DEFAULT, NULL, 0) != 0)
+            _exit(13);
+        hwloc_bitmap_copy(nodes, hwloc_get_root_obj(topo)->nodeset);
+        if (tnt_pin_apply(topo, cpus, nodes, 0, err, sizeof err) != 0)
+            _exit(14);
+        if (get_mempolicy(&policy, mask, sizeof mask * 8, NULL, 0) != 0 || policy != MPOL_DEFAULT)
+            _exit(15);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77)
+        skip();
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +485,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_small, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_describe, setup_small, teardown),
         cmocka_unit_test(test_apply_real),
+        cmocka_unit_test(test_apply_memory),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
