@@ -96,6 +96,10 @@ pin_core)
     run out srun --tarantella=pin=none,verbose -N 1 -n 2 --immediate=30 -t 2 \
         "$CHECK" --affinity || fail "srun pin=none failed"
     affinity_matches_verbose out 2
+    # pin-memory: the task's memory policy is a strict bind to its node(s).
+    run out srun --tarantella=pin=core,pin-memory -N 1 -n 1 --immediate=30 -t 2 \
+        sh -c 'head -n 1 /proc/self/numa_maps' || fail "srun pin-memory failed"
+    expect out ' bind:[0-9]'
     ;;
 env)
     # Sub-options become TNT_* variables; OMP_NUM_THREADS follows the CPUs
