@@ -951,6 +951,16 @@ int main(int argc, char **argv)
         tnt_launch_options_free(&launch.opts);
         return status;
     }
+    {
+        /* Inside a multi-node allocation the launcher still uses only this
+         * node; say how to use them all. */
+        const char *nodes = getenv("SLURM_JOB_NUM_NODES");
+
+        if (nodes != NULL && atoi(nodes) > 1 && !launch.opts.dry_run)
+            tnt_launch_warn("this SLURM allocation has %s nodes, but tarantella starts every "
+                            "rank on this one; to use them all: srun --tarantella -N %s "
+                            "PROGRAM", nodes, nodes);
+    }
     if (plan_launch(&launch) != 0) {
         status = EXIT_LAUNCH_ERROR;
         goto out;
