@@ -175,10 +175,11 @@ static void become_singleton(tnt_boot_t *boot, const char *why)
      * hint (every task of the step is now computing alone). */
     long ntasks = slurm_ntasks();
     if (ntasks > 1) {
-        tnt_log_warn("SLURM started %ld tasks but this one found no PMIx server (%s), so each task "
+        const char *procid = getenv("SLURM_PROCID");
+        tnt_log_warn("SLURM started %ld tasks but task %s found no PMIx server (%s), so each task "
                      "runs alone as a singleton of size 1; launch with 'srun --tarantella ...' or "
                      "'srun --mpi=pmix ...' (admins: set MpiDefault=pmix in slurm.conf)",
-                     ntasks, why);
+                     ntasks, procid != NULL ? procid : "?", why);
     } else if (getenv("PMIX_NAMESPACE") != NULL) {
         tnt_log_warn("running as a singleton of size 1: %s", why);
     } else {
