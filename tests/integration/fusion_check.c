@@ -193,12 +193,17 @@ static void run_engine_layout(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, s
     } else {
         size_t total = 0;
         for (size_t t = 0; t < n; t++) {
-            total += desc[t].count * tnt_dtype_size(desc[t].dtype) + 8;
+            total += desc[t].count * tnt_dtype_size(desc[t].dtype) + 16;
         }
         flat = malloc(total + 1);
         CHECK(flat != NULL, "out of memory");
         size_t off = 0;
         for (size_t t = 0; t < n; t++) {
+            /* Align where the dtype changes (buckets never span a dtype
+             * change, so this keeps every bucket contiguous). */
+            if (t > 0 && desc[t].dtype != desc[t - 1].dtype) {
+                off = (off + 7) / 8 * 8;
+            }
             data[t] = flat + off;
             off += desc[t].count * tnt_dtype_size(desc[t].dtype);
             if (layout == 2 && t % 3 == 2) {
