@@ -84,6 +84,31 @@ init()
 from .collectives import (allreduce, allreduce_, broadcast, broadcast_, allgather,  # noqa: E402
                           allgather_concat, barrier)
 from . import data  # noqa: E402
-from .optimizers import GradientReducer, DistributedOptimizer, broadcast_parameters  # noqa: E402
-from .model import Model  # noqa: E402
-from . import callbacks, models  # noqa: E402
+
+# The torch-based parts load on first use (PEP 562), so that scripts that only
+# use the rank API and the numpy collectives do not pay for importing torch.
+_LAZY = {
+    "GradientReducer": ("optimizers", "GradientReducer"),
+    "DistributedOptimizer": ("optimizers", "DistributedOptimizer"),
+    "broadcast_parameters": ("optimizers", "broadcast_parameters"),
+    "Model": ("model", "Model"),
+    "optimizers": ("optimizers", None),
+    "model": ("model", None),
+    "callbacks": ("callbacks", None),
+    "models": ("models", None),
+}
+
+
+def __getattr__(name):
+    entry = _LAZY.get(name)
+    if entry is None:
+        raise AttributeError("module 'tarantella' has no attribute %r" % name)
+    import importlib
+    module = importlib.import_module("." + entry[0], __name__)
+    value = module if entry[1] is None else getattr(module, entry[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
