@@ -33,3 +33,10 @@ tnt_fusion_test(results_2 2 results)
 tnt_fusion_test(results_3 3 results)
 tnt_fusion_test(mismatch_4 4 mismatch)
 tnt_fusion_test(unmarked_3 3 unmarked)
+
+# Singleton mode: no launcher, no PMIx server; the engine still plans,
+# compares (with itself) and reduces.
+add_test(NAME integration.fusion.singleton COMMAND fusion_check results)
+set_tests_properties(integration.fusion.singleton PROPERTIES
+  TIMEOUT 60 LABELS integration ENVIRONMENT "${_fusion_env}"
+  PASS_REGULAR_EXPRESSION "fusion_check results: OK \\(1 ranks\\)")
