@@ -670,6 +670,12 @@ static void handle_signal(struct supervisor *sv, const struct signalfd_siginfo *
         reap_children(sv);
         return;
     }
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+        /* Messages for the program (e.g. a batch system's "checkpoint now"
+         * before the time limit): passed on, the job goes on. */
+        signal_ranks(sv, sig);
+        return;
+    }
     if (sv->interrupt_signal != 0 || sv->failed_rank >= 0) {
         /* Second interrupt: no more grace. */
         signal_ranks(sv, SIGKILL);
@@ -886,6 +892,8 @@ static int run_job(struct launch *launch)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
     sigaddset(&mask, SIGQUIT);
+    sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     sigprocmask(SIG_BLOCK, &mask, &child_mask);
     signal(SIGPIPE, SIG_IGN);
     sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -11,7 +11,7 @@ add_executable(launcher_tnt_loop ${CMAKE_CURRENT_LIST_DIR}/launcher_tnt_loop.c)
 target_link_libraries(launcher_tnt_loop PRIVATE tnt)
 
 set(_launcher_cases pmix_np1 pmix_np2 pmix_np4 pmix_np8 simulate_nodes env pin exit_status
-  abort sigkill_rank signals ctrl_c bad_options dry_run help_version hostfile tnt_kill tnt_exit)
+  abort sigkill_rank signals usr1 ctrl_c bad_options dry_run help_version hostfile tnt_kill tnt_exit)
 foreach(_case ${_launcher_cases})
   add_test(NAME integration.launcher.${_case}
     COMMAND ${TNT_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/launcher_test.py

@@ -18,7 +18,8 @@
  *   --exit=R:C     rank R prints "rank R exits with C" on stderr and exits C
  *   --sleep=S      every other rank sleeps S seconds before finalizing, and
  *                  prints "rank R got signal N" on stderr when it gets
- *                  SIGTERM, SIGINT or SIGHUP (then exits 128+N)
+ *                  SIGTERM, SIGINT or SIGHUP (then exits 128+N), and
+ *                  "rank R got usr1" for SIGUSR1 (and goes on sleeping)
  */
 #include <signal.h>
 #include <stdint.h>
@@ -99,6 +100,18 @@ static void on_signal(int sig)
     _exit(128 + sig);
 }
 
+/* SIGUSR1 is a message, not a stop: report it and keep sleeping. */
+static void on_usr1(int sig)
+{
+    char line[64];
+    int n = snprintf(line, sizeof line, "rank %s got usr1\n",
+                     getenv("PMIX_RANK") != NULL ? getenv("PMIX_RANK") : "?");
+
+    (void)sig;
+    if (n > 0)
+        (void)!write(STDERR_FILENO, line, (size_t)n);
+}
+
 int main(int argc, char **argv)
 {
     int abort_rank = -1, exit_rank = -1, exit_code = 0;
@@ -146,6 +159,7 @@ int main(int argc, char **argv)
         signal(SIGTERM, on_signal);
         signal(SIGINT, on_signal);
         signal(SIGHUP, on_signal);
+        signal(SIGUSR1, on_usr1);
     }
     rc = PMIx_Init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS) {

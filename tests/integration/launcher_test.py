@@ -271,6 +271,20 @@ def case_sigterm_launcher():
         assert_clean_tmpdir()
 
 
+def case_usr1():
+    """SIGUSR1 to the launcher reaches every rank and the job goes on."""
+    job = Job(["-n", "2", "--", CLIENT, "2", "0", "--sleep=3"])
+    job.wait_for_stdout(r"rank \d sleeping", 2, 20)
+    job.p.send_signal(signal.SIGUSR1)
+    rc, _ = job.finish(20)
+    err = job.err.decode()
+    check(rc == 0, "the job must go on after SIGUSR1", job.text())
+    for r in range(2):
+        check(err.count("rank %d got usr1" % r) == 1, "SIGUSR1 did not reach rank %d" % r,
+              job.text())
+    assert_clean_tmpdir()
+
+
 def case_ctrl_c():
     """Ctrl-C on a terminal: the tty signals the whole foreground group; the
     launcher must not send a second SIGINT, and exits 130."""
@@ -458,6 +472,7 @@ CASES = {
     "abort": case_abort,
     "sigkill_rank": case_sigkill_rank,
     "signals": case_sigterm_launcher,
+    "usr1": case_usr1,
     "ctrl_c": case_ctrl_c,
     "bad_options": case_bad_options,
     "dry_run": case_dry_run,
