@@ -12,3 +12,12 @@ if(TARGET spank_tarantella)
       COMMAND bash ${_spank_e2e} ${_case} $<TARGET_FILE:slurm_allreduce_check>)
   endforeach()
 endif()
+
+# Site defaults from plugstack.conf arguments need a cluster of their own
+# (its plugstack.conf line differs); the case starts and stops it itself.
+if(TARGET spank_tarantella AND TNT_SLURM_CLUSTER_AVAILABLE)
+  add_test(NAME slurm.spank.site_defaults
+    COMMAND bash ${_spank_e2e} site_defaults $<TARGET_FILE:slurm_allreduce_check>
+            ${TNT_SLURM_CLUSTER_SH} $<TARGET_FILE:spank_tarantella>)
+  set_tests_properties(slurm.spank.site_defaults PROPERTIES TIMEOUT 120 LABELS slurm)
+endif()

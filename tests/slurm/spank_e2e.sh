@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end tests of spank_tarantella.so against the test cluster
 # (tests/slurm/cluster.sh; run through `cluster.sh run`, so SLURM_CONF is set).
-#   spank_e2e.sh CASE CHECK_BINARY
-# CHECK_BINARY is tests/slurm/slurm_allreduce_check. Every srun/sbatch/salloc
+#   spank_e2e.sh CASE CHECK_BINARY [CLUSTER_SH PLUGIN]
+# CHECK_BINARY is tests/slurm/slurm_allreduce_check; the site_defaults case
+# starts a cluster of its own with CLUSTER_SH and PLUGIN. Every srun/sbatch/salloc
 # gets --immediate or a time limit and runs under timeout: a job that cannot
 # start fails the test instead of waiting.
 set -euo pipefail
@@ -224,6 +225,34 @@ without)
     expect job.out '^plain: pin=\[\] pmix=\[\]$' 2
     run out salloc -N 1 -n 2 -t 1 --immediate=30 srun sh -c 'echo "plain: pin=[$TNT_PIN]"' || fail "salloc failed"
     expect out '^plain: pin=\[\]$' 2
+    ;;
+site_defaults)
+    # A cluster of its own (1 node) whose plugstack.conf line carries site
+    # defaults: CHECK is followed by the cluster script and the plugin here.
+    CLUSTER_SH=$3
+    PLUGIN=$4
+    state=$WORK/cluster.state
+    stop_own() { "$CLUSTER_SH" stop --state-file "$state" >/dev/null 2>&1 || true; }
+    trap 'rc=$?; stop_own; rm -rf "$WORK"; exit $rc' EXIT
+    eval "$("$CLUSTER_SH" start --nodes 1 --plugin "$PLUGIN" \
+        --plugstack-args "default_pin=none default_verbose default_fusion=256" \
+        --state-file "$state")"
+    run out srun --tarantella -n 2 --immediate=30 -t 2 \
+        sh -c 'echo "env: pin=$TNT_PIN fusion=$TNT_FUSION_THRESHOLD_KB"' || fail "srun failed"
+    expect out '^tarantella: rank [01] .*pin=none' 2
+    expect out '^env: pin=none fusion=256$' 2
+    # The user's sub-options override the site's, key by key.
+    run out srun --tarantella=pin=core,verbose=no -n 2 --immediate=30 -t 2 \
+        sh -c 'echo "env: pin=$TNT_PIN fusion=$TNT_FUSION_THRESHOLD_KB"' || fail "srun failed"
+    expect out '^env: pin=core fusion=256$' 2
+    reject out '^tarantella: rank'
+    # Defaults never switch the plugin on by themselves.
+    run out srun -n 1 --immediate=30 -t 2 sh -c 'echo "env: pin=[$TNT_PIN]"' || fail "srun failed"
+    expect out '^env: pin=\[\]$' 1
+    # A bad plugstack argument stops srun with a message naming it.
+    echo "required $PLUGIN default_pin=diagonal" > "$TNT_SLURM_CLUSTER_DIR/plugstack.conf"
+    if run out srun --tarantella -n 1 --immediate=30 -t 2 true; then fail "srun ran with a bad plugstack.conf"; fi
+    expect out "plugstack.conf argument 'default_pin=diagonal': invalid value 'diagonal' for pin"
     ;;
 *)
     fail "unknown case $CASE"
