@@ -108,7 +108,7 @@ do_stop() {
     # environment names our SLURM_CONF; kill those by PID.
     local conf="$DIR/slurm.conf" p
     for p in $(pgrep -x slurmstepd 2>/dev/null || true); do
-        if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$conf"; then
+        if { tr '\0' '\n' < "/proc/$p/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$conf"; then
             kill -KILL "$p" 2>/dev/null || true
         fi
     done
