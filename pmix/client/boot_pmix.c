@@ -218,6 +218,14 @@ tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
     pmix_proc_t wildcard;
     long v;
     info->rank = (int)boot->myproc.rank;
+    if (get_hostname(boot, info->rank, info->hostname, sizeof(info->hostname)) != PMIX_SUCCESS ||
+        info->hostname[0] == '\0') {
+        self_hostname(info->hostname, sizeof(info->hostname));
+        tnt_log_debug("PMIX_HOSTNAME not provided by the server; using gethostname() = %s",
+                      info->hostname);
+    }
+    /* From here on, messages (and tnt_last_error) carry rank and host. */
+    tnt_log_set_identity(info->rank, info->hostname);
     /* Namespaces may be longer than job_id; the prefix is enough for logs
      * and the shm name hash (which also carries a pid). */
     snprintf(info->job_id, sizeof(info->job_id), "%.*s", (int)sizeof(info->job_id) - 1,
@@ -238,13 +246,6 @@ tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
      * hostname layout; -1 when the server does not provide them. */
     info->local_rank = get_long(&boot->myproc, PMIX_LOCAL_RANK, &v) == PMIX_SUCCESS ? (int)v : -1;
     info->local_size = get_long(&wildcard, PMIX_LOCAL_SIZE, &v) == PMIX_SUCCESS ? (int)v : -1;
-
-    if (get_hostname(boot, info->rank, info->hostname, sizeof(info->hostname)) != PMIX_SUCCESS ||
-        info->hostname[0] == '\0') {
-        self_hostname(info->hostname, sizeof(info->hostname));
-        tnt_log_debug("PMIX_HOSTNAME not provided by the server; using gethostname() = %s",
-                      info->hostname);
-    }
     *boot_p = boot;
     return TNT_OK;
 

@@ -23,10 +23,17 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static tnt_log_level_t log_level = TNT_LOG_WARN;
 static int log_all_ranks;
 
-/* Identity is set once by tnt_init (before any other thread of libtnt
- * exists) and only read afterwards; rank -1 means "not known yet". */
-static int log_rank = -1;
+/* Identity is set by the bootstrap as soon as it is known and only read
+ * afterwards; rank -1 means "not known yet". The host is written before the
+ * rank's release store, and readers load the rank with acquire order first.
+ * (A second tnt_init sets the same values again, which writes nothing.) */
+static _Atomic int log_rank = -1;
 static char log_host[256];
+
+static int log_rank_get(void)
+{
+    return atomic_load_explicit(&log_rank, memory_order_acquire);
+}
 
 static _Thread_local char last_error[TNT_ERROR_MSG_MAX];
 
@@ -65,8 +72,9 @@ static void log_write_line(const char *msg)
     char line[TNT_LOG_LINE_MAX];
     int n;
 
-    if (log_rank >= 0) {
-        n = snprintf(line, sizeof(line), "tarantella[rank %d@%s]: %s\n", log_rank, log_host, msg);
+    int rank = log_rank_get();
+    if (rank >= 0) {
+        n = snprintf(line, sizeof(line), "tarantella[rank %d@%s]: %s\n", rank, log_host, msg);
     } else {
         n = snprintf(line, sizeof(line), "tarantella[pid %ld]: %s\n", (long)getpid(), msg);
     }
@@ -149,8 +157,15 @@ static void log_init(void)
 void tnt_log_set_identity(int rank, const char *hostname)
 {
     log_init();
-    snprintf(log_host, sizeof(log_host), "%s", hostname != NULL ? hostname : "?");
-    log_rank = rank;
+    if (hostname == NULL) {
+        hostname = "?";
+    }
+    if (strncmp(log_host, hostname, sizeof(log_host) - 1) != 0) {
+        snprintf(log_host, sizeof(log_host), "%s", hostname);
+    }
+    if (log_rank_get() != rank) {
+        atomic_store_explicit(&log_rank, rank, memory_order_release);
+    }
     if (tnt_log_enabled(TNT_LOG_WARN)) {
         pending_flush();
     }
@@ -167,7 +182,7 @@ void tnt_log_env_warning(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line + sizeof(prefix) - 1, sizeof(line) - (sizeof(prefix) - 1), fmt, ap);
     va_end(ap);
-    if (log_rank < 0) {
+    if (log_rank_get() < 0) {
         pending_add(line);
     } else if (tnt_log_enabled(TNT_LOG_WARN)) {
         log_write_line(line);
@@ -182,7 +197,7 @@ int tnt_log_enabled(tnt_log_level_t level)
     }
     /* Errors are always printed; everything else only on rank 0 (or while the
      * rank is unknown) unless TNT_LOG_ON_ALL_DEVICES asks for all ranks. */
-    return level == TNT_LOG_ERROR || log_all_ranks || log_rank <= 0;
+    return level == TNT_LOG_ERROR || log_all_ranks || log_rank_get() <= 0;
 }
 
 static void log_vprint(tnt_log_level_t level, const char *fmt, va_list ap)
@@ -192,7 +207,7 @@ static void log_vprint(tnt_log_level_t level, const char *fmt, va_list ap)
 
     /* A process that never learns its rank (the launcher, the plugin) still
      * sees its environment warnings, just before its first own line. */
-    if (num_pending > 0 && log_rank < 0) {
+    if (num_pending > 0 && log_rank_get() < 0) {
         pending_flush();
     }
 
@@ -224,8 +239,9 @@ static const char *error_record(const char *fmt, va_list ap)
 {
     char own[32];
     int prefix = 0;
-    if (log_rank >= 0) {
-        prefix = snprintf(own, sizeof(own), "rank %d: ", log_rank);
+    int rank = log_rank_get();
+    if (rank >= 0) {
+        prefix = snprintf(own, sizeof(own), "rank %d: ", rank);
         memcpy(last_error, own, (size_t)prefix + 1);
     }
     vsnprintf(last_error + prefix, sizeof(last_error) - (size_t)prefix, fmt, ap);
