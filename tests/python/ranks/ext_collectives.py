@@ -106,6 +106,22 @@ except tnt.MismatchError as e:
 else:
     if size > 1:
         raise AssertionError("no MismatchError for differing roots")
+# Models that differ between ranks: the fusion plan comparison (libtnt's
+# TNT_ERR_MISMATCH) and broadcast_parameters' structure check both raise
+# MismatchError on every rank.
+net = torch.nn.Linear(4, 3 if rank == 0 else 2)
+for what in ("GradientReducer", "broadcast_parameters"):
+    try:
+        if what == "GradientReducer":
+            tnt.GradientReducer(net, threshold_kb=0, use_engine=True)
+        else:
+            tnt.broadcast_parameters(net)
+    except tnt.MismatchError as e:
+        assert e.status == -8, e.status
+        checks += 1
+    else:
+        if size > 1:
+            raise AssertionError("%s: no MismatchError for different models" % what)
 # The job is still usable after the errors above.
 expect(tnt.allreduce(np.ones(2, np.int32)), np.full(2, size), "after errors")
 
