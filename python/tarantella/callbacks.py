@@ -273,7 +273,7 @@ class EarlyStopping(Callback):
     def on_epoch_end(self, epoch, logs=None):
         current = (logs or {}).get(self.monitor)
         if current is None or epoch < self.start_from_epoch:
-            if current is None:
+            if current is None and self.model.is_output_rank():
                 _print("EarlyStopping: metric '%s' is not in the logs (available: %s)"
                        % (self.monitor, ", ".join(sorted(logs or {}))))
             return
@@ -292,7 +292,7 @@ class EarlyStopping(Callback):
             self.stopped_epoch = epoch
             self.model.stop_training = True
             if self.restore_best_weights and self.best_weights is not None:
-                if self.verbose > 0:
+                if self.verbose > 0 and self.model.is_output_rank():
                     _print("Restoring model weights from the end of the best epoch: %d."
                            % (self.best_epoch + 1))
                 self.model.set_weights(self.best_weights)
@@ -366,8 +366,9 @@ class ReduceLROnPlateau(Callback):
         logs["lr"] = _lr_of(self.model)
         current = logs.get(self.monitor)
         if current is None:
-            _print("ReduceLROnPlateau: metric '%s' is not in the logs (available: %s)"
-                   % (self.monitor, ", ".join(sorted(logs))))
+            if self.model.is_output_rank():
+                _print("ReduceLROnPlateau: metric '%s' is not in the logs (available: %s)"
+                       % (self.monitor, ", ".join(sorted(logs))))
             return
         if self.cooldown_counter > 0:
             self.cooldown_counter -= 1
@@ -445,8 +446,9 @@ class ModelCheckpoint(Callback):
         if self.save_best_only:
             current = logs.get(self.monitor)
             if current is None:
-                _print("ModelCheckpoint: can save best model only with '%s' available, skipping"
-                       % self.monitor)
+                if self.model.is_output_rank():
+                    _print("ModelCheckpoint: can save best model only with '%s' available, "
+                           "skipping" % self.monitor)
                 return
             better = current < self.best if self.mode == "min" else current > self.best
             if not better:

@@ -835,7 +835,10 @@ class Model:
                         self.stop_training = _any_rank(self.stop_training)
                     if bar_every and not last and progbar is not None and cbs.output_rank:
                         progbar.on_train_batch_end(step, dict(running))
-                if self.stop_training:
+                # stop_training is only synchronised after batch hooks; a
+                # request from an epoch-level hook waits for the epoch end,
+                # so no rank leaves the step loop alone.
+                if batch_sync and self.stop_training:
                     break
             logs = stats.logs(_sum_over_ranks(stats.values))
             local_logs = stats.logs()
