@@ -76,6 +76,12 @@ allreduce)
         || fail "srun failed"
     expect out '^slurm_allreduce_check: PASSED on 8 ranks' 1
     expect out '^check: rank [0-7] size 8 local [01]/2 node [0-3]/4' 8
+    # Uneven and cyclic: 3 + 2 ranks, each node's ranks non-contiguous.
+    run out srun --tarantella -N 2 -n 5 -m cyclic --overcommit --immediate=30 -t 2 \
+        "$CHECK" --expect-size 5 || fail "srun -m cyclic failed"
+    expect out '^slurm_allreduce_check: PASSED on 5 ranks' 1
+    expect out '^check: rank [024] size 5 local [0-2]/3 node 0/2' 3
+    expect out '^check: rank [13] size 5 local [01]/2 node 1/2' 2
     ;;
 pin_core)
     # Two tasks per node, pin=core: local rank 0 on CPU 0, 1 on CPU 1 (each
