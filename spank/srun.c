@@ -24,15 +24,28 @@
 
 #include "tnt_spank.h"
 
+/* Is arg the option or an abbreviation getopt_long accepts ("--tar" is the
+ * shortest prefix no other srun option shares), with or without "=value"? */
+static int srun_arg_is_option(const char *arg)
+{
+    static const char name[] = TNT_SPANK_OPTION_NAME;
+    size_t len;
+
+    if (strncmp(arg, "--", 2) != 0)
+        return 0;
+    arg += 2;
+    len = strcspn(arg, "=");
+    return len >= 3 && len <= sizeof name - 1 && strncmp(arg, name, len) == 0;
+}
+
 /*
- * Does srun's command line contain --tarantella or --tarantella=...? The
- * whole argv is searched: telling srun's options from the program's needs
- * srun's option table. A program argument spelled exactly "--tarantella"
- * therefore also selects PMIx for that step, which is harmless.
+ * Does srun's command line contain --tarantella[=...]? The whole argv is
+ * searched: telling srun's options from the program's needs srun's option
+ * table. A program argument spelled like the option therefore also selects
+ * PMIx for that step, which is harmless.
  */
 static int srun_argv_has_option(void)
 {
-    static const char opt[] = "--" TNT_SPANK_OPTION_NAME;
     char buf[65536];
     ssize_t n, len = 0;
     int fd, found = 0;
@@ -48,8 +61,7 @@ static int srun_argv_has_option(void)
     buf[len] = '\0';
     /* Skip argv[0]; arguments are NUL-separated. */
     for (p = buf + strlen(buf) + 1; p < buf + len; p += strlen(p) + 1) {
-        if (strcmp(p, opt) == 0 ||
-            (strncmp(p, opt, sizeof opt - 1) == 0 && p[sizeof opt - 1] == '=')) {
+        if (srun_arg_is_option(p)) {
             found = 1;
             break;
         }

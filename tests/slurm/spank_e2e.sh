@@ -118,6 +118,10 @@ env)
     OMP_NUM_THREADS=3 run out srun --tarantella -N 1 -n 1 --immediate=30 -t 2 \
         bash -c 'echo "env: omp=$OMP_NUM_THREADS pin=$TNT_PIN"' || fail "srun failed"
     expect out '^env: omp=3 pin=auto$' 1
+    # An abbreviation getopt accepts selects PMIx too.
+    run out srun --taran=log=info -N 1 -n 1 --immediate=30 -t 2 \
+        bash -c 'echo "env: mpi=$SLURM_MPI_TYPE log=$TNT_LOG_LEVEL"' || fail "srun --taran failed"
+    expect out '^env: mpi=pmix log=info$' 1
     # no-gpu hides the GPUs.
     CUDA_VISIBLE_DEVICES=0,1 run out srun --tarantella=no-gpu -N 1 -n 1 --immediate=30 -t 2 \
         bash -c 'echo "env: cuda=[$CUDA_VISIBLE_DEVICES]"' || fail "srun failed"
