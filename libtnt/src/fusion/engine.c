@@ -86,6 +86,7 @@ struct fusion_bucket {
     size_t staged_count;
     int split;
     unsigned char *staging;     /* NULL when num_staged == 1 (reduced in place) */
+    size_t staging_offset;      /* of staging in the arena (create only) */
     size_t marked;              /* tensors marked this step */
     int posted;                 /* posted this step (and not yet waited for) */
 };
@@ -776,13 +777,12 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
         }
         const size_t bytes = bucket->staged_count * elem;
         if (bucket->num_staged > 1) {
-            /* Offsets for now; turned into pointers once the arena exists. */
-            bucket->staging = (unsigned char *)(uintptr_t)(arena_bytes + 1);
             if (bytes > SIZE_MAX - arena_bytes - FUSION_ALIGN) {
                 status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: the staging "
                                          "buffers do not fit in the address space");
                 goto err_free;
             }
+            bucket->staging_offset = arena_bytes;
             arena_bytes += (bytes + FUSION_ALIGN - 1) / FUSION_ALIGN * FUSION_ALIGN;
         } else if (bytes > fusion->max_single_bytes) {
             fusion->max_single_bytes = bytes;
@@ -803,9 +803,10 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
     }
     for (size_t b = 0; b < fusion->num_buckets; b++) {
         struct fusion_bucket *bucket = &fusion->buckets[b];
-        if (bucket->staging != NULL) {
-            bucket->staging = fusion->arena + ((uintptr_t)bucket->staging - 1);
-        }
+        /* A run of zero-count tensors has no slot (and maybe no arena). */
+        bucket->staging = bucket->num_staged > 1 && fusion->arena != NULL
+                              ? fusion->arena + bucket->staging_offset
+                              : NULL;
         bucket->fusion = fusion;
         bucket->req.execute = fusion_bucket_execute;
         bucket->req.heap_allocated = 0;
