@@ -24,6 +24,7 @@ exactly the serial mean-loss gradient.
 """
 import contextlib
 import hashlib
+import os
 import weakref
 
 import numpy as np
@@ -52,6 +53,18 @@ def _unique_params(module_or_params):
             seen.add(id(p))
             out.append(p)
     return out
+
+
+def _env_threshold(threshold):
+    """The bytes libtnt uses for threshold None (TNT_FUSION_THRESHOLD_KB, else
+    its default); only for reporting num_buckets without an engine."""
+    if threshold is not None:
+        return threshold
+    try:
+        kb = int(os.environ.get("TNT_FUSION_THRESHOLD_KB", ""))
+    except ValueError:
+        return None
+    return kb * 1024 if kb >= 0 else None
 
 
 class GradientReducer:
@@ -98,7 +111,7 @@ class GradientReducer:
             use_engine = self._size > 1
         self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM) if use_engine else None
         self._num_buckets = (self._fusion.num_buckets if use_engine else
-                             _tnt.fusion_plan(descs, threshold)[1])
+                             _tnt.fusion_plan(descs, _env_threshold(threshold))[1])
         self._scale = 1.0 / self._size
         self._sync = True
         n = len(self._params)
