@@ -17,7 +17,6 @@
 
 #include <pmix.h>
 
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -86,8 +85,11 @@ static int pmix_timeout_arg(double timeout_s)
     if (timeout_s <= 0) {
         return 0;                       /* PMIx: 0 = infinite */
     }
-    double t = ceil(timeout_s);
-    return t > 1e6 ? 1000000 : (int)t;
+    if (timeout_s > 1e6) {
+        return 1000000;
+    }
+    int t = (int)timeout_s;              /* rounded up: PMIx takes whole seconds */
+    return t < timeout_s ? t + 1 : t;
 }
 
 /* PMIx_Get of an integer; *out untouched unless it returns PMIX_SUCCESS. */
