@@ -188,3 +188,20 @@ def test_sparse_gradients_are_refused():
     with pytest.raises(tnt.UnsupportedError, match="sparse"):
         emb(torch.tensor([1, 2])).sum().backward()
     r.close()
+
+
+def test_gradients_are_marked_during_backward():
+    # Overlap: the last layer's gradients must be handed to libtnt while
+    # backward is still working on the first layer, not at synchronize().
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    r = tnt.GradientReducer(net, threshold_kb=0, use_engine=True)
+    last = [i for i, p in enumerate(r.parameters) if p is net[2].weight][0]
+    first = [i for i, p in enumerate(r.parameters) if p is net[0].weight][0]
+    seen = {}
+    hidden = net[0](torch.randn(3, 4))
+    hidden.register_hook(lambda g: seen.update(last=r._marked[last], first=r._marked[first]))
+    net[2](torch.relu(hidden)).sum().backward()
+    assert seen == {"last": True, "first": False}
+    r.synchronize()
+    r.close()
