@@ -6,6 +6,7 @@ single rank under plain ``python3 script.py``). ``tnt.init()`` may be called
 again and does nothing. libtnt is finalized at interpreter exit.
 """
 import atexit as _atexit
+import os as _os
 
 from . import errors
 from .errors import (TarantellaError, InvalidArgumentError, NoMemoryError, TimeoutError,
@@ -16,14 +17,24 @@ from . import _tnt
 __version__ = _tnt.version()
 
 _atexit_registered = False
+_init_pid = None
+
+
+def _finalize_at_exit():
+    # A child made with fork() (e.g. by multiprocessing) that exits through
+    # sys.exit runs the parent's atexit handlers: it must not finalize the
+    # parent's communicator (its progress thread does not exist in the child).
+    if _os.getpid() == _init_pid:
+        _tnt.finalize()
 
 
 def init():
     """Initialises libtnt; idempotent (later calls do nothing)."""
-    global _atexit_registered
+    global _atexit_registered, _init_pid
     _tnt.init()
     if not _atexit_registered:
-        _atexit.register(_tnt.finalize)
+        _init_pid = _os.getpid()
+        _atexit.register(_finalize_at_exit)
         _atexit_registered = True
 
 
