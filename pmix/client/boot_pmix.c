@@ -577,12 +577,26 @@ tnt_status_t tnt_boot_barrier(tnt_boot_t *boot)
     return fence(boot, 0, what, key);
 }
 
+/* PMIx_Abort waits for the server's answer; if the server is gone or stuck,
+ * this thread ends the process anyway. */
+#define ABORT_WATCHDOG_S 10
+
+static void *abort_watchdog(void *arg)
+{
+    sleep(ABORT_WATCHDOG_S);
+    _exit((int)(intptr_t)arg);
+}
+
 void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)
 {
     if (exit_code == 0) {
         exit_code = 1;        /* an abort is a failure, whatever the caller says */
     }
     if (boot != NULL && boot->pmix_initialized) {
+        pthread_t watchdog;
+        if (pthread_create(&watchdog, NULL, abort_watchdog, (void *)(intptr_t)exit_code) == 0) {
+            pthread_detach(watchdog);
+        }
         /* The server (launcher, mpirun, slurmstepd) kills every rank of the
          * job, normally including this one. */
         PMIx_Abort(exit_code, message != NULL ? message : "tnt_abort", NULL, 0);
