@@ -284,7 +284,15 @@ do_start() {
 }
 
 case $CMD in
-    start) do_start ;;
+    start)
+        # Free ports are picked before the daemons bind them; if another
+        # program takes one in between, start-up fails: try once more with
+        # new ports (each attempt cleans up after itself in its subshell).
+        for attempt in 1 2; do
+            if (do_start); then exit 0; fi
+            [ $attempt = 2 ] || echo "cluster.sh: start failed, retrying once" >&2
+        done
+        exit 1 ;;
     stop) resolve_dir; do_stop ;;
     status)
         resolve_dir
