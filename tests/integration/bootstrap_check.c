@@ -379,7 +379,9 @@ static void check_timeout(tnt_comm_t *comm, int skip_rank)
           "TNT_ERR_TIMEOUT", skip_rank, (int)s, tnt_status_string(s));
     CHECK(elapsed >= timeout - 0.5 && elapsed <= timeout + 5,
           "barrier gave up after %.1f s with TNT_TIMEOUT=%g", elapsed, timeout);
-    CHECK(strstr(msg, "barrier #") != NULL, "message does not name the collective: %s", msg);
+    /* The first barrier above was collective #1, this one is #2. */
+    CHECK(strstr(msg, "barrier #2 ") != NULL, "message does not name the collective "
+          "(barrier #2): %s", msg);
     CHECK(names_rank(msg, skip_rank), "message does not name missing rank %d: %s", skip_rank, msg);
     fprintf(stderr, "bootstrap_check[rank %d]: barrier failed as expected after %.1f s: %s\n",
             tnt_rank(comm), elapsed, msg);
