@@ -2,9 +2,10 @@
  * Pipelined ring across nodes: reduce-scatter then allgather, n-1 steps
  * each, so every member sends and receives 2(n-1)/n of the vector, the
  * bandwidth optimum. Each step is cut into chunks of net->chunk_bytes; up to
- * net->depth chunks are in flight, received into the registered staging
- * slots, so the reduction of one chunk overlaps the transfer of the next.
- * Allgather chunks go straight into the caller's buffer.
+ * net->depth chunks are in flight, across step boundaries, received into the
+ * registered staging slots, so the reduction of one chunk overlaps the
+ * transfer of the next. Allgather chunks go straight into the caller's
+ * buffer.
  *
  * Bitwise identity: block b is reduced along the ring in one fixed order
  * (starting at member b+1), once, by one member, and then copied to all the
@@ -26,93 +27,75 @@ static size_t ring_chunks(size_t bytes, size_t chunk)
     return bytes == 0 ? 0 : (bytes + chunk - 1) / chunk;
 }
 
-/* One step: send block send_b to the right, receive block recv_b from the
- * left; reduce (with divisor) into it when reducing, otherwise receive in
- * place. */
-static tnt_status_t ring_step(const tnt_mn_group_op_t *g, int step, size_t max_chunks,
-                              int send_b, int recv_b, int reducing, int divisor)
+/* What item idx moves: step s = idx / K (reduce-scatter for s < n-1, then
+ * allgather), chunk k = idx % K of the step's blocks. */
+typedef struct {
+    int step;
+    size_t chunk;
+    int reducing;
+    size_t send_off, send_len;   /* bytes within buf; len 0: nothing to send */
+    size_t recv_off, recv_len;   /* bytes within buf; len 0: nothing to receive */
+} ring_item_t;
+
+static void ring_item(const tnt_mn_group_op_t *g, size_t idx, size_t K, size_t chunk,
+                      ring_item_t *it)
+{
+    size_t esize = tnt_dtype_size(g->dtype);
+    int n = g->n, me = g->me;
+    int s = (int)(idx / K);
+    int send_b, recv_b;
+    size_t off, cnt, k = idx % K;
+
+    it->step = s;
+    it->chunk = k;
+    it->reducing = s < n - 1;
+    if (it->reducing) {
+        send_b = ring_mod(me - s, n);
+        recv_b = ring_mod(me - s - 1, n);
+    } else {
+        int a = s - (n - 1);
+        send_b = ring_mod(me + 1 - a, n);
+        recv_b = ring_mod(me - a, n);
+    }
+    tnt_mn_block(g->count, send_b, n, &off, &cnt);
+    it->send_off = off * esize + k * chunk;
+    it->send_len = k * chunk < cnt * esize ? cnt * esize - k * chunk : 0;
+    it->send_len = it->send_len < chunk ? it->send_len : chunk;
+    tnt_mn_block(g->count, recv_b, n, &off, &cnt);
+    it->recv_off = off * esize + k * chunk;
+    it->recv_len = k * chunk < cnt * esize ? cnt * esize - k * chunk : 0;
+    it->recv_len = it->recv_len < chunk ? it->recv_len : chunk;
+}
+
+/*
+ * One pipeline over all 2(n-1) steps. Every step has K items (K = chunks of
+ * block 0, the largest; smaller blocks leave their last item empty), so item
+ * idx = step * K + chunk is the same on sender and receiver and serves as
+ * the tag. Up to D = min(depth, K) items are in flight; item idx is posted
+ * only when item idx - D has finished, which covers every dependency:
+ *  - its send reads the chunk that item idx - K (same chunk, previous step)
+ *    reduced or received, and idx - K <= idx - D;
+ *  - its receive reuses staging slot idx % D, freed by item idx - D;
+ *  - a later receive into a block never overlaps a send still in flight
+ *    from it (that send is at least (n-1) K >= D items older).
+ * Steps therefore overlap: a chunk travels on as soon as it is reduced.
+ */
+tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
 {
     tnt_net_t *net = g->net;
     size_t esize = tnt_dtype_size(g->dtype);
     /* Chunks hold whole elements so each one can be reduced by itself. */
     size_t chunk = net->chunk_bytes / esize * esize;
-    int right = g->members[ring_mod(g->me + 1, g->n)];
-    int left = g->members[ring_mod(g->me - 1, g->n)];
+    int n = g->n;
+    int right = g->members[ring_mod(g->me + 1, n)];
+    int left = g->members[ring_mod(g->me - 1, n)];
     int me_rank = g->members[g->me];
     unsigned char *base = g->buf;
-    size_t send_off, send_cnt, recv_off, recv_cnt;
-    size_t send_chunks, recv_chunks, items, posted = 0, done = 0;
-    /* ops[2*slot] receive, ops[2*slot+1] send, slot = item % depth */
+    size_t off0, cnt0, K, items, posted = 0, done = 0;
+    int D;
+    /* ops[2*slot] receive, ops[2*slot+1] send */
     tnt_ucx_op_t *ops[2 * 64];
     tnt_status_t status = TNT_OK;
-    int depth = net->depth < 64 ? net->depth : 64;
-
-    tnt_mn_block(g->count, send_b, g->n, &send_off, &send_cnt);
-    tnt_mn_block(g->count, recv_b, g->n, &recv_off, &recv_cnt);
-    send_chunks = ring_chunks(send_cnt * esize, chunk);
-    recv_chunks = ring_chunks(recv_cnt * esize, chunk);
-    items = send_chunks > recv_chunks ? send_chunks : recv_chunks;
-    for (int i = 0; i < 2 * depth; i++) {
-        ops[i] = NULL;
-    }
-
-    while (done < items) {
-        while (posted < items && posted - done < (size_t)depth && status == TNT_OK) {
-            int slot = (int)(posted % (size_t)depth);
-            /* The tag step is identical on sender and receiver: step and
-             * chunk index, with max_chunks computed from block 0, the
-             * largest, on every member. */
-            uint32_t tag_step = (uint32_t)((size_t)step * max_chunks + posted);
-
-            if (posted < recv_chunks) {
-                size_t off = posted * chunk;
-                size_t len = recv_cnt * esize - off < chunk ? recv_cnt * esize - off : chunk;
-                void *dst = reducing ? (void *)(net->staging + (size_t)slot * net->chunk_bytes)
-                                     : (void *)(base + recv_off * esize + off);
-                status = tnt_ucx_irecv(net->ucx, left, tnt_ucx_tag(g->seq, left, tag_step), dst,
-                                       len, &ops[2 * slot]);
-            }
-            if (status == TNT_OK && posted < send_chunks) {
-                size_t off = posted * chunk;
-                size_t len = send_cnt * esize - off < chunk ? send_cnt * esize - off : chunk;
-                status = tnt_ucx_isend(net->ucx, right, tnt_ucx_tag(g->seq, me_rank, tag_step),
-                                       base + send_off * esize + off, len, &ops[2 * slot + 1]);
-            }
-            posted++;
-        }
-        if (status != TNT_OK) {
-            tnt_ucx_waitall(net->ucx, ops, 2 * depth, g->what);
-            return status;
-        }
-        {
-            int slot = (int)(done % (size_t)depth);
-            status = tnt_ucx_waitall(net->ucx, &ops[2 * slot], 2, g->what);
-            if (status != TNT_OK) {
-                tnt_ucx_waitall(net->ucx, ops, 2 * depth, g->what);
-                return status;
-            }
-            if (reducing && done < recv_chunks) {
-                size_t off = done * chunk;
-                size_t len = recv_cnt * esize - off < chunk ? recv_cnt * esize - off : chunk;
-                unsigned char *dst = base + recv_off * esize + off;
-                /* The partial sum from the left comes first: block b is
-                 * accumulated in ring order starting at member b+1. */
-                const void *srcs[2] = {net->staging + (size_t)slot * net->chunk_bytes, dst};
-                tnt_reduce_n_div(g->dtype, g->op, dst, srcs, 2, len / esize, divisor);
-            }
-        }
-        done++;
-    }
-    return TNT_OK;
-}
-
-tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
-{
-    size_t esize = tnt_dtype_size(g->dtype);
-    size_t chunk = g->net->chunk_bytes / esize * esize;
-    size_t off0, cnt0, max_chunks;
-    int n = g->n, me = g->me;
-    tnt_status_t status;
 
     if (n == 1) {
         if (g->divisor > 1) {
@@ -121,26 +104,63 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
         return TNT_OK;
     }
     tnt_mn_block(g->count, 0, n, &off0, &cnt0);
-    max_chunks = ring_chunks(cnt0 * esize, chunk);
-    if (max_chunks == 0) {
-        max_chunks = 1;
+    K = ring_chunks(cnt0 * esize, chunk);
+    if (K == 0) {
+        return TNT_OK;   /* count == 0 */
     }
-    /* Reduce-scatter: after step s, block me-s-1 holds s+2 contributions;
-     * after n-1 steps member me owns the full reduction of block me+1. */
-    for (int s = 0; s < n - 1; s++) {
-        status = ring_step(g, s, max_chunks, ring_mod(me - s, n), ring_mod(me - s - 1, n), 1,
-                           s == n - 2 ? g->divisor : 1);
-        if (status != TNT_OK) {
-            return status;
-        }
+    D = net->depth < 64 ? net->depth : 64;
+    if ((size_t)D > K) {
+        D = (int)K;
     }
-    /* Allgather: pass the finished blocks around. */
-    for (int s = 0; s < n - 1; s++) {
-        status = ring_step(g, n - 1 + s, max_chunks, ring_mod(me + 1 - s, n),
-                           ring_mod(me - s, n), 0, 1);
-        if (status != TNT_OK) {
-            return status;
+    items = (size_t)(2 * (n - 1)) * K;
+    for (int i = 0; i < 2 * D; i++) {
+        ops[i] = NULL;
+    }
+
+    while (done < items) {
+        while (posted < items && posted - done < (size_t)D) {
+            ring_item_t it;
+            int slot = (int)(posted % (size_t)D);
+            uint32_t tag_step = (uint32_t)posted;
+
+            ring_item(g, posted, K, chunk, &it);
+            if (it.recv_len > 0) {
+                void *dst = it.reducing ? (void *)(net->staging + (size_t)slot * net->chunk_bytes)
+                                        : (void *)(base + it.recv_off);
+                status = tnt_ucx_irecv(net->ucx, left, tnt_ucx_tag(g->seq, left, tag_step), dst,
+                                       it.recv_len, &ops[2 * slot]);
+            }
+            if (status == TNT_OK && it.send_len > 0) {
+                status = tnt_ucx_isend(net->ucx, right, tnt_ucx_tag(g->seq, me_rank, tag_step),
+                                       base + it.send_off, it.send_len, &ops[2 * slot + 1]);
+            }
+            if (status != TNT_OK) {
+                tnt_ucx_waitall(net->ucx, ops, 2 * D, g->what);
+                return status;
+            }
+            posted++;
         }
+        {
+            ring_item_t it;
+            int slot = (int)(done % (size_t)D);
+
+            status = tnt_ucx_waitall(net->ucx, &ops[2 * slot], 2, g->what);
+            if (status != TNT_OK) {
+                tnt_ucx_waitall(net->ucx, ops, 2 * D, g->what);
+                return status;
+            }
+            ring_item(g, done, K, chunk, &it);
+            if (it.reducing && it.recv_len > 0) {
+                unsigned char *dst = base + it.recv_off;
+                /* The partial sum from the left comes first: block b is
+                 * accumulated in ring order starting at member b+1. The last
+                 * reduce-scatter step completes the block: divide there. */
+                const void *srcs[2] = {net->staging + (size_t)slot * net->chunk_bytes, dst};
+                tnt_reduce_n_div(g->dtype, g->op, dst, srcs, 2, it.recv_len / esize,
+                                 it.step == n - 2 ? g->divisor : 1);
+            }
+        }
+        done++;
     }
     return TNT_OK;
 }

@@ -12,24 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Ring pipeline: chunk size and slots in flight. 256 KiB x 8 keeps TCP's
- * socket buffers full and lets the reduction of one chunk overlap the
- * transfer of the next ones (measured, see docs/multinode.md). */
-#define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)256 << 10)
-#define TNT_MN_DEPTH 8
+/* Ring pipeline: chunk size and slots in flight. Over UCX TCP on 4 nodes,
+ * 1 MiB chunks gave 0.15-0.17 GB/s bus bandwidth at 16-64 MiB against
+ * 0.09-0.13 with 256 KiB (each chunk is one rendezvous) and no gain with
+ * 4 MiB; 4 in flight keep a chunk on the wire while the previous one is
+ * reduced. Staging: 4 x 1 MiB, registered once. */
+#define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)1 << 20)
+#define TNT_MN_DEPTH 4
 /* auto: recursive doubling for per-segment messages below this, the ring
  * above (docs/multinode.md has the measurements over UCX TCP):
  *  - 2 nodes: recursive doubling is one full-duplex exchange, which moves
  *    as much data per rank as the ring (B each way) in one step instead of
  *    two; it was faster at every size up to 64 MiB, so it is always used.
- *  - 3-4 nodes: the ring overtook between 4 and 16 MiB.
+ *  - 3-4 nodes: with the cross-step pipelined ring, the ring overtook
+ *    between 256 KiB and 1 MiB (4 nodes x 1 rank).
  *  - more nodes: recursive doubling moves log2(nodes) x B against the ring's
- *    < 2 B, so the switch comes earlier; 1 MiB is reasoned, not measured
+ *    < 2 B, so the switch comes earlier; 256 KiB is reasoned, not measured
  *    (no such layout fits this test machine), and InfiniBand clusters
  *    should confirm it. TNT_MULTINODE_RD_MAX_KB overrides all three. */
 #define TNT_MN_RD_MAX_BYTES_TWO_NODES SIZE_MAX
-#define TNT_MN_RD_MAX_BYTES_FEW_NODES ((size_t)4 << 20)
-#define TNT_MN_RD_MAX_BYTES_MANY_NODES ((size_t)1 << 20)
+#define TNT_MN_RD_MAX_BYTES_FEW_NODES ((size_t)1 << 20)
+#define TNT_MN_RD_MAX_BYTES_MANY_NODES ((size_t)256 << 10)
 
 static tnt_mn_algo_t tnt_mn_algo_from_env(void)
 {
