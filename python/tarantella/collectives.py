@@ -11,6 +11,7 @@ passing a different shape gets a :class:`MismatchError` that names the ranks
 instead of corrupted memory or a hang. Pass ``check=False`` to skip it when a
 loop's shapes are known to agree; with one rank there is nothing to check.
 """
+import struct
 import sys
 
 import numpy as np
@@ -127,6 +128,9 @@ def _shape_code(shape):
     return hash(tuple(shape)) & 0x7FFFFFFFFFFFFFFF
 
 
+_DESC = struct.Struct("<%dq" % (5 + _MAX_DIMS))
+
+
 def _check_agree(kind, shape, code, arg, root=None):
     """One small allgather to verify every rank passes the same call. Raises
     MismatchError naming each rank that differs from the reference rank
@@ -135,18 +139,20 @@ def _check_agree(kind, shape, code, arg, root=None):
     if size == 1:
         return
     shape = tuple(int(s) for s in shape)
-    dims = list(shape[:_MAX_DIMS]) + [0] * (_MAX_DIMS - min(len(shape), _MAX_DIMS))
-    mine = np.array([kind, code, arg, len(shape), _shape_code(shape)] + dims, dtype=np.int64)
-    everyone = np.empty((size, mine.size), dtype=np.int64)
+    dims = shape[:_MAX_DIMS] + (0,) * (_MAX_DIMS - min(len(shape), _MAX_DIMS))
+    mine = _DESC.pack(kind, code, arg, len(shape), _shape_code(shape), *dims)
+    everyone = bytearray(size * len(mine))
     _tnt.allgather(mine, everyone)
-    ref = 0 if root is None else root
-    bad = [r for r in range(size) if not np.array_equal(everyone[r], everyone[ref])]
-    if not bad:
+    # Fast path, plain bytes comparison: this runs before every collective.
+    if everyone == mine * size:
         return
+    rows = [_DESC.unpack_from(everyone, r * len(mine)) for r in range(size)]
+    ref = 0 if root is None else root
+    bad = [r for r in range(size) if rows[r] != rows[ref]]
     raise MismatchError("%s: ranks disagree on the call: %s; every rank must pass the same "
                         "shape and dtype%s (this is rank %d)"
                         % (_KIND_NAMES.get(kind, "collective"),
-                           "; ".join(_describe(r, everyone[r]) for r in [ref] + bad),
+                           "; ".join(_describe(r, rows[r]) for r in [ref] + bad),
                            " and root" if kind == _K_BROADCAST else
                            " and op" if kind == _K_ALLREDUCE else "", _tnt.rank()))
 
