@@ -26,6 +26,7 @@ import importlib
 import io
 import os
 import pickle
+import types
 
 import torch
 
@@ -139,13 +140,23 @@ def _load_with_custom_objects(data, custom_objects):
         def find_class(self, mod, name):
             if name in custom_objects:
                 return custom_objects[name]
+            if "%s.%s" % (mod, name) in custom_objects:
+                return custom_objects["%s.%s" % (mod, name)]
             return super().find_class(mod, name)
 
-    class _PickleModule:
-        Unpickler = _Unpickler
-        load = pickle.load
-
-    return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=_PickleModule)
+    # torch 1.13's torch.load replaces any pickle_module argument by the
+    # global `pickle` of torch.serialization (a bug fixed in later torch), so
+    # a pickle module with our Unpickler is swapped in for this one load.
+    shim = types.ModuleType("pickle")
+    shim.__dict__.update(pickle.__dict__)
+    shim.Unpickler = _Unpickler
+    serialization = torch.serialization
+    saved = serialization.pickle
+    serialization.pickle = shim
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=shim)
+    finally:
+        serialization.pickle = saved
 
 
 def _reset_parameters(module):

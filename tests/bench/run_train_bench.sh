@@ -43,7 +43,7 @@ run_one() {  # backend workload repeat
         return 0
     fi
     echo "$line" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); d['repeat']=$3; d['load']=$load; print(json.dumps(d))" >> "$RESULTS"
-    echo "  $1 $2 repeat $3: $(tail -n 1 "$RESULTS" | cut -c1-160)"
+    tail -n 1 "$RESULTS" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); k='epoch_s' if 'epoch_s' in d else 'step_s'; print('  %-3s %-6s #%d: %s=%.4f%s (load %.1f)' % (d['backend'], d['workload'], d['repeat'], k, d[k], ', accuracy %.3f' % d['accuracy'] if 'accuracy' in d else '', d['load']))"
 }
 
 i=1

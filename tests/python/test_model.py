@@ -100,5 +100,5 @@ def test_single_process_api(run_single):
     messages, the progress bar's final line per epoch."""
     out = check(run_single("model_serial_checks.py", timeout=120), "model_serial_checks.py")
     for name in ("batchnorm_warning_once", "dataset_input", "regression_metrics",
-                 "errors_and_summary", "progbar"):
+                 "errors_and_summary", "progbar", "custom_objects"):
         assert "OK %s" % name in out, out

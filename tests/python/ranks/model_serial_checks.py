@@ -120,3 +120,39 @@ assert lines[1].startswith("7/7 [==============================] - ") \
 for key in ("loss:", "accuracy:", "val_loss:", "val_accuracy:"):
     assert key in lines[1], lines
 ok("progbar")
+
+# load_model(custom_objects=...): a class renamed since saving.
+import os
+import tempfile
+
+
+class Saved(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class Renamed(Saved):
+    pass
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "m.pt")
+    m = tnt.Model(Saved())
+    m.compile("adam", "mse", ["mae"])
+    m.save(path)
+    del Saved                                   # the class is gone, as after a rename
+    try:
+        tnt.models.load_model(path)
+        raise AssertionError("loading a missing class did not raise")
+    except AttributeError:
+        pass
+    loaded = tnt.models.load_model(path, custom_objects={"Saved": Renamed})
+    assert type(loaded.module) is Renamed and loaded.compiled
+    assert type(loaded.optimizer).__name__ == "Adam" and loaded.metrics_names == ["loss", "mae"]
+    for a, b in zip(m.get_weights(), loaded.get_weights()):
+        np.testing.assert_array_equal(a, b)
+ok("custom_objects")
