@@ -8,7 +8,9 @@
  *                          expected sums are computed exactly.
  *   fusion_check mismatch  ranks 2 and 3 (of 4) register a different plan:
  *                          every rank gets TNT_ERR_MISMATCH naming them, and
- *                          the communicator still works afterwards.
+ *                          the communicator still works afterwards; rank 1
+ *                          passes an invalid list: it gets its argument
+ *                          error, the others a mismatch naming it.
  *   fusion_check unmarked  rank 1 forgets a tensor in one step: it gets
  *                          TNT_ERR_INVALID_ARG naming the tensor, the others
  *                          TNT_ERR_MISMATCH naming rank 1, nobody hangs, and
@@ -313,6 +315,23 @@ static void scenario_mismatch(tnt_comm_t *comm)
     double x = rank + 1;
     st = tnt_allreduce(comm, &x, &x, 1, TNT_FLOAT64, TNT_SUM);
     CHECK(st == TNT_OK && x == 10.0, "allreduce after mismatch: %d %g", (int)st, x);
+
+    /* Rank 1 passes an invalid tensor list: it gets its own argument error,
+     * the others fail at once naming it (nobody waits until TNT_TIMEOUT). */
+    tnt_tensor_desc_t bad[3] = {{100, TNT_FLOAT32}, {50, TNT_FLOAT32}, {10, TNT_FLOAT64}};
+    if (rank == 1) {
+        bad[1].dtype = TNT_DTYPE_LAST;
+    }
+    st = tnt_fusion_create(comm, bad, 3, 1024, TNT_SUM, &fusion);
+    msg = tnt_last_error();
+    if (rank == 1) {
+        CHECK(st == TNT_ERR_INVALID_ARG && strstr(msg, "tensor 1 has invalid dtype") != NULL,
+              "bad list: rank 1 got %d '%s'", (int)st, msg);
+    } else {
+        CHECK(st == TNT_ERR_MISMATCH && strstr(msg, "rank(s) 1 could not set up") != NULL,
+              "bad list: got %d '%s'", (int)st, msg);
+    }
+    CHECK(fusion == (tnt_fusion_t *)&desc, "fusion_p was written on error");
 
     /* Same plan again on every rank: works. */
     st = tnt_fusion_create(comm, desc, 3, 1024, TNT_SUM, &fusion);

@@ -127,7 +127,7 @@ struct fusion_summary {
     uint64_t threshold;
     uint64_t total_bytes;
     uint32_t op;
-    uint32_t reserved;
+    uint32_t failed;        /* 1: this rank could not build its engine */
 };
 
 static const char *fusion_op_name(tnt_op_t op)
@@ -586,10 +586,8 @@ static void fusion_free(struct tnt_fusion *fusion)
 /* Compares this rank's plan with every other rank's. All ranks get the same
  * answer (they all see the same gathered summaries), so either all of them
  * return an engine or none does. */
-static tnt_status_t fusion_compare_plans(struct tnt_fusion *fusion,
-                                         const struct fusion_summary *mine)
+static tnt_status_t fusion_compare_plans(tnt_comm_t *comm, const struct fusion_summary *mine)
 {
-    tnt_comm_t *comm = fusion->comm;
     const int size = comm->size;
     struct fusion_summary *all;
     tnt_status_t status;
@@ -616,6 +614,32 @@ static tnt_status_t fusion_compare_plans(struct tnt_fusion *fusion,
     size_t used = 0, listed = 0, differing = 0;
     int first_diff = -1;
     ranks[0] = '\0';
+
+    /* Ranks that could not build their engine (bad arguments, no memory):
+     * they took part only so that nobody waits for them; nobody proceeds. */
+    for (int r = 0; r < size; r++) {
+        if (!all[r].failed) {
+            continue;
+        }
+        differing++;
+        if (listed < FUSION_LIST_MAX && used < sizeof(ranks)) {
+            int w = snprintf(ranks + used, sizeof(ranks) - used, "%s%d", listed ? ", " : "", r);
+            used += w > 0 ? (size_t)w : 0;
+            listed++;
+        }
+    }
+    if (differing > 0) {
+        if (differing > listed && used < sizeof(ranks)) {
+            snprintf(ranks + used, sizeof(ranks) - used, ", ... (%zu in all)", differing);
+        }
+        /* Logged once, by rank 0 (unless it is one of them: each of those
+         * logged its own cause); the others only record it. */
+        status = (comm->rank == 0 && !mine->failed ? tnt_error_raise : tnt_error_set)(
+            TNT_ERR_MISMATCH,
+            "tnt_fusion_create: rank(s) %s could not set up their fusion engine (see their "
+            "error: invalid tensors or arguments, or no memory), so no rank creates it", ranks);
+        goto out_free;
+    }
     for (int r = 1; r < size; r++) {
         if (memcmp(&all[r], ref, sizeof(*ref)) == 0) {
             continue;
@@ -669,37 +693,25 @@ out_free:
     return status;
 }
 
-TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
-                                       size_t num_tensors, size_t threshold_bytes,
-                                       tnt_op_t op, tnt_fusion_t **fusion_p)
+/* The local part of create: checks the arguments, plans, allocates and lays
+ * out everything. No communication. On success *fusion_p and *mine are set;
+ * on failure the error is raised and nothing is left allocated. */
+static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
+                                 size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
+                                 struct fusion_summary *mine, struct tnt_fusion **fusion_p)
 {
     struct tnt_fusion *fusion;
     size_t *bucket_of = NULL;
-    struct fusion_summary mine;
     tnt_status_t status;
 
-    if (comm == NULL) {
-        return tnt_error_raise(TNT_ERR_NOT_INITIALIZED,
-                               "tnt_fusion_create: comm is NULL; call tnt_init first");
-    }
-    if (fusion_p == NULL) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_create: fusion_p is NULL");
-    }
     if ((unsigned)op >= (unsigned)TNT_OP_LAST) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "tnt_fusion_create: invalid op %d; use TNT_SUM .. TNT_AVG",
                                (int)op);
     }
-    /* Argument errors are returned before the collective: a rank with a bad
-     * list leaves its peers in the plan comparison until TNT_TIMEOUT, which
-     * names it. Checking the list is cheap and identical for a correct
-     * program on every rank. */
     status = tnt_fusion_plan_check(tensors, num_tensors);
     if (status != TNT_OK) {
         return status;
-    }
-    if (threshold_bytes == TNT_FUSION_THRESHOLD_AUTO) {
-        threshold_bytes = tnt_fusion_threshold_from_env();
     }
 
     fusion = calloc(1, sizeof(*fusion));
@@ -818,17 +830,6 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
     fusion->check_req.args.user = fusion;
     atomic_init(&fusion->check_req.status, TNT_OK);
 
-    memset(&mine, 0, sizeof(mine));
-    mine.digest = digest;
-    mine.num_tensors = num_tensors;
-    mine.num_buckets = fusion->num_buckets;
-    mine.threshold = threshold_bytes;
-    mine.total_bytes = total_bytes;
-    mine.op = (uint32_t)op;
-    status = fusion_compare_plans(fusion, &mine);
-    if (status != TNT_OK) {
-        goto err_free;
-    }
     if (pthread_mutex_init(&fusion->lock, NULL) != 0) {
         status = tnt_error_raise(TNT_ERR_SYSTEM, "tnt_fusion_create: pthread_mutex_init failed");
         goto err_free;
@@ -837,6 +838,13 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
     tnt_log_debug("fusion engine: %zu tensors, %llu bytes, threshold %zu bytes, %zu buckets, "
                   "%zu bytes of staging", num_tensors, (unsigned long long)total_bytes,
                   threshold_bytes, fusion->num_buckets, arena_bytes);
+    memset(mine, 0, sizeof(*mine));
+    mine->digest = digest;
+    mine->num_tensors = num_tensors;
+    mine->num_buckets = fusion->num_buckets;
+    mine->threshold = threshold_bytes;
+    mine->total_bytes = total_bytes;
+    mine->op = (uint32_t)op;
     *fusion_p = fusion;
     return TNT_OK;
 
@@ -845,6 +853,52 @@ err_free:
     fusion_free(fusion);
 err:
     return status;
+}
+
+TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
+                                       size_t num_tensors, size_t threshold_bytes,
+                                       tnt_op_t op, tnt_fusion_t **fusion_p)
+{
+    struct tnt_fusion *fusion = NULL;
+    struct fusion_summary mine;
+    tnt_status_t local, status;
+    char local_message[1024] = "";
+
+    if (comm == NULL) {
+        return tnt_error_raise(TNT_ERR_NOT_INITIALIZED,
+                               "tnt_fusion_create: comm is NULL; call tnt_init first");
+    }
+    if (threshold_bytes == TNT_FUSION_THRESHOLD_AUTO) {
+        threshold_bytes = tnt_fusion_threshold_from_env();
+    }
+    if (fusion_p == NULL) {
+        local = tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_create: fusion_p is NULL");
+    } else {
+        local = fusion_build(comm, tensors, num_tensors, threshold_bytes, op, &mine, &fusion);
+    }
+    if (local != TNT_OK) {
+        /* Still take part in the comparison, marked as failed, so that the
+         * other ranks fail at once (naming this rank) instead of waiting for
+         * it until TNT_TIMEOUT. This rank keeps its own, more precise error. */
+        snprintf(local_message, sizeof(local_message), "%s", tnt_last_error());
+        memset(&mine, 0, sizeof(mine));
+        mine.num_tensors = num_tensors;
+        mine.threshold = threshold_bytes;
+        mine.op = (uint32_t)op;
+        mine.failed = 1;
+    }
+    status = fusion_compare_plans(comm, &mine);
+    if (local != TNT_OK) {
+        tnt_error_restore(local_message);
+        return local;
+    }
+    if (status != TNT_OK) {
+        pthread_mutex_destroy(&fusion->lock);
+        fusion_free(fusion);
+        return status;
+    }
+    *fusion_p = fusion;
+    return TNT_OK;
 }
 
 TNT_API void tnt_fusion_destroy(tnt_fusion_t *fusion)
