@@ -15,7 +15,8 @@
  *                          TNT_ERR_INVALID_ARG naming the tensor, the others
  *                          TNT_ERR_MISMATCH naming rank 1, nobody hangs, and
  *                          the next step is correct again. Also local misuse
- *                          (double mark, bad index).
+ *                          (double mark, bad index), and rank 1 destroying
+ *                          its engine mid-step (the others fail, no hang).
  *
  * Prints "fusion_check <scenario>: OK" on rank 0 and exits 0 on success;
  * any failure prints the rank and what differed and exits 1.
@@ -403,7 +404,25 @@ static void scenario_unmarked(tnt_comm_t *comm)
             check_results(ptrs, desc, n, size, s, TNT_SUM, "unmarked scenario");
         }
     }
-    tnt_fusion_destroy(fusion);
+    /* Rank 1 marks two tensors and then destroys the engine mid-step (an
+     * exception in its training loop): destroy finishes the step, so the
+     * others' wait fails at once naming rank 1 instead of hanging. */
+    for (size_t t = 0; t < n; t++) {
+        fill(data[t], desc[t].dtype, desc[t].count, rank, 4, t);
+        if (rank == 1 && t >= 2) {
+            break;
+        }
+        st = tnt_fusion_mark_ready(fusion, t, data[t], 1.0);
+        CHECK(st == TNT_OK, "step 4 mark %zu: %s", t, tnt_last_error());
+    }
+    if (rank == 1) {
+        tnt_fusion_destroy(fusion);
+    } else {
+        st = tnt_fusion_wait(fusion);
+        CHECK(st == TNT_ERR_MISMATCH && strstr(tnt_last_error(), "rank(s) 1 did not mark"),
+              "step 4 (rank 1 destroyed its engine): got %d '%s'", (int)st, tnt_last_error());
+        tnt_fusion_destroy(fusion);
+    }
     for (size_t t = 0; t < n; t++) {
         free(data[t]);
     }

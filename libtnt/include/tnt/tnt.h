@@ -211,7 +211,10 @@ typedef struct tnt_fusion tnt_fusion_t;
  * naming the ranks. @p op is applied to every bucket (TNT_SUM with scale
  * factors gives weighted averages).
  * The comparison covers the tensors (order, counts, dtypes), the threshold
- * and @p op; all ranks return the same status. Every buffer the engine needs
+ * and @p op. Either every rank gets an engine or none does: a rank whose own
+ * arguments are bad (or that runs out of memory) returns that error, and the
+ * others return TNT_ERR_MISMATCH naming it, at once rather than after
+ * TNT_TIMEOUT. Every buffer the engine needs
  * (a staging buffer per bucket of several tensors) is allocated here; steps
  * allocate nothing.
  */
