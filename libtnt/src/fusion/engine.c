@@ -32,7 +32,8 @@
  *  - wait() waits for all requests, reports, and resets for the next step.
  *
  * Memory: everything (tensor and bucket tables, one staging arena with a
- * 64-byte aligned slot per multi-tensor bucket, the check's buffer) is
+ * 64-byte aligned slot per bucket that stages several tensors, the check's
+ * buffer) is
  * allocated at create. Steady-state steps allocate nothing and make no
  * system call beyond the progress queue's mutex and condition variable.
  *
