@@ -5,6 +5,7 @@
  */
 #include "coll/multinode/multinode_impl.h"
 
+#include "transport/shm.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -20,17 +21,22 @@
 #define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)1 << 20)
 #define TNT_MN_DEPTH 4
 /* auto: recursive doubling for per-segment messages below this, the ring
- * above (docs/multinode.md has the measurements over UCX TCP):
- *  - 2 nodes: recursive doubling is one full-duplex exchange, which moves
- *    as much data per rank as the ring (B each way) in one step instead of
- *    two; it was faster at every size up to 64 MiB, so it is always used.
- *  - 3-4 nodes: with the cross-step pipelined ring, the ring overtook
- *    between 256 KiB and 1 MiB (4 nodes x 1 rank).
+ * above. Medians of 5 interleaved runs over UCX TCP (docs/multinode.md):
+ *  - 2 nodes x 1 rank: recursive doubling (one full-duplex exchange, as many
+ *    bytes per rank as the ring in one step instead of two) was faster at
+ *    every size up to 64 MiB: always used.
+ *  - 2 nodes x 2 ranks: the ring, which splits the reduction work between
+ *    the two members instead of doing it twice, was faster from 512 KiB per
+ *    segment (1 MiB messages) on.
+ *  - 4 nodes: the ring was faster from 1 MiB per segment on.
  *  - more nodes: recursive doubling moves log2(nodes) x B against the ring's
  *    < 2 B, so the switch comes earlier; 256 KiB is reasoned, not measured
  *    (no such layout fits this test machine), and InfiniBand clusters
- *    should confirm it. TNT_MULTINODE_RD_MAX_KB overrides all three. */
-#define TNT_MN_RD_MAX_BYTES_TWO_NODES SIZE_MAX
+ *    should confirm it. TNT_MULTINODE_RD_MAX_KB overrides all of them.
+ * The choice depends only on the segment size and job-wide layout values,
+ * so every member of a group picks the same algorithm. */
+#define TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK SIZE_MAX
+#define TNT_MN_RD_MAX_BYTES_TWO_NODES ((size_t)512 << 10)
 #define TNT_MN_RD_MAX_BYTES_FEW_NODES ((size_t)1 << 20)
 #define TNT_MN_RD_MAX_BYTES_MANY_NODES ((size_t)256 << 10)
 
@@ -143,14 +149,36 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
         goto err_free_tables;
     }
 
+    /* The hierarchical allreduce computes other nodes' slices itself
+     * (tnt_mn_block); it must be the rule the shared-memory reduce-scatter
+     * uses, or segments would pair the wrong elements. */
+    for (size_t count = 0; count < 40; count += 7) {
+        for (int L = 1; L <= 5; L++) {
+            for (int l = 0; l < L; l++) {
+                size_t a_off, a_cnt, b_off, b_cnt;
+                tnt_mn_block(count, l, L, &a_off, &a_cnt);
+                tnt_shm_slice(count, l, L, &b_off, &b_cnt);
+                if (a_off != b_off || a_cnt != b_cnt) {
+                    status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                             "multinode: slice rule differs from the shared-"
+                                             "memory one (count %zu, slice %d of %d); this is a "
+                                             "libtnt bug", count, l, L);
+                    goto err_free_tables;
+                }
+            }
+        }
+    }
+
     net->forced = tnt_mn_algo_from_env();
     net->chunk_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_CHUNK_KB", TNT_MN_CHUNK_BYTES_DEFAULT,
                                            4096);
-    net->rd_max_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_RD_MAX_KB",
-                                            comm->num_nodes == 2 ? TNT_MN_RD_MAX_BYTES_TWO_NODES
-                                            : comm->num_nodes <= 4 ? TNT_MN_RD_MAX_BYTES_FEW_NODES
-                                                                   : TNT_MN_RD_MAX_BYTES_MANY_NODES,
-                                            0);
+    {
+        size_t rd_max = comm->num_nodes > 4    ? TNT_MN_RD_MAX_BYTES_MANY_NODES
+                        : comm->num_nodes > 2  ? TNT_MN_RD_MAX_BYTES_FEW_NODES
+                        : net->max_local_size > 1 ? TNT_MN_RD_MAX_BYTES_TWO_NODES
+                                                  : TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK;
+        net->rd_max_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_RD_MAX_KB", rd_max, 0);
+    }
     net->depth = TNT_MN_DEPTH;
 
     memset(&params, 0, sizeof(params));
