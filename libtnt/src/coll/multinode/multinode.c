@@ -79,6 +79,32 @@ static size_t tnt_mn_kib_from_env(const char *name, size_t default_bytes, size_t
     return (size_t)kib * 1024;
 }
 
+/* TNT_UCX_SPIN_US: how long a waiter busy-polls UCX before it sleeps on the
+ * event fd. Off by default because it hurts badly on oversubscribed hosts
+ * (CI, simulated nodes); worth ~50 when every rank has its own core (see
+ * transport/ucx/ucx.c and docs/multinode.md for the measurements). */
+#define TNT_MN_SPIN_US_DEFAULT 0
+
+static uint64_t tnt_mn_spin_us_from_env(void)
+{
+    const char *value = getenv("TNT_UCX_SPIN_US");
+    char *end = NULL;
+    unsigned long long us;
+
+    if (value == NULL || *value == '\0') {
+        return TNT_MN_SPIN_US_DEFAULT;
+    }
+    errno = 0;
+    us = strtoull(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || us > 1000000) {
+        tnt_log_env_warning("TNT_UCX_SPIN_US='%.64s' is not a number of microseconds "
+                            "(0 to 1000000); using the default %d", value,
+                            TNT_MN_SPIN_US_DEFAULT);
+        return TNT_MN_SPIN_US_DEFAULT;
+    }
+    return us;
+}
+
 static void tnt_mn_free(tnt_net_t *net)
 {
     free(net->iov_recv);
@@ -188,6 +214,7 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     params.connect = connect;
     params.timeout_s = comm->timeout_s;
     params.staging_bytes = net->chunk_bytes * (size_t)net->depth;
+    params.spin_us = tnt_mn_spin_us_from_env();
     status = tnt_ucx_create(&params, &net->ucx);
     if (status != TNT_OK) {
         goto err_free_tables;

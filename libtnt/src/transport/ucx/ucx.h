@@ -46,6 +46,7 @@ typedef struct {
     const unsigned char *connect;
     double timeout_s;          /* TNT_TIMEOUT, bounds every wait; 0 = none */
     size_t staging_bytes;      /* registered staging area (tnt_ucx_staging) */
+    uint64_t spin_us;          /* busy-poll this long before blocking (0: no) */
 } tnt_ucx_params_t;
 
 /* Collective over all ranks (calls tnt_boot_allgather twice, even on ranks
