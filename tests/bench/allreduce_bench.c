@@ -31,11 +31,13 @@ int main(int argc, char **argv)
 
     for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= 4) {
         size_t count = bytes / 4;
-        int iters = bench_iterations(&opts, bytes), warmup = iters / 10 + 2;
+        int warmup = bytes >= (64u << 20) ? 3 : BENCH_WARMUP;
+        double w0 = bench_now();
         for (int i = 0; i < warmup; i++)
             if (tnt_allreduce(comm, buf, buf, count, TNT_FLOAT32, TNT_SUM) != TNT_OK)
                 goto fail;
-        if (tnt_barrier(comm) != TNT_OK)
+        int iters = bench_iterations(&opts, bytes, (bench_now() - w0) / warmup);
+        if (tnt_broadcast(comm, &iters, sizeof iters, 0) != TNT_OK || tnt_barrier(comm) != TNT_OK)
             goto fail;
         double t0 = bench_now();
         for (int i = 0; i < iters; i++)

@@ -2,8 +2,9 @@
  * Shared by allreduce_bench.c (libtnt) and mpi_allreduce_bench.c (MPI), so
  * both measure exactly the same way: float32 sum in place, sizes 4 B to
  * --max bytes in powers of 4, warm-up, iterations scaled by size (about
- * --volume bytes reduced per size, between 20 and 20000 iterations), a
- * barrier before each timed loop, the per-rank average latency averaged
+ * --volume bytes reduced per size, between 20 and 20000 iterations, and no
+ * more than fit in --time seconds judging by the warm-up; rank 0's count is
+ * broadcast so all ranks agree), a barrier before each timed loop, the per-rank average latency averaged
  * over ranks (as the OSU benchmarks do). Output, osu style:
  *   # size(B)  avg_lat(us)  algbw(GB/s)  busbw(GB/s)
  * algbw = size / latency; busbw = algbw * 2 (n - 1) / n, the data each rank
@@ -21,6 +22,7 @@ struct bench_opts {
     size_t min_bytes;
     size_t max_bytes;
     double volume;   /* bytes reduced per size, to pick the iteration count */
+    double time_s;   /* at most about this long per size */
 };
 
 static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
@@ -28,6 +30,7 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
     o->min_bytes = 4;
     o->max_bytes = (size_t)256 << 20;
     o->volume = 4.0 * (1 << 30);
+    o->time_s = 0.5;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--min") == 0 && i + 1 < argc)
             o->min_bytes = strtoull(argv[++i], NULL, 0);
@@ -35,8 +38,10 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
             o->max_bytes = strtoull(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "--volume") == 0 && i + 1 < argc)
             o->volume = strtod(argv[++i], NULL);
+        else if (strcmp(argv[i], "--time") == 0 && i + 1 < argc)
+            o->time_s = strtod(argv[++i], NULL);
         else {
-            fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--volume BYTES]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--volume BYTES] [--time S]\n", argv[0]);
             return -1;
         }
     }
@@ -45,11 +50,16 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
     return 0;
 }
 
-static inline int bench_iterations(const struct bench_opts *o, size_t bytes)
+/* warm_s: seconds per iteration seen in the warm-up. */
+static inline int bench_iterations(const struct bench_opts *o, size_t bytes, double warm_s)
 {
     double it = o->volume / (double)bytes;
+    if (warm_s > 0 && it > o->time_s / warm_s)
+        it = o->time_s / warm_s;
     return it < 20 ? 20 : it > 20000 ? 20000 : (int)it;
 }
+
+#define BENCH_WARMUP 20
 
 static inline double bench_now(void)
 {

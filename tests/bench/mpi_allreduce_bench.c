@@ -26,9 +26,12 @@ int main(int argc, char **argv)
 
     for (size_t bytes = opts.min_bytes; bytes <= opts.max_bytes; bytes *= 4) {
         int count = (int)(bytes / 4);
-        int iters = bench_iterations(&opts, bytes), warmup = iters / 10 + 2;
+        int warmup = bytes >= (64u << 20) ? 3 : BENCH_WARMUP;
+        double w0 = bench_now();
         for (int i = 0; i < warmup; i++)
             MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        int iters = bench_iterations(&opts, bytes, (bench_now() - w0) / warmup);
+        MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = bench_now();
         for (int i = 0; i < iters; i++)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,14 +24,25 @@
  * the segment small (8 ranks: 32 MiB) while making each pipeline step long
  * enough that the phase synchronisation costs little. */
 #define TNT_SHM_STAGING_DEFAULT_KB 4096
+/* Up to this size every rank copies its whole vector into its slot and
+ * reduces all n slots itself: one phase instead of two (measured with
+ * tests/bench/allreduce_bench, see docs/benchmarks.md). Local rank 0 reads
+ * TNT_SHM_SMALL_KB and publishes its choice in the header. */
+#define TNT_SHM_SMALL_DEFAULT_KB 64
 /* Polls of a peer's counter before the first clock read: a small allreduce
  * between two running ranks completes within this. */
 #define TNT_SHM_FAST_POLLS 256
+/* After the fast polls, waits poll (spinning for spin_ns, then with
+ * sched_yield) for this long before they start sleeping. */
+#define TNT_SHM_YIELD_NS 2000000ull
+#define TNT_SHM_SPIN_NS 50000ull
 /* How often a slow waiter checks whether the peers it waits for are alive. */
 #define TNT_SHM_LIVENESS_NS 100000000ull
-/* Per-peer block read with process_vm_readv before it is reduced; small
- * enough that n-1 of them stay in L2. */
-#define TNT_SHM_CMA_BLOCK_BYTES (64 * 1024)
+/* Per-peer block read with process_vm_readv before it is reduced (measured
+ * on this project's 2-vCPU EPYC VM: 16 KiB 3 GB/s, 64 KiB 4.5 GB/s, 256 KiB
+ * 5 GB/s, 1 MiB 4 GB/s once it no longer stays in L2). */
+#define TNT_SHM_CMA_BLOCK_MAX (256 * 1024)
+#define TNT_SHM_CMA_BLOCK_MIN (64 * 1024)
 
 static inline void tnt_shm_cpu_relax(void)
 {
@@ -108,6 +120,26 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         if (atomic_load_explicit(seq, memory_order_acquire) >= target)
             return TNT_OK;
         tnt_shm_cpu_relax();
+    }
+    /* Medium wait: a peer still copying or reducing its part of a large
+     * message is typically microseconds to a millisecond behind. Sleeping
+     * now would cost the kernel's timer slack (~50 us) per phase, so keep
+     * polling: spinning when every local rank has its own core, otherwise
+     * sched_yield, which hands the core to the peer we are waiting for. */
+    uint64_t start = tnt_time_ns();
+    uint64_t spin_until = start + shm->spin_ns, yield_until = start + TNT_SHM_YIELD_NS;
+    for (uint32_t i = 1;; i++) {
+        if (atomic_load_explicit(seq, memory_order_acquire) >= target)
+            return TNT_OK;
+        if ((i & 63) != 0 && shm->spin_ns > 0) {
+            tnt_shm_cpu_relax();
+            continue;
+        }
+        uint64_t now = tnt_time_ns();
+        if (now >= yield_until)
+            break;
+        if (now >= spin_until)
+            sched_yield();
     }
 
     tnt_backoff_t backoff;
@@ -256,6 +288,7 @@ static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_byte
     hdr->local_size = (uint32_t)shm->n;
     hdr->segment_bytes = bytes;
     hdr->slot_bytes = slot_bytes;
+    hdr->small_max = shm->small_max;
     atomic_store_explicit(&hdr->attached, 1, memory_order_relaxed);
     /* Release: the fields above happen-before an attacher's acquire of magic. */
     atomic_store_explicit(&hdr->magic, TNT_SHM_MAGIC, memory_order_release);
@@ -309,6 +342,7 @@ static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, int *fd_p)
     }
     size_t bytes = hdr->segment_bytes;
     shm->slot_bytes = hdr->slot_bytes;
+    shm->small_max = hdr->small_max;
     munmap(hdr, sizeof *hdr);
     hdr = MAP_FAILED;
     void *addr;
@@ -400,7 +434,16 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->global_ranks = calloc((size_t)shm->n, sizeof *shm->global_ranks);
     shm->pids = calloc((size_t)shm->n, sizeof *shm->pids);
     shm->srcs = calloc((size_t)shm->n, sizeof *shm->srcs);
-    shm->cma_block_bytes = TNT_SHM_CMA_BLOCK_BYTES;
+    /* 256 KiB blocks read fastest here (fewer system calls), as long as the
+     * n - 1 of them stay within about half of a 1 MiB L2. */
+    shm->cma_block_bytes = shm->n > 1 ? (512u * 1024 / (size_t)(shm->n - 1)) / 4096 * 4096 : 4096;
+    if (shm->cma_block_bytes > TNT_SHM_CMA_BLOCK_MAX)
+        shm->cma_block_bytes = TNT_SHM_CMA_BLOCK_MAX;
+    if (shm->cma_block_bytes < TNT_SHM_CMA_BLOCK_MIN)
+        shm->cma_block_bytes = TNT_SHM_CMA_BLOCK_MIN;
+    /* Spinning only pays when no local rank has to share a core. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    shm->spin_ns = cpus >= shm->n ? TNT_SHM_SPIN_NS : 0;
     if (shm->global_ranks == NULL || shm->pids == NULL || shm->srcs == NULL ||
         posix_memalign((void **)&shm->cma_tmp, 4096, (size_t)shm->n * shm->cma_block_bytes) != 0) {
         status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_shm_create: out of memory");
@@ -412,6 +455,9 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     if (shm->me == 0) {
         size_t kb = tnt_shm_env_kb("TNT_SHM_STAGING_KB", TNT_SHM_STAGING_DEFAULT_KB, 64);
         shm->slot_bytes = tnt_shm_align(kb * 1024 / 2, 4096);
+        /* With many ranks the n-fold redundant reduction costs more. */
+        size_t small_kb = shm->n <= 4 ? TNT_SHM_SMALL_DEFAULT_KB : TNT_SHM_SMALL_DEFAULT_KB / 4;
+        shm->small_max = tnt_shm_env_kb("TNT_SHM_SMALL_KB", small_kb, 0) * 1024;
         status = tnt_shm_create_segment(shm, shm->slot_bytes, &fd);
     } else {
         status = tnt_shm_attach_segment(shm, &fd);

@@ -6,12 +6,13 @@
  *  - small: every rank copies its vector into its slot, one phase, then
  *    every rank reduces all n slots itself. One synchronisation; the
  *    redundant arithmetic is cheap at these sizes.
- *  - CMA (Linux cross-memory attach, process_vm_readv): every rank reduces
- *    its own slice (tnt_shm_slice) by reading the peers' user buffers
- *    directly, block by block into a private L2-sized buffer, and writes the
- *    result straight into its recvbuf; then every rank reads the other
- *    slices from the peers' recvbufs. One copy of each peer's data, no
- *    staging, no serial root, three phases in all however large the message.
+ *  - CMA (Linux cross-memory attach, process_vm_readv/writev): every rank
+ *    reduces its own slice (tnt_shm_slice) by reading the peers' user
+ *    buffers directly, block by block into a private L2-sized buffer,
+ *    writes the result block into its recvbuf and, while it is still in
+ *    cache, into every peer's recvbuf. One copy of each peer's data in each
+ *    direction, no staging, no serial root, two phases in all however large
+ *    the message.
  *    Used when every local rank could read every other at create time.
  *  - staged: the same slice decomposition pipelined through each rank's two
  *    bounded slots: per step, each rank copies a piece of every other
@@ -31,11 +32,6 @@
 #include <string.h>
 #include <sys/uio.h>
 
-/* Up to this many bytes the small algorithm is used (measured with
- * tests/bench/allreduce_bench: on 2 ranks it beats the staged one below 16
- * KiB, and with 8 ranks the redundant reductions still cost less than a
- * second phase). */
-#define TNT_SHM_SMALL_MAX (16 * 1024)
 /* From this many bytes on CMA is used when available (below it the staged
  * copies are cheaper than the system calls and the extra phases). */
 #define TNT_SHM_CMA_MIN (256 * 1024)
@@ -165,6 +161,17 @@ static tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local,
     return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
 }
 
+static tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void *local,
+                                      uint64_t remote, size_t bytes, const char *what)
+{
+    struct iovec liov = {(void *)local, bytes};
+    struct iovec riov = {(void *)(uintptr_t)remote, bytes};
+    ssize_t got = process_vm_writev(shm->pids[peer], &liov, 1, &riov, 1, 0);
+    if (got == (ssize_t)bytes)
+        return TNT_OK;
+    return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
+}
+
 static void tnt_shm_publish(struct tnt_shm *shm, const void *sendbuf, const void *recvbuf)
 {
     /* Relaxed: ordered before the peers' reads by the next phase's
@@ -235,12 +242,24 @@ static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf,
             shm->srcs[j] = tmp;
         }
         tnt_reduce_n_div(dtype, op, recvbuf + pos, shm->srcs, n, len, divisor);
+        if (!allgather_result)
+            continue;
+        /* Push the block, still in this core's cache, into every peer's
+         * recvbuf: that saves the peers a read of it from memory later.
+         * Only this rank writes slice `me` of the peers' recvbufs, and no
+         * peer reads it (in place, only this rank read it, just above). */
+        for (int j = 0; j < n; j++) {
+            if (j == me)
+                continue;
+            status = tnt_shm_cma_write(shm, j, recvbuf + pos, tnt_shm_peer_buf(shm, j, 1) + pos,
+                                       len * es, what);
+            if (status != TNT_OK)
+                return status;
+        }
     }
-    if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
-        return status;
-    if (!allgather_result)
-        return TNT_OK;
-    return tnt_shm_gather_slices_cma(shm, recvbuf, count, es, what);
+    /* Every slice is reduced and delivered, and nobody reads this rank's
+     * buffers any more. */
+    return tnt_shm_phase(shm, what);
 }
 
 /* ---- public ------------------------------------------------------------ */
@@ -257,7 +276,7 @@ tnt_status_t tnt_shm_allreduce(tnt_shm_t *shm, const void *sendbuf, void *recvbu
             memcpy(recvbuf, sendbuf, bytes);
         return TNT_OK;
     }
-    if (bytes <= TNT_SHM_SMALL_MAX && bytes <= shm->slot_bytes)
+    if (bytes <= shm->small_max && bytes <= shm->slot_bytes)
         return tnt_shm_allreduce_small(shm, sendbuf, recvbuf, count, dtype, op);
     if (shm->use_cma && bytes >= TNT_SHM_CMA_MIN)
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");

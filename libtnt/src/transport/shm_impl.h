@@ -42,6 +42,7 @@ struct tnt_shm_header {
     uint32_t reserved;
     uint64_t segment_bytes;
     uint64_t slot_bytes;
+    uint64_t small_max;      /* rank 0's choice, so all ranks agree */
     /* Each attaching rank increments it (acq_rel) after storing its pid;
      * rank 0 unlinks the name once it reads local_size. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint32_t attached;
@@ -78,6 +79,8 @@ struct tnt_shm {
     uint64_t phase;             /* last phase this rank finished */
     uint64_t num_collectives;   /* for messages: "allreduce #12" */
     tnt_status_t broken;        /* sticky error after a peer failed */
+    uint64_t spin_ns;           /* busy-poll this long before yielding */
+    size_t small_max;           /* bytes: up to here every rank reduces all */
     int use_cma;
     size_t cma_block_bytes;     /* per peer, in cma_tmp */
     char *cma_tmp;              /* (n) * cma_block_bytes, private */
