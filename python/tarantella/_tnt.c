@@ -875,9 +875,9 @@ static PyObject *tnt_py_fusion_plan(PyObject *module, PyObject *args)
     if (parse_threshold(threshold_obj, &threshold) < 0) {
         return NULL;
     }
-    if (threshold == TNT_FUSION_THRESHOLD_AUTO) {
-        threshold = TNT_FUSION_THRESHOLD_DEFAULT_BYTES;
-    }
+    /* TNT_FUSION_THRESHOLD_AUTO goes through unchanged: tnt_fusion_plan
+     * resolves it from TNT_FUSION_THRESHOLD_KB exactly as the engine does, so
+     * the plan reported here is the one the engine will use. */
     if (parse_descs(tensors, &descs, &num) < 0) {
         return NULL;
     }
