@@ -203,7 +203,7 @@ int tnt_spank_stepd_task_init(spank_t sp)
     const tnt_spank_config_t *config = &tnt_spank_state.config;
     hwloc_topology_t topology;
     hwloc_bitmap_t allowed, cpuset, nodeset;
-    int local_rank = 0, ret = -1, rc;
+    int local_rank = 0, ret = -1, rc, threads;
     uint32_t local_size = 0, rank = 0;
     char err[512], where[640], gpu_desc[160], node[64], host[64];
 
@@ -250,7 +250,15 @@ int tnt_spank_stepd_task_init(spank_t sp)
         if (rc == 1)
             slurm_info("tarantella: task %u: %s (CPUs are bound)", rank, err);
     }
-    if (stepd_environment(sp, config, hwloc_bitmap_weight(cpuset)) != 0)
+    /* The launcher's rule (shared code): the mask's CPUs divided by the
+     * local tasks sharing that mask, so pin=none never oversubscribes. */
+    threads = tnt_pin_thread_count(topology, allowed, config->pin, local_rank, (int)local_size,
+                                   err, sizeof err);
+    if (threads < 0) {
+        stepd_error("task %u: pin=%s: %s", rank, tnt_pin_mode_name(config->pin), err);
+        goto err_bitmaps;
+    }
+    if (stepd_environment(sp, config, threads) != 0)
         goto err_bitmaps;
     if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0)
         goto err_bitmaps;

@@ -455,8 +455,10 @@ static void test_remote_environment(void **state)
     assert_env("TNT_LOG_LEVEL", "debug");
     assert_env("TNT_LOG_ON_ALL_DEVICES", "1");
     assert_env("TNT_OUTPUT_ON_ALL_DEVICES", "1");
-    /* pin=none: the task keeps every CPU it may use. */
-    snprintf(omp, sizeof omp, "%ld", allowed_cpus());
+    /* pin=none: the task keeps every CPU it may use, but its 4 local tasks
+     * share them, so each gets allowed/4 threads (at least 1), as under the
+     * launcher. */
+    snprintf(omp, sizeof omp, "%ld", allowed_cpus() / 4 > 0 ? allowed_cpus() / 4 : 1);
     assert_env("OMP_NUM_THREADS", omp);
     assert_env("CUDA_VISIBLE_DEVICES", NULL);
     /* task_init may run again (idempotent): same result. */
