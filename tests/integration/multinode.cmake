@@ -43,6 +43,11 @@ if(TNT_WITH_UCX)
     tnt_multinode_test(algo_${_algo}_3x2 6 3 90 ENV TNT_ALLREDUCE_ALGO=${_algo}
                        ARGS --mode matrix --mode big --big-mib 16 --transport tcp)
   endforeach()
+  # The ring on the uneven layout (segments) with tiny 4 KiB chunks: many
+  # pipeline items per step, slot reuse and tag steps far beyond the window.
+  tnt_multinode_test(algo_ring_uneven_3+2_chunk4k 5 2 90
+                     ENV TNT_ALLREDUCE_ALGO=ring TNT_MULTINODE_CHUNK_KB=4
+                     ARGS --mode matrix --mode big --big-mib 8 --mode bcast --transport tcp)
   # A rank killed on node 1: ranks on the other nodes must fail within
   # seconds, far below TNT_TIMEOUT=30 (they print how long it took).
   # (ranks 0-1 on node 0, 2-3 on node 1, ...; rank 3 dies). The survivors
