@@ -959,7 +959,8 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
              * a 1 GiB allreduce over TCP may legitimately take long. */
             if (finished) {
                 tnt_backoff_init(&backoff, ucx->timeout_s);
-                        }
+                spin_start = tnt_time_ns();
+            }
             continue;
         }
         if (backoff.deadline_ns != UINT64_MAX && tnt_time_ns() >= backoff.deadline_ns) {
