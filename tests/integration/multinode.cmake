@@ -60,6 +60,14 @@ if(TNT_WITH_UCX)
               --python-interpreter "" -- ${_mn_check} --expect-nodes 4 --mode kill --kill-rank 3)
     set_tests_properties(integration.multinode.kill PROPERTIES TIMEOUT 60 LABELS integration
       ENVIRONMENT "${_mn_env}")
+    # Rank 3 stays alive but stops taking part: the others must give up after
+    # TNT_TIMEOUT=3 s with a timeout that names the silent rank, not hang.
+    add_test(NAME integration.multinode.hang
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/multinode_kill.sh 1 3 10 "did not answer within 3 s" --
+              timeout -k 5 40 $<TARGET_FILE:tarantella> --simulate-nodes 4 -n 8
+              --python-interpreter "" -- ${_mn_check} --expect-nodes 4 --mode hang --kill-rank 3)
+    set_tests_properties(integration.multinode.hang PROPERTIES TIMEOUT 60 LABELS integration
+      ENVIRONMENT "TNT_TIMEOUT=3;UCX_TLS=tcp,self;UCX_WARN_UNUSED_ENV_VARS=n")
   endif()
 else()
   # Without UCX a job that spans nodes must fail in tnt_init with a message

@@ -11,7 +11,8 @@
  * Modes: matrix (every dtype x op x sizes, in place and out of place),
  * big (float32 SUM and float16 AVG over >= --big-mib MiB), bcast, allgather,
  * barrier, fusion (the fusion engine with scale factors), kill (rank R dies
- * mid-collective; the others must fail fast), expect-error (tnt_init must
+ * mid-collective; the others must fail fast), hang (rank R stops taking
+ * part; the others must fail after TNT_TIMEOUT), expect-error (tnt_init must
  * fail with TNT_ERR_UNSUPPORTED: a build without UCX).
  *
  * Links the static library to read the transport's counters (internal).
@@ -303,19 +304,27 @@ static void mode_fusion(tnt_comm_t *comm)
     }
 }
 
-/* Rank kill_rank dies (SIGKILL) just before the 3rd allreduce; every other
- * rank must get an error from it, quickly. Survivors ignore SIGTERM so that
- * a launcher stopping the job does not hide the result. */
-static int mode_kill(tnt_comm_t *comm, int kill_rank)
+/* Rank kill_rank dies (SIGKILL) just before the 3rd allreduce (hang: stops
+ * taking part, alive, instead); every other rank must get an error from it,
+ * quickly (hang: after TNT_TIMEOUT). Survivors ignore SIGTERM so that a
+ * launcher stopping the job does not hide the result. */
+static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang)
 {
     float buf[4096];
-    signal(SIGTERM, SIG_IGN);
+    if (g_rank != kill_rank) {
+        signal(SIGTERM, SIG_IGN);
+    }
     for (int it = 0; it < 20; it++) {
         double t0;
         tnt_status_t s;
         if (it == 2 && g_rank == kill_rank) {
-            fprintf(stdout, "rank %d: killing myself\n", g_rank);
+            fprintf(stdout, "rank %d: %s\n", g_rank, hang ? "hanging" : "killing myself");
             fflush(stdout);
+            if (hang) {
+                /* Alive but silent; the launcher ends it when the rest exit. */
+                sleep(120);
+                _exit(4);
+            }
             raise(SIGKILL);
         }
         for (int i = 0; i < 4096; i++) {
@@ -428,8 +437,8 @@ int main(int argc, char **argv)
             mode_barrier(comm);
         } else if (strcmp(modes[m], "fusion") == 0) {
             mode_fusion(comm);
-        } else if (strcmp(modes[m], "kill") == 0) {
-            return mode_kill(comm, kill_rank);
+        } else if (strcmp(modes[m], "kill") == 0 || strcmp(modes[m], "hang") == 0) {
+            return mode_kill(comm, kill_rank, strcmp(modes[m], "hang") == 0);
         } else {
             CHECK(0, "unknown mode %s", modes[m]);
         }
