@@ -5,8 +5,8 @@
 #
 # Runs, REPEATS times (default 5) and alternating the order each round so
 # that the drift of this VM's two vCPUs hits every program alike:
-#   tnt      tarantella -n 2 --pin core -- allreduce_bench         (CMA on: default)
-#   staged   the same with TNT_SHM_CMA=0 (copies through the staging area)
+#   tnt      tarantella -n 2 --pin core -- allreduce_bench  (defaults: staged copies)
+#   cma      the same with TNT_SHM_CMA=1 (single-copy process_vm_readv/writev)
 #   ompi     mpirun --bind-to core -np 2 mpi_allreduce_bench       (MPI_Allreduce)
 # and prints, per size, the median latency and bus bandwidth of each, plus
 # the ratios. Raw outputs, the summary (summary.md) and a plot
@@ -41,8 +41,8 @@ else
   echo "run_all.sh: mpi_allreduce_bench or mpirun missing; no OpenMPI comparison" >&2
 fi
 
-run_tnt()    { env -u TNT_SHM_CMA timeout 900 "$tnt" -n 2 "${pin[@]}" -- "$ours" --max "$max" > "$out/tnt.$1.txt"; }
-run_staged() { TNT_SHM_CMA=0 timeout 900 "$tnt" -n 2 "${pin[@]}" -- "$ours" --max "$max" > "$out/staged.$1.txt"; }
+run_tnt()    { env -u TNT_SHM_CMA -u TNT_SHM_STAGING_KB -u TNT_SHM_SMALL_KB timeout 900 "$tnt" -n 2 "${pin[@]}" -- "$ours" --max "$max" > "$out/tnt.$1.txt"; }
+run_cma()    { TNT_SHM_CMA=1 timeout 900 "$tnt" -n 2 "${pin[@]}" -- "$ours" --max "$max" > "$out/cma.$1.txt"; }
 run_ompi()   { [ $have_mpi = 1 ] || return 0
                timeout 900 mpirun --allow-run-as-root --bind-to core -np 2 "$mpi" --max "$max" > "$out/ompi.$1.txt"; }
 
@@ -56,9 +56,9 @@ run_ompi()   { [ $have_mpi = 1 ] || return 0
 for r in $(seq 1 "$repeats"); do
   echo "run_all.sh: round $r of $repeats (load $(cut -d' ' -f1 /proc/loadavg))" >&2
   if [ $((r % 2)) = 1 ]; then
-    run_tnt "$r"; run_staged "$r"; run_ompi "$r"
+    run_tnt "$r"; run_cma "$r"; run_ompi "$r"
   else
-    run_ompi "$r"; run_staged "$r"; run_tnt "$r"
+    run_ompi "$r"; run_cma "$r"; run_tnt "$r"
   fi
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
@@ -66,7 +66,7 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
 "$python" - "$out" <<'PY'
 import glob, os, statistics, sys
 out = sys.argv[1]
-progs = ["tnt", "staged", "ompi"]
+progs = ["tnt", "cma", "ompi"]
 data = {}
 for p in progs:
     for f in sorted(glob.glob(os.path.join(out, p + ".*.txt"))):
@@ -87,7 +87,7 @@ def human(n):
 
 sizes = sorted(set().union(*[set(d) for d in med.values()]))
 lines = [open(os.path.join(out, "machine.txt")).read().strip().replace("\n", "  \n"), "",
-         "| size | tnt lat (µs) | tnt busbw (GB/s) | staged lat (µs) | staged busbw (GB/s) | "
+         "| size | tnt lat (µs) | tnt busbw (GB/s) | CMA lat (µs) | CMA busbw (GB/s) | "
          "OpenMPI lat (µs) | OpenMPI busbw (GB/s) | tnt/OpenMPI busbw | tnt/OpenMPI lat |",
          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for s in sizes:
@@ -116,7 +116,8 @@ try:
 except ImportError:
     print("(no plot: install python3-matplotlib)")
     sys.exit(0)
-labels = {"tnt": "libtnt (CMA)", "staged": "libtnt (TNT_SHM_CMA=0)", "ompi": "OpenMPI 4.1 MPI_Allreduce"}
+labels = {"tnt": "libtnt (default: staged)", "cma": "libtnt (TNT_SHM_CMA=1)",
+          "ompi": "OpenMPI 4.1 MPI_Allreduce"}
 fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
 for p in progs:
     if p not in med:

@@ -32,6 +32,11 @@ if(TARGET tarantella)
     tnt_collectives_test(tarantella_large_np${_np} 180
       ${_coll_env} timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)
   endforeach()
+  # The single-copy CMA algorithm (off by default).
+  foreach(_np 3 8)
+    tnt_collectives_test(tarantella_cma_np${_np} 180
+      ${_coll_env} TNT_SHM_CMA=1 timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)
+  endforeach()
   tnt_collectives_test(tarantella_rank_killed 60
     ${_coll_env} ${_coll_kill}
     timeout 50 ${_coll_tnt} -n 4 -- ${_coll_check} --kill-rank 2)

@@ -6,9 +6,10 @@
  * (collectives_values.h) and bitwise across ranks (every rank allgathers a
  * hash of its result); broadcast from every root, allgather and barrier.
  *
- *   collectives_check [--large] [--kill-rank R]
+ *   collectives_check [--large] [--large-count N] [--kill-rank R]
  *     --large        also a float32 sum of 64 MiB + 12 bytes (in place) and
  *                    a bfloat16 average of 32 MiB + 6 bytes (out of place)
+ *     --large-count N  the same with N elements (N = 268435456: 1 GiB)
  *     --kill-rank R  rank R kills itself (SIGKILL) before its 3rd large
  *                    allreduce; the others must fail within a few seconds
  *                    with TNT_ERR_PEER_FAILED (exit 3) or be stopped by the
@@ -89,13 +90,17 @@ static void check_allreduce(tnt_comm_t *comm, tnt_dtype_t dt, tnt_op_t op, size_
 int main(int argc, char **argv)
 {
     int large = 0, kill_rank = -1;
+    size_t large_count = (16u << 20) + 3;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--large") == 0)
             large = 1;
-        else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc)
+        else if (strcmp(argv[i], "--large-count") == 0 && i + 1 < argc) {
+            large = 1;
+            large_count = strtoull(argv[++i], NULL, 0);
+        } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc)
             kill_rank = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: collectives_check [--large] [--kill-rank R]\n");
+            fprintf(stderr, "usage: collectives_check [--large] [--large-count N] [--kill-rank R]\n");
             return 2;
         }
     }
@@ -193,7 +198,7 @@ int main(int argc, char **argv)
 
     if (large) {
         /* >= 64 MiB: float32 sum in place, bfloat16 average out of place */
-        size_t count = (16u << 20) + 3;
+        size_t count = large_count;
         char *a = malloc(count * 4), *b = malloc(count * 4);
         if (a == NULL || b == NULL) {
             FAIL("out of memory for the large case");
@@ -209,7 +214,7 @@ int main(int argc, char **argv)
     tnt_status_t st = tnt_allreduce(comm, &failures, &total, 1, TNT_INT32, TNT_SUM);
     if (rank == 0 && st == TNT_OK)
         printf("collectives_check: %d ranks, %s: %d failures, %.1f s\n", size,
-               large ? "with the 64 MiB case" : "standard matrix", total, now_s() - t0);
+               large ? "with the large case" : "standard matrix", total, now_s() - t0);
     tnt_finalize(comm);
     return st == TNT_OK && total == 0 ? 0 : 1;
 }

@@ -7,8 +7,9 @@
  *
  * Checks: allreduce for every dtype x op x counts (0, 1, primes, not
  * multiples of the rank count, sizes that use the small, staged and CMA
- * algorithms and several pipeline steps) x 1..8 ranks x in/out of place, with
- * and without CMA; results exact (tests/integration/collectives_values.h) and
+ * algorithms and several pipeline steps) x 1..8 ranks x in/out of place,
+ * staged and with CMA (TNT_SHM_CMA=1); results exact
+ * (tests/integration/collectives_values.h) and
  * random float32/float64 sums bitwise equal to a sequential reference in
  * local-rank order on every rank; broadcast, allgather, barrier,
  * reduce_scatter and allgather_slices; a child killed with SIGKILL in the
@@ -238,6 +239,7 @@ static void check_hashes_equal(int n, int num)
             assert_true(area->hashes[r][c] == area->hashes[0][c]);
 }
 
+/* Default settings (staged copies for large messages). */
 static void test_allreduce_all_ranks(void **state)
 {
     (void)state;
@@ -248,20 +250,34 @@ static void test_allreduce_all_ranks(void **state)
     }
 }
 
-/* Without CMA and with a tiny staging area, so that the staged algorithm
- * pipelines through many steps. */
+/* Single-copy CMA for large messages (TNT_SHM_CMA=1). */
+static void test_allreduce_cma(void **state)
+{
+    (void)state;
+    setenv("TNT_SHM_CMA", "1", 1);
+    static const int ranks[] = {2, 3, 4, 7, 8};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(run_ranks(ranks[i], allreduce_matrix, NULL), 0);
+        assert_int_equal(run_ranks(ranks[i], allreduce_random_order, NULL), 0);
+        check_hashes_equal(ranks[i], 4);
+    }
+    unsetenv("TNT_SHM_CMA");
+}
+
+/* A tiny staging area, so that the staged algorithm pipelines through many
+ * steps, and the one-phase path off. */
 static void test_allreduce_staged(void **state)
 {
     (void)state;
-    setenv("TNT_SHM_CMA", "0", 1);
     setenv("TNT_SHM_STAGING_KB", "64", 1);
+    setenv("TNT_SHM_SMALL_KB", "0", 1);
     static const int ranks[] = {2, 3, 8};
     for (int i = 0; i < 3; i++) {
         assert_int_equal(run_ranks(ranks[i], allreduce_matrix, NULL), 0);
         assert_int_equal(run_ranks(ranks[i], allreduce_random_order, NULL), 0);
         check_hashes_equal(ranks[i], 4);
     }
-    unsetenv("TNT_SHM_CMA");
+    unsetenv("TNT_SHM_SMALL_KB");
     unsetenv("TNT_SHM_STAGING_KB");
 }
 
@@ -349,11 +365,13 @@ static void test_other_collectives(void **state)
     (void)state;
     for (int n = 1; n <= MAX_RANKS; n++)
         assert_int_equal(run_ranks(n, others, NULL), 0);
-    setenv("TNT_SHM_CMA", "0", 1);
     setenv("TNT_SHM_STAGING_KB", "64", 1);
     assert_int_equal(run_ranks(3, others, NULL), 0);
-    unsetenv("TNT_SHM_CMA");
     unsetenv("TNT_SHM_STAGING_KB");
+    setenv("TNT_SHM_CMA", "1", 1);
+    assert_int_equal(run_ranks(3, others, NULL), 0);
+    assert_int_equal(run_ranks(8, others, NULL), 0);
+    unsetenv("TNT_SHM_CMA");
 }
 
 /* ---- failures ------------------------------------------------------------ */
@@ -399,8 +417,10 @@ static int failure_rank(tnt_shm_t *shm, int rank, int n, void *varg)
 static void test_peer_killed(void **state)
 {
     (void)state;
-    static const size_t counts[] = {16, 100000, 1000000};
-    for (int c = 0; c < 3; c++) {
+    static const size_t counts[] = {16, 100000, 1000000, 1000000};
+    for (int c = 0; c < 4; c++) {
+        if (c == 3)
+            setenv("TNT_SHM_CMA", "1", 1);
         struct failure_arg arg = {2, counts[c], 0};
         assert_int_equal(run_ranks_env(4, failure_rank, &arg, 30, 30, 2), 0);
         for (int r = 0; r < 4; r++)
@@ -409,6 +429,7 @@ static void test_peer_killed(void **state)
                 assert_true(area->elapsed[r] < 3.0);
             }
     }
+    unsetenv("TNT_SHM_CMA");
 }
 
 static void test_peer_timeout(void **state)
@@ -471,9 +492,11 @@ int main(void)
     snprintf(segment_prefix, sizeof segment_prefix, "/tnt-unit-shm-%d-", (int)getpid());
     unsetenv("TNT_SHM_CMA");
     unsetenv("TNT_SHM_STAGING_KB");
+    unsetenv("TNT_SHM_SMALL_KB");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_rule),
         cmocka_unit_test(test_allreduce_all_ranks),
+        cmocka_unit_test(test_allreduce_cma),
         cmocka_unit_test(test_allreduce_staged),
         cmocka_unit_test(test_other_collectives),
         cmocka_unit_test(test_peer_killed),

@@ -202,7 +202,7 @@ tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const cha
     shm->broken = tnt_error_raise(
         TNT_ERR_TRANSPORT,
         "rank %d: reading local rank %d's buffer (rank %d) with process_vm_readv failed "
-        "during %s #%llu: %s; set TNT_SHM_CMA=0 to copy through shared memory instead",
+        "during %s #%llu: %s; unset TNT_SHM_CMA to copy through shared memory instead",
         shm->global_ranks[shm->me], peer, shm->global_ranks[peer], what,
         (unsigned long long)shm->num_collectives, strerror(err));
     return shm->broken;
@@ -229,12 +229,15 @@ static size_t tnt_shm_env_kb(const char *name, size_t def, size_t min)
     return (size_t)kb;
 }
 
-/* TNT_SHM_CMA: "0" never, "1"/"auto"/unset: when every local rank can read
- * every other with process_vm_readv (tested at create). */
+/* TNT_SHM_CMA: "1" uses single-copy process_vm_readv/writev for large
+ * messages when every local rank can reach every other (tested at create);
+ * unset or "0": the staged copies, which measured faster on this project's
+ * VMs at every size (docs/benchmarks.md), probably because pinning the
+ * peers' pages costs more under virtualisation than a copy through L3. */
 static int tnt_shm_env_cma_allowed(void)
 {
     const char *v = getenv("TNT_SHM_CMA");
-    return !(v != NULL && strcmp(v, "0") == 0);
+    return v != NULL && strcmp(v, "1") == 0;
 }
 
 static tnt_status_t tnt_shm_map(int fd, size_t bytes, void **addr_p)

@@ -24,10 +24,12 @@ typedef struct {
     double timeout_s;            /* TNT_TIMEOUT */
 } tnt_shm_params_t;
 
-/* Collective over the local ranks. Reads TNT_SHM_STAGING_KB (local rank 0:
- * staging per rank, default 4096) and TNT_SHM_CMA ("0" disables single-copy
- * reads of peers' buffers with process_vm_readv; default: used when every
- * local rank can read every other). */
+/* Collective over the local ranks. Local rank 0 reads TNT_SHM_STAGING_KB
+ * (staging per rank, default 4096) and TNT_SHM_SMALL_KB (one-phase allreduce
+ * up to this size, default 64, 16 above 4 local ranks) and publishes them;
+ * every rank reads TNT_SHM_CMA ("1": single-copy process_vm_readv/writev for
+ * messages >= 256 KiB when all local ranks can use it; default off, see
+ * docs/benchmarks.md). */
 tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p);
 void tnt_shm_destroy(tnt_shm_t *shm);
 
