@@ -83,9 +83,8 @@ int tnt_spank_option_cb(int val, const char *optarg, int remote)
 {
     switch (spank_context()) {
     case S_CTX_LOCAL:
-        return tnt_spank_srun_option(optarg);
     case S_CTX_ALLOCATOR:
-        return tnt_spank_alloc_option(optarg);
+        return tnt_spank_client_option(optarg);
     case S_CTX_REMOTE:
         return tnt_spank_stepd_option(optarg);
     default:

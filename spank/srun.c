@@ -88,27 +88,6 @@ int tnt_spank_srun_init(spank_t sp)
     return 0;
 }
 
-int tnt_spank_srun_option(const char *optarg)
-{
-    tnt_spank_config_t config;
-    char err[768];
-
-    if (tnt_spank_resolve(&tnt_spank_state.defaults, getenv(TNT_SPANK_INHERITED_ENV),
-                          optarg != NULL ? optarg : "",
-                          &config, err, sizeof err) != 0) {
-        slurm_error("tarantella: %s", err);
-        return -1;
-    }
-    if (config.help) {
-        fputs(tnt_spank_help_text(), stdout);
-        fflush(stdout);
-        exit(0);
-    }
-    tnt_spank_state.config = config;
-    tnt_spank_state.option_seen = 1;
-    return 0;
-}
-
 int tnt_spank_srun_post_opt(spank_t sp)
 {
     const char *mpi;

@@ -2,8 +2,8 @@
  * Internal interface of spank_tarantella.so, pyxis-style: dispatch.c holds
  * the slurm_spank_* entry points and switches on spank_context() into one
  * file per context:
- *   srun.c        local context (srun): validation, PMIx, help
- *   alloc.c       allocator context (sbatch, salloc): validation, help
+ *   client.c      srun, sbatch, salloc: option validation and help (shared)
+ *   srun.c        local context (srun): selecting mpi/pmix for the step
  *   slurmstepd.c  remote context: pinning and environment in task_init
  * Every hook returns 0 or -1; -1 always comes with one
  * slurm_error("tarantella: ...") that says what to do.
@@ -37,10 +37,12 @@ extern tnt_spank_state_t tnt_spank_state;
 int tnt_spank_option_cb(int val, const char *optarg, int remote);
 
 int tnt_spank_srun_init(spank_t sp);
-int tnt_spank_srun_option(const char *optarg);
 int tnt_spank_srun_post_opt(spank_t sp);
 
-int tnt_spank_alloc_option(const char *optarg);
+/* srun, sbatch and salloc (local and allocator contexts) handle the option
+ * alike: resolve it against the site defaults and the allocation's option,
+ * reject bad values before anything is submitted, answer =help. */
+int tnt_spank_client_option(const char *optarg);
 
 int tnt_spank_stepd_option(const char *optarg);
 int tnt_spank_stepd_post_opt(spank_t sp);

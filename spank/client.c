@@ -1,14 +1,16 @@
 /*
- * Allocator context (sbatch, salloc): validate the option before the job is
- * submitted, and answer --tarantella=help. Slurm itself then carries the
- * value to the job's steps (see TNT_SPANK_INHERITED_ENV in args.h).
+ * The client side of the option, shared by srun (local context) and
+ * sbatch/salloc (allocator context): validate it before anything is
+ * submitted or launched, and answer --tarantella=help. For allocations Slurm
+ * itself then carries the value to the job's steps (see
+ * TNT_SPANK_INHERITED_ENV in args.h); srun's PMIx selection is in srun.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "tnt_spank.h"
 
-int tnt_spank_alloc_option(const char *optarg)
+int tnt_spank_client_option(const char *optarg)
 {
     tnt_spank_config_t config;
     char err[768];
