@@ -26,7 +26,7 @@ typedef struct {
 
 /* Collective over the local ranks. Local rank 0 reads TNT_SHM_STAGING_KB
  * (staging per rank, default 4096) and TNT_SHM_SMALL_KB (one-phase allreduce
- * up to this size, default 64, 16 above 4 local ranks) and publishes them;
+ * up to this size; default 512 for 2 local ranks, 128 up to 4, 16 above) and publishes them;
  * every rank reads TNT_SHM_CMA ("1": single-copy process_vm_readv/writev for
  * messages >= 256 KiB when all local ranks can use it; default off, see
  * docs/benchmarks.md). */
