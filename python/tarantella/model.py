@@ -752,10 +752,12 @@ class Model:
             n_global = data.n
             micro = batch // size
         else:
-            micro = self._global_batch(batch_size, tnt_micro_batch_size if size == 1 else None)
+            # Own data per rank: batch_size (or tnt_micro_batch_size) is
+            # this rank's micro-batch.
+            micro = int(tnt_micro_batch_size or batch_size or 32)
+            if micro < 1:
+                raise ValueError("batch_size must be positive, got %d" % micro)
             batch = micro
-        if batch > data.n and tnt_distribute_dataset and data.n > 0:
-            batch = data.n
         self._warn_batchnorm(max(micro, 1) if tnt_distribute_dataset else micro)
         if shuffle_seed is None:
             seed = np.array([np.random.SeedSequence().entropy % (1 << 62)], dtype=np.int64)

@@ -4,7 +4,7 @@ and workload, the tnt/DDP ratios against the goals of issue 5, and (with
 matplotlib) the plots docs/img/train_step_times.png and
 docs/img/train_runs.png.
 
-    train_bench_report.py RESULTS.jsonl [--plots DIR]
+    train_bench_report.py RESULTS.jsonl [MORE.jsonl ...] [--plots DIR]
 """
 import argparse
 import json
@@ -21,18 +21,22 @@ WORKLOADS = {
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("results")
+    parser.add_argument("results", nargs="+", help="results.jsonl files (runs are pooled)")
     parser.add_argument("--plots", default=None)
     args = parser.parse_args()
-    runs = [json.loads(line) for line in open(args.results) if line.strip()]
+    runs = []
+    for i, path in enumerate(args.results):
+        for line in open(path):
+            if line.strip():
+                runs.append(dict(json.loads(line), file=i))
     blas = sorted({r.get("blas", "?") for r in runs})
     loads = [r["load"] for r in runs if "load" in r]
     print("BLAS: %s; threads per rank: %s; runs: %d; load average before runs: median %.1f "
           "(min %.1f, max %.1f)\n" % (", ".join(blas), sorted({r.get("threads") for r in runs}),
                                       len(runs), statistics.median(loads) if loads else 0,
                                       min(loads or [0]), max(loads or [0])))
-    print("| workload | tnt median | DDP median | tnt / DDP | goal | met | runs (tnt, DDP) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| workload | tnt median | DDP median | tnt / DDP | paired ratio | goal | met | runs (tnt, DDP) |")
+    print("|---|---|---|---|---|---|---|---|")
     summary = {}
     for w, (metric, label, goal) in WORKLOADS.items():
         vals = {b: [r[metric] for r in runs if r["workload"] == w and r["backend"] == b]
@@ -49,8 +53,16 @@ def main():
                     for b in ("tnt", "ddp")}
             acc = " (test accuracy tnt %.1f%%, DDP %.1f%%)" % (100 * accs["tnt"],
                                                               100 * accs["ddp"])
-        print("| %s%s | %.4f | %.4f | %.2f | <= %.2f | %s | %d, %d |"
-              % (label, acc, med["tnt"], med["ddp"], ratio, goal,
+        # Paired: the two programs of one repeat ran back to back, so their
+        # ratio cancels most of the slow drift of the shared machine's load.
+        pairs = {}
+        for r in runs:
+            if r["workload"] == w:
+                pairs.setdefault((r.get("file", 0), r.get("repeat")), {})[r["backend"]] = r[metric]
+        paired = [p["tnt"] / p["ddp"] for p in pairs.values() if "tnt" in p and "ddp" in p]
+        print("| %s%s | %.4f | %.4f | %.2f | %s | <= %.2f | %s | %d, %d |"
+              % (label, acc, med["tnt"], med["ddp"], ratio,
+                 "%.2f" % statistics.median(paired) if paired else "-", goal,
                  "yes" if ratio <= goal else "no", len(vals["tnt"]), len(vals["ddp"])))
     if args.plots and summary:
         try:
@@ -74,8 +86,10 @@ def main():
         ax.set_xticks(list(xs))
         ax.set_xticklabels([WORKLOADS[n][1] for n in names], fontsize=8)
         ax.set_ylabel("time relative to DDP (median)")
-        ax.set_title("2 ranks x 1 thread, %s; red: goal" % ", ".join(blas)[:60], fontsize=9)
-        ax.legend(fontsize=8)
+        short = ", ".join(sorted({b.split(" (")[0] for b in blas}))
+        ax.set_title("tnt vs DDP, 2 ranks x 1 thread, %s (red: goal)" % short, fontsize=9)
+        ax.set_ylim(0, 1.25)
+        ax.legend(fontsize=8, loc="upper left", ncol=2)
         fig.tight_layout()
         fig.savefig(os.path.join(args.plots, "train_relative.png"), dpi=110)
         fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.2))
