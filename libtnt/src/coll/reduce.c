@@ -232,16 +232,6 @@ static const tnt_kacc16_fn tnt_kacc16_table[2][TNT_OP_LAST] = {
     TNT_TABLE4(tnt_kacc16_, bf16, tnt_kacc16_fn),
 };
 
-static size_t tnt_reduce_esize(tnt_dtype_t dtype)
-{
-    switch (dtype) {
-    case TNT_FLOAT32: case TNT_INT32: return 4;
-    case TNT_FLOAT64: case TNT_INT64: return 8;
-    case TNT_FLOAT16: case TNT_BFLOAT16: return 2;
-    default: return 0;
-    }
-}
-
 /* ---- divide and scale (element-wise, in the dtype's arithmetic) -------- */
 
 static void tnt_div_f32(float *restrict buf, size_t n, float d)
@@ -299,7 +289,7 @@ static int tnt_ranges_overlap(const void *a, const void *b, size_t bytes)
 void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs,
                       int num_srcs, size_t count, int divisor)
 {
-    size_t esize = tnt_reduce_esize(dtype);
+    size_t esize = tnt_dtype_size(dtype);
     if (esize == 0 || (unsigned)op >= TNT_OP_LAST || num_srcs < 1 || count == 0)
         return;
     if (dtype == TNT_FLOAT16 || dtype == TNT_BFLOAT16) {

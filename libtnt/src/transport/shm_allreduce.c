@@ -36,16 +36,6 @@
  * copies are cheaper than the system calls and the extra phases). */
 #define TNT_SHM_CMA_MIN (256 * 1024)
 
-static size_t tnt_shm_dtype_size(tnt_dtype_t dtype)
-{
-    switch (dtype) {
-    case TNT_FLOAT32: case TNT_INT32: return 4;
-    case TNT_FLOAT64: case TNT_INT64: return 8;
-    case TNT_FLOAT16: case TNT_BFLOAT16: return 2;
-    default: return 0;
-    }
-}
-
 static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
                                        const void *recvbuf, size_t count, tnt_dtype_t dtype,
                                        tnt_op_t op, const char *what)
@@ -53,7 +43,7 @@ static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
     shm->num_collectives++;
     if (shm->broken != TNT_OK)
         return shm->broken;
-    if (tnt_shm_dtype_size(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
+    if (tnt_dtype_size(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
         (count > 0 && (sendbuf == NULL || recvbuf == NULL)))
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "rank %d: %s: bad dtype %d, op %d or NULL buffer",
@@ -80,7 +70,7 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
                                             void *recvbuf, size_t count, tnt_dtype_t dtype,
                                             tnt_op_t op)
 {
-    size_t bytes = count * tnt_shm_dtype_size(dtype);
+    size_t bytes = count * tnt_dtype_size(dtype);
     memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, bytes);
     tnt_status_t status = tnt_shm_phase(shm, "allreduce");
     if (status != TNT_OK)
@@ -100,7 +90,7 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
                                           size_t count, tnt_dtype_t dtype, tnt_op_t op,
                                           int allgather_result, const char *what)
 {
-    const size_t es = tnt_shm_dtype_size(dtype);
+    const size_t es = tnt_dtype_size(dtype);
     const int n = shm->n, me = shm->me;
     const int divisor = op == TNT_AVG ? n : 1;
     const size_t piece = tnt_shm_piece_elems(shm, es, (size_t)n);
@@ -212,7 +202,7 @@ static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf,
                                        size_t count, tnt_dtype_t dtype, tnt_op_t op,
                                        int allgather_result, const char *what)
 {
-    const size_t es = tnt_shm_dtype_size(dtype);
+    const size_t es = tnt_dtype_size(dtype);
     const int n = shm->n, me = shm->me;
     const int divisor = op == TNT_AVG ? n : 1;
     const size_t block = shm->cma_block_bytes / es;
@@ -270,7 +260,7 @@ tnt_status_t tnt_shm_allreduce(tnt_shm_t *shm, const void *sendbuf, void *recvbu
     tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op, "allreduce");
     if (status != TNT_OK || count == 0)
         return status;
-    size_t bytes = count * tnt_shm_dtype_size(dtype);
+    size_t bytes = count * tnt_dtype_size(dtype);
     if (shm->n == 1) {
         if (sendbuf != recvbuf)
             memcpy(recvbuf, sendbuf, bytes);
@@ -290,7 +280,7 @@ tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *r
         tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op, "reduce_scatter");
     if (status != TNT_OK || count == 0)
         return status;
-    size_t es = tnt_shm_dtype_size(dtype);
+    size_t es = tnt_dtype_size(dtype);
     if (shm->n == 1) {
         if (sendbuf != recvbuf)
             memcpy(recvbuf, sendbuf, count * es);
@@ -307,7 +297,7 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
         tnt_shm_check_args(shm, buf, buf, count, dtype, TNT_SUM, "allgather_slices");
     if (status != TNT_OK || count == 0 || shm->n == 1)
         return status;
-    const size_t es = tnt_shm_dtype_size(dtype);
+    const size_t es = tnt_dtype_size(dtype);
     char *b = buf;
     if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN) {
         tnt_shm_publish(shm, buf, buf);
