@@ -25,7 +25,7 @@ def _results(path, ranks):
 def three_ranks(tmp_path_factory, build_dir):
     from conftest import launch
     out = tmp_path_factory.mktemp("cb3")
-    stdout = check(launch(3, "model_callbacks.py", out, timeout=150, env={"VERBOSE": "1"}),
+    stdout = check(launch(3, "model_callbacks.py", out, timeout=150, env={"TNT_TEST_VERBOSE": "1"}),
                    "model_callbacks.py on 3 ranks")
     return out, _results(out, 3), stdout
 
@@ -86,6 +86,6 @@ def test_progress_output_master_only(three_ranks, launch, tmp_path):
     assert stdout.count("Epoch 1/4") == 1, stdout
     assert stdout.count("Batch 3: Invalid loss, terminating training") == 1, stdout
     out = check(launch(2, "model_callbacks.py", tmp_path, timeout=120,
-                       env={"VERBOSE": "1", "TNT_OUTPUT_ON_ALL_DEVICES": "1"}),
+                       env={"TNT_TEST_VERBOSE": "1", "TNT_OUTPUT_ON_ALL_DEVICES": "1"}),
                 "model_callbacks.py with TNT_OUTPUT_ON_ALL_DEVICES")
     assert out.count("Epoch 1/4") == 2, out

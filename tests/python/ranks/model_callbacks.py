@@ -46,7 +46,7 @@ tnt_model._atomic_write = counting_atomic_write
 seen = []
 model = new_model()
 history = model.fit(
-    X, Y, batch_size=25, epochs=4, shuffle_seed=1, verbose=int(os.environ.get("VERBOSE", "0")),
+    X, Y, batch_size=25, epochs=4, shuffle_seed=1, verbose=int(os.environ.get("TNT_TEST_VERBOSE", "0")),
     validation_data=(X[:50], Y[:50]),
     callbacks=[tnt.callbacks.LearningRateScheduler(lambda epoch, lr: 0.1 / (epoch + 1)),
                tnt.callbacks.ReduceLROnPlateau(monitor="loss", patience=100),
