@@ -10,17 +10,8 @@ set -euo pipefail
 
 CASE=$1
 CHECK=$2
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tnt-spank-e2e.XXXXXX")
-# On failure, pending jobs of ours would block the next test: cancel them.
-cleanup() {
-    local rc=$?
-    if [ $rc -ne 0 ]; then
-        timeout 20 scancel --state=PENDING --user="$(id -un)" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-    exit $rc
-}
-trap cleanup EXIT
+. "$(dirname "$0")/test_lib.sh"
+tnt_test_workdir tnt-spank-e2e
 cd "$WORK"
 
 # Fresh environment for every command: nothing from a surrounding job.

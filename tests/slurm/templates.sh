@@ -16,16 +16,8 @@ REPO=$2
 PYPATH=$3
 CHECK=$4
 TEMPLATE=$REPO/sbatch-templates/$NAME.sbatch
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/tnt-templates.XXXXXX")
-cleanup() {
-    local rc=$?
-    if [ $rc -ne 0 ]; then
-        timeout 20 scancel --state=PENDING --user="$(id -un)" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-    exit $rc
-}
-trap cleanup EXIT
+. "$(dirname "$0")/test_lib.sh"
+tnt_test_workdir tnt-templates
 unset SLURM_JOB_ID SLURM_JOBID SLURM_MPI_TYPE OMP_NUM_THREADS
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
