@@ -11,6 +11,7 @@
 #include "coll/coll.h"
 
 #include "coll/multinode.h"
+#include "coll/reduce.h"
 #include "transport/shm.h"
 #include "util/log.h"
 
@@ -46,20 +47,41 @@ static tnt_status_t coll_end(tnt_comm_t *comm, const char *name, tnt_status_t st
 tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t count, tnt_dtype_t dtype, tnt_op_t op)
 {
+    return tnt_coll_allreduce_scaled(comm, sendbuf, recvbuf, count, dtype, op, 1.0);
+}
+
+tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                       double scale)
+{
     tnt_status_t status = coll_begin(comm, "allreduce");
     if (status != TNT_OK) {
         return status;
     }
     if (comm->size == 1) {
         /* Every op of a single contribution is that contribution (AVG too). */
-        if (sendbuf != recvbuf && count > 0) {
-            memcpy(recvbuf, sendbuf, count * tnt_dtype_size(dtype));
+        if (count > 0) {
+            if (sendbuf != recvbuf) {
+                tnt_reduce_copy_scaled(dtype, recvbuf, sendbuf, count, scale);
+            } else {
+                tnt_reduce_scale(dtype, recvbuf, count, scale);
+            }
         }
         return TNT_OK;
     }
     if (comm->num_nodes == 1) {
-        status = tnt_shm_allreduce(comm->shm, sendbuf, recvbuf, count, dtype, op);
+        status = tnt_shm_allreduce_scaled(comm->shm, sendbuf, recvbuf, count, dtype, op, scale);
     } else {
+        /* Across nodes the first step is the shm reduce-scatter, which has
+         * no scaled form: scale into recvbuf and reduce that in place. */
+        if (scale != 1.0 && count > 0) {
+            if (sendbuf != recvbuf) {
+                tnt_reduce_copy_scaled(dtype, recvbuf, sendbuf, count, scale);
+            } else {
+                tnt_reduce_scale(dtype, recvbuf, count, scale);
+            }
+            sendbuf = recvbuf;
+        }
         status = tnt_multinode_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
     }
     return coll_end(comm, "allreduce", status);

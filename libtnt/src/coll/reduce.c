@@ -425,3 +425,25 @@ void tnt_reduce_narrow(tnt_dtype_t dtype, const float *src, void *dst, size_t co
     else if (dtype == TNT_BFLOAT16)
         tnt_narrow_bf16(dst, src, count);
 }
+
+void tnt_reduce_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void *restrict src,
+                            size_t count, double scale)
+{
+    if (scale == 1.0) {
+        memcpy(dst, src, count * tnt_dtype_size(dtype));
+    } else if (dtype == TNT_FLOAT32) {
+        float *restrict d = dst;
+        const float *restrict s = src;
+        const float f = (float)scale;
+        for (size_t i = 0; i < count; i++)
+            d[i] = s[i] * f;
+    } else if (dtype == TNT_FLOAT64) {
+        double *restrict d = dst;
+        const double *restrict s = src;
+        for (size_t i = 0; i < count; i++)
+            d[i] = s[i] * scale;
+    } else {
+        memcpy(dst, src, count * tnt_dtype_size(dtype));
+        tnt_reduce_scale(dtype, dst, count, scale);
+    }
+}

@@ -28,5 +28,11 @@ void tnt_reduce_widen(tnt_dtype_t dtype, const void *src, float *dst, size_t cou
 void tnt_reduce_narrow(tnt_dtype_t dtype, const float *src, void *dst, size_t count);
 /* buf[i] *= scale, in the dtype's arithmetic (via float32 for 16-bit types). */
 void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale);
+/* dst[i] = src[i] * scale (dst and src do not overlap): one pass for
+ * float32/float64, copy then tnt_reduce_scale for the others; a plain memcpy
+ * when scale is 1. Used wherever data is copied anyway (fusion staging, the
+ * shared-memory copy-in), so that weighting costs no extra pass. */
+void tnt_reduce_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void *restrict src,
+                            size_t count, double scale);
 
 #endif

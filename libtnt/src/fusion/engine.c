@@ -7,10 +7,13 @@
  *    last tensor arrives, the bucket's request (embedded in the bucket, so
  *    nothing is allocated) is posted to the progress thread.
  *  - The progress thread then does all the data movement of the bucket:
- *      one tensor:           scale in place, allreduce in place (no copy);
+ *      one tensor:           allreduce in place, the scale applied by the
+ *                            collective's own copy into shared memory
+ *                            (tnt_coll_allreduce_scaled: no extra pass);
  *      several tensors that lie back to back in memory, in bucket order
  *      (a flat gradient buffer laid out by the plan): the same, in place,
- *      as one allreduce (no copy);
+ *      as one allreduce (no copy; tensors with different scales are
+ *      scaled in place first);
  *      otherwise:            copy each tensor, scaled, into its slot of the
  *      bucket's staging buffer (one pass), allreduce the staging buffer,
  *      copy the results back into each tensor.
@@ -150,32 +153,6 @@ static uint64_t fusion_fnv1a(uint64_t hash, uint64_t value)
 /* Progress-thread side                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* dst = src * scale. float32/float64 are scaled during the copy (one pass);
- * the other types are copied, then scaled by the reduction kernels. */
-static void fusion_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void *restrict src,
-                               size_t count, double scale)
-{
-    if (scale == 1.0) {
-        memcpy(dst, src, count * tnt_dtype_size(dtype));
-    } else if (dtype == TNT_FLOAT32) {
-        float *restrict d = dst;
-        const float *restrict s = src;
-        const float f = (float)scale;
-        for (size_t i = 0; i < count; i++) {
-            d[i] = s[i] * f;
-        }
-    } else if (dtype == TNT_FLOAT64) {
-        double *restrict d = dst;
-        const double *restrict s = src;
-        for (size_t i = 0; i < count; i++) {
-            d[i] = s[i] * scale;
-        }
-    } else {
-        memcpy(dst, src, count * tnt_dtype_size(dtype));
-        tnt_reduce_scale(dtype, dst, count, scale);
-    }
-}
-
 /* Whether tensors [first, first + n) lie back to back in memory in that
  * order, so the user's memory can be reduced in place as one array. Returns
  * the start, or NULL. Zero-count tensors are ignored; an unmarked tensor
@@ -218,16 +195,36 @@ static tnt_status_t fusion_reduce_run(tnt_comm_t *comm, struct tnt_fusion *fusio
     }
     base = fusion_run_contiguous(fusion, first, n);
     if (base != NULL) {
+        /* One scale for the whole run (the usual case: one weight per rank
+         * and step) rides on the collective's own copy; mixed scales are
+         * applied tensor by tensor first. */
+        double run_scale = 1.0;
+        int uniform = 1, seen = 0;
         for (size_t i = first; i < first + n; i++) {
-            struct fusion_tensor *t = &fusion->tensors[i];
-            if (t->count > 0 && t->scale != 1.0) {
-                tnt_reduce_scale(dtype, t->data, t->count, t->scale);
+            const struct fusion_tensor *t = &fusion->tensors[i];
+            if (t->count == 0) {
+                continue;
             }
+            if (!seen) {
+                run_scale = t->scale;
+                seen = 1;
+            } else if (t->scale != run_scale) {
+                uniform = 0;
+            }
+        }
+        if (!uniform) {
+            for (size_t i = first; i < first + n; i++) {
+                struct fusion_tensor *t = &fusion->tensors[i];
+                if (t->count > 0 && t->scale != 1.0) {
+                    tnt_reduce_scale(dtype, t->data, t->count, t->scale);
+                }
+            }
+            run_scale = 1.0;
         }
         if (n > 1) {
             fusion->inplace_buckets++;
         }
-        return tnt_coll_allreduce(comm, base, base, count, dtype, fusion->op);
+        return tnt_coll_allreduce_scaled(comm, base, base, count, dtype, fusion->op, run_scale);
     }
     if (staging == NULL) {
         /* A single tensor that was never marked on this rank (the step
@@ -243,7 +240,7 @@ static tnt_status_t fusion_reduce_run(tnt_comm_t *comm, struct tnt_fusion *fusio
             continue;
         }
         if (t->data != NULL) {
-            fusion_copy_scaled(dtype, staging + t->offset_bytes, t->data, t->count, t->scale);
+            tnt_reduce_copy_scaled(dtype, staging + t->offset_bytes, t->data, t->count, t->scale);
         } else {
             memset(staging + t->offset_bytes, 0, t->count * elem);
         }

@@ -37,6 +37,12 @@ tnt_status_t tnt_shm_barrier(tnt_shm_t *shm);
 /* TNT_AVG divides by local_size. */
 tnt_status_t tnt_shm_allreduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
                                tnt_dtype_t dtype, tnt_op_t op);
+/* The same, with every rank's contribution multiplied by its own scale first
+ * (weighted sums for the fusion engine). The staged and small paths scale
+ * while copying into shared memory, so the weighting costs no extra pass;
+ * the result equals scaling in place and then calling tnt_shm_allreduce. */
+tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                                      size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale);
 tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root_local_rank);
 tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                                size_t bytes_per_rank);

@@ -68,10 +68,10 @@ static size_t tnt_shm_min(size_t a, size_t b)
 
 static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sendbuf,
                                             void *recvbuf, size_t count, tnt_dtype_t dtype,
-                                            tnt_op_t op)
+                                            tnt_op_t op, double scale)
 {
-    size_t bytes = count * tnt_dtype_size(dtype);
-    memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, bytes);
+    tnt_reduce_copy_scaled(dtype, tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, count,
+                           scale);
     tnt_status_t status = tnt_shm_phase(shm, "allreduce");
     if (status != TNT_OK)
         return status;
@@ -88,7 +88,7 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
  * reduce_scatter (own slice only, reduced straight into recvbuf). */
 static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendbuf, char *recvbuf,
                                           size_t count, tnt_dtype_t dtype, tnt_op_t op,
-                                          int allgather_result, const char *what)
+                                          double scale, int allgather_result, const char *what)
 {
     const size_t es = tnt_dtype_size(dtype);
     const int n = shm->n, me = shm->me;
@@ -101,12 +101,16 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
     tnt_shm_slice(count, 0, n, &off, &max_cnt); /* slice 0 is the largest */
     for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
         /* Copy in: piece k of every other rank's slice, at piece offset j. */
+        /* With a scale, this rank's own piece is copied (scaled) too, into
+         * its own position of its slot, which no peer reads: weighting then
+         * rides on the copy instead of costing a pass of its own. */
         char *in = tnt_shm_slot(shm, me, shm->phase + 1);
         for (int j = 0; j < n; j++) {
             tnt_shm_slice(count, j, n, &off, &cnt);
-            if (j != me && k0 < cnt)
-                memcpy(in + (size_t)j * piece * es, sendbuf + (off + k0) * es,
-                       tnt_shm_min(piece, cnt - k0) * es);
+            if ((j != me || scale != 1.0) && k0 < cnt)
+                tnt_reduce_copy_scaled(dtype, in + (size_t)j * piece * es,
+                                       sendbuf + (off + k0) * es, tnt_shm_min(piece, cnt - k0),
+                                       scale);
         }
         if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
             return status;
@@ -115,8 +119,9 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
          * sendbuf), in local-rank order. */
         if (k0 < my_cnt) {
             for (int j = 0; j < n; j++)
-                shm->srcs[j] = j == me ? sendbuf + (my_off + k0) * es
-                                       : tnt_shm_slot(shm, j, shm->phase) + (size_t)me * piece * es;
+                shm->srcs[j] = j == me && scale == 1.0
+                                   ? sendbuf + (my_off + k0) * es
+                                   : tnt_shm_slot(shm, j, shm->phase) + (size_t)me * piece * es;
             void *dst = allgather_result ? tnt_shm_slot(shm, me, shm->phase + 1)
                                          : recvbuf + (my_off + k0) * es;
             tnt_reduce_n_div(dtype, op, dst, shm->srcs, n, tnt_shm_min(piece, my_cnt - k0),
@@ -257,20 +262,38 @@ static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf,
 tnt_status_t tnt_shm_allreduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
                                tnt_dtype_t dtype, tnt_op_t op)
 {
+    return tnt_shm_allreduce_scaled(shm, sendbuf, recvbuf, count, dtype, op, 1.0);
+}
+
+tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                                      size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale)
+{
     tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op, "allreduce");
     if (status != TNT_OK || count == 0)
         return status;
     size_t bytes = count * tnt_dtype_size(dtype);
     if (shm->n == 1) {
         if (sendbuf != recvbuf)
-            memcpy(recvbuf, sendbuf, bytes);
+            tnt_reduce_copy_scaled(dtype, recvbuf, sendbuf, count, scale);
+        else
+            tnt_reduce_scale(dtype, recvbuf, count, scale);
         return TNT_OK;
     }
     if (bytes <= shm->small_max && bytes <= shm->slot_bytes)
-        return tnt_shm_allreduce_small(shm, sendbuf, recvbuf, count, dtype, op);
-    if (shm->use_cma && bytes >= TNT_SHM_CMA_MIN)
+        return tnt_shm_allreduce_small(shm, sendbuf, recvbuf, count, dtype, op, scale);
+    if (shm->use_cma && bytes >= TNT_SHM_CMA_MIN) {
+        /* CMA reads the peers' buffers directly, so there is no copy to
+         * scale on: scale into recvbuf first and reduce that in place. */
+        if (scale != 1.0) {
+            if (sendbuf != recvbuf)
+                tnt_reduce_copy_scaled(dtype, recvbuf, sendbuf, count, scale);
+            else
+                tnt_reduce_scale(dtype, recvbuf, count, scale);
+            sendbuf = recvbuf;
+        }
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
-    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
+    }
+    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1, "allreduce");
 }
 
 tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
@@ -288,7 +311,7 @@ tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *r
     }
     if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN)
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
-    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
+    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0, "reduce_scatter");
 }
 
 tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, tnt_dtype_t dtype)
