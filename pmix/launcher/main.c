@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -828,6 +829,43 @@ static void sweep_orphans(int sigfd)
     }
 }
 
+/* libtnt names a node's segment /dev/shm/tnt-<job hash>-<pid of the node's
+ * first rank> and removes the name as soon as every local rank has attached.
+ * A rank killed while it waited for the others to attach (a peer failed at
+ * start-up, and we stopped the job) cannot do that, so once every rank is
+ * gone the launcher removes what its own ranks left behind. Only names that
+ * end in one of this job's pids are touched. */
+static void remove_leftover_segments(const struct launch *launch)
+{
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *entry;
+
+    if (dir == NULL)
+        return;
+    while ((entry = readdir(dir)) != NULL) {
+        const char *dash;
+        char *end;
+        long pid;
+
+        if (strncmp(entry->d_name, "tnt-", 4) != 0 ||
+            (dash = strrchr(entry->d_name, '-')) == NULL)
+            continue;
+        pid = strtol(dash + 1, &end, 10);
+        if (*end != '\0' || pid <= 0)
+            continue;
+        for (int r = 0; r < launch->nranks; r++) {
+            if (launch->ranks[r].started_pid == (pid_t)pid) {
+                char path[300];
+                snprintf(path, sizeof path, "/%s", entry->d_name);
+                if (shm_unlink(path) == 0)
+                    tnt_launch_debug("removed %s left by rank %d", path, r);
+                break;
+            }
+        }
+    }
+    closedir(dir);
+}
+
 /* The one line that says why the job failed; returns the exit status. */
 static int report(const struct supervisor *sv)
 {
@@ -913,12 +951,14 @@ static int run_job(struct launch *launch)
             stop_job(&sv, SIGKILL);
             supervise(&sv, sigfd);
             sweep_orphans(sigfd);
+            remove_leftover_segments(launch);
             goto err_stop_server;
         }
     }
     sv.running = launch->nranks;
     supervise(&sv, sigfd);
     sweep_orphans(sigfd);
+    remove_leftover_segments(launch);
     status = report(&sv);
 
 err_stop_server:

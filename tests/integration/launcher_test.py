@@ -8,6 +8,7 @@ launcher_tnt_loop. Each CASE starts real processes through the launcher and
 checks exit status, messages, timing and clean-up; every wait is bounded.
 Exit status 0 = pass; a failure prints what was expected and what happened.
 """
+import glob
 import os
 import pty
 import re
@@ -460,6 +461,32 @@ def case_tnt_exit():
     assert_clean_tmpdir()
 
 
+def case_shm_leftover():
+    """Segment names a rank could not remove (killed while its peers were
+    still attaching) are removed by the launcher once the job is over; names
+    that do not end in one of the job's pids are left alone."""
+    foreign = "/dev/shm/tnt-0000000000000000-999999999"
+    open(foreign, "w").close()
+    try:
+        # Each rank leaves a segment name ending in its own pid, as a node's
+        # first rank killed before the others attached would; rank 1 fails.
+        script = ('touch /dev/shm/tnt-0123456789abcdef-$$; echo "pid $$"; '
+                  '[ "$PMIX_RANK" = 1 ] && exit 4; exit 0')
+        rc, out, err, _ = run(["-n", "2", "--python-interpreter", "", "--",
+                               "/bin/sh", "-c", script])
+        check(rc == 4, "rank 1's status is the job's", outputs(rc, out, err))
+        pids = re.findall(r"pid (\d+)", out)
+        check(len(pids) == 2, "both ranks ran", outputs(rc, out, err))
+        for pid in pids:
+            left = "/dev/shm/tnt-0123456789abcdef-%s" % pid
+            check(not os.path.exists(left), "%s left behind" % left)
+        check(os.path.exists(foreign), "a segment of another job was removed")
+    finally:
+        for path in glob.glob("/dev/shm/tnt-0123456789abcdef-*") + [foreign]:
+            if os.path.exists(path):
+                os.unlink(path)
+
+
 CASES = {
     "pmix_np1": lambda: case_pmix(1),
     "pmix_np2": lambda: case_pmix(2),
@@ -480,6 +507,7 @@ CASES = {
     "hostfile": case_hostfile,
     "tnt_kill": case_tnt_kill,
     "tnt_exit": case_tnt_exit,
+    "shm_leftover": case_shm_leftover,
 }
 
 
