@@ -25,17 +25,9 @@ int main(int argc, char **argv)
     float *buf;
     tnt_status_t s;
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--label") == 0 && i + 1 < argc) {
-            label = argv[++i];
-        } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
-            scale = atof(argv[++i]);
-        } else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) {
-            max_bytes = (size_t)atoll(argv[++i]);
-        } else {
-            fprintf(stderr, "usage: %s [--label L] [--scale X] [--max-bytes B]\n", argv[0]);
-            return 2;
-        }
+    if (mnb_parse_args(argc, argv, &label, &scale, &max_bytes) != 0) {
+        fprintf(stderr, "usage: %s [--label L] [--scale X] [--max-bytes B]\n", argv[0]);
+        return 2;
     }
     if (algo == NULL || *algo == '\0') {
         algo = "auto";

@@ -21,15 +21,8 @@ int main(int argc, char **argv)
     float *buf;
 
     MPI_Init(&argc, &argv);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--label") == 0 && i + 1 < argc) {
-            label = argv[++i];
-        } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
-            scale = atof(argv[++i]);
-        } else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) {
-            max_bytes = (size_t)atoll(argv[++i]);
-        }
-    }
+    /* Anything else is left to mpirun's own arguments, as before. */
+    (void)mnb_parse_args(argc, argv, &label, &scale, &max_bytes);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     buf = malloc(max_bytes);

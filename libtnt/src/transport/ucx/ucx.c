@@ -693,13 +693,12 @@ static size_t tnt_ucx_iov_bytes(const tnt_ucx_iov_t *iov, size_t iovcnt)
     return bytes;
 }
 
-/* Shared by the contiguous and iov forms: datatype is ucp_dt_make_contig(1)
- * (count = bytes) or ucp_dt_make_iov() (count = iovcnt). */
-static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
-                                      size_t count, size_t bytes, ucp_datatype_t datatype,
-                                      tnt_ucx_op_t **op_p)
+/* The common start of every send and receive: the peer must be usable and a
+ * preallocated request free (running out is a bug in the caller's pipeline
+ * depth, and it poisons the transport like any other failure). */
+static tnt_status_t tnt_ucx_op_acquire(tnt_ucx_t *ucx, int peer, size_t bytes,
+                                       struct tnt_ucx_op **op_p)
 {
-    ucp_request_param_t param;
     struct tnt_ucx_op *op;
     tnt_status_t status = tnt_ucx_check_peer(ucx, peer);
 
@@ -714,6 +713,23 @@ static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, co
     }
     op->peer = peer;
     op->bytes = bytes;
+    *op_p = op;
+    return TNT_OK;
+}
+
+/* Shared by the contiguous and iov forms: datatype is ucp_dt_make_contig(1)
+ * (count = bytes) or ucp_dt_make_iov() (count = iovcnt). */
+static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
+                                      size_t count, size_t bytes, ucp_datatype_t datatype,
+                                      tnt_ucx_op_t **op_p)
+{
+    ucp_request_param_t param;
+    struct tnt_ucx_op *op = NULL;
+    tnt_status_t status = tnt_ucx_op_acquire(ucx, peer, bytes, &op);
+
+    if (status != TNT_OK) {
+        return status;
+    }
     param.op_attr_mask = UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_DATATYPE;
     param.request = op;
     param.datatype = datatype;
@@ -732,21 +748,13 @@ static tnt_status_t tnt_ucx_post_recv(tnt_ucx_t *ucx, int peer, uint64_t tag, vo
                                       tnt_ucx_op_t **op_p)
 {
     ucp_request_param_t param;
-    struct tnt_ucx_op *op;
-    tnt_status_t status = tnt_ucx_check_peer(ucx, peer);
+    struct tnt_ucx_op *op = NULL;
+    tnt_status_t status = tnt_ucx_op_acquire(ucx, peer, bytes, &op);
 
     if (status != TNT_OK) {
         return status;
     }
-    op = pool_get(ucx);
-    if (op == NULL) {
-        ucx->failed = TNT_ERR_TRANSPORT;
-        return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: more than %d operations in flight",
-                               TNT_UCX_POOL_SLOTS);
-    }
-    op->peer = peer;
     op->is_recv = 1;
-    op->bytes = bytes;
     op->info.length = bytes;
     param.op_attr_mask = UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO |
                          UCP_OP_ATTR_FIELD_DATATYPE;
