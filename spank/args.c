@@ -14,7 +14,7 @@
  * parser free of allocation (it runs inside srun and slurmstepd). */
 #define ARGS_MAX 1024
 
-static const char *const args_log_levels[] = {"error", "warn", "info", "debug", "trace"};
+static const char *const args_log_levels[] = { "error", "warn", "info", "debug", "trace" };
 
 static const char args_help[] =
     "Usage: --tarantella[=KEY[=VALUE],...]   (e.g. --tarantella=pin=socket,verbose)\n"
@@ -75,8 +75,8 @@ static char *args_trim(char *s)
 /* A switch: no value means on; otherwise yes/no/true/false/1/0/on/off. */
 static int args_bool(const char *key, const char *value, int *out, char *errbuf, size_t errlen)
 {
-    static const char *const on[] = {"yes", "true", "1", "on"};
-    static const char *const off[] = {"no", "false", "0", "off"};
+    static const char *const on[] = { "yes", "true", "1", "on" };
+    static const char *const off[] = { "no", "false", "0", "off" };
     size_t i;
 
     if (value == NULL) {
@@ -94,8 +94,8 @@ static int args_bool(const char *key, const char *value, int *out, char *errbuf,
         }
     }
     args_err(errbuf, errlen,
-             "invalid value '%s' for %s; valid: no value (on), yes, no, true, false, 1, 0",
-             value, key);
+             "invalid value '%s' for %s; valid: no value (on), yes, no, true, false, 1, 0", value,
+             key);
     return -1;
 }
 
@@ -112,9 +112,8 @@ static int args_fusion(const char *value, long *out, char *errbuf, size_t errlen
     errno = 0;
     kb = strtol(value, &end, 10);
     if (errno != 0 || end == value || *end != '\0' || kb < 0 || kb > TNT_SPANK_FUSION_MAX_KB) {
-        args_err(errbuf, errlen,
-                 "invalid value '%s' for fusion; valid: an integer 0..%ld (KiB)", value,
-                 TNT_SPANK_FUSION_MAX_KB);
+        args_err(errbuf, errlen, "invalid value '%s' for fusion; valid: an integer 0..%ld (KiB)",
+                 value, TNT_SPANK_FUSION_MAX_KB);
         return -1;
     }
     *out = kb;
@@ -131,14 +130,14 @@ static int args_log(const char *value, char *out, size_t outlen, char *errbuf, s
             return 0;
         }
     }
-    args_err(errbuf, errlen, "invalid value '%s' for log; valid: %s",
-             value == NULL ? "" : value, TNT_SPANK_LOG_LEVELS);
+    args_err(errbuf, errlen, "invalid value '%s' for log; valid: %s", value == NULL ? "" : value,
+             TNT_SPANK_LOG_LEVELS);
     return -1;
 }
 
 /* One "key[=value]" item; key already has '_' turned into '-'. */
-static int args_item(const char *key, const char *value, int allow_help,
-                     tnt_spank_config_t *config, char *errbuf, size_t errlen)
+static int args_item(const char *key, const char *value, int allow_help, tnt_spank_config_t *config,
+                     char *errbuf, size_t errlen)
 {
     if (strcmp(key, "pin") == 0) {
         if (value == NULL || tnt_pin_mode_parse(value, &config->pin) != 0) {
@@ -197,8 +196,7 @@ static void args_split(char *item, char **key_p, char **value_p)
     }
 }
 
-int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errbuf,
-                         size_t errlen)
+int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errbuf, size_t errlen)
 {
     char copy[ARGS_MAX];
     tnt_spank_config_t next = *config;
@@ -209,8 +207,8 @@ int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errb
     if (arg == NULL || strcmp(arg, "(null)") == 0)
         arg = "";
     if (strlen(arg) >= sizeof copy) {
-        args_err(errbuf, errlen, "option value too long (%zu characters; at most %zu)",
-                 strlen(arg), sizeof copy - 1);
+        args_err(errbuf, errlen, "option value too long (%zu characters; at most %zu)", strlen(arg),
+                 sizeof copy - 1);
         return -1;
     }
     memcpy(copy, arg, strlen(arg) + 1);
@@ -279,14 +277,14 @@ char *tnt_spank_config_format(const tnt_spank_config_t *config, char *buf, size_
     if (buf == NULL || len == 0)
         return buf;
     buf[0] = '\0';
-#define FMT_APPEND(...)                                                              \
-    do {                                                                             \
-        int n_ = snprintf(buf + used, len - used, "%s", used > 0 ? "," : "");        \
-        if (n_ > 0 && (size_t)n_ < len - used)                                       \
-            used += (size_t)n_;                                                      \
-        n_ = snprintf(buf + used, len - used, __VA_ARGS__);                          \
-        if (n_ > 0)                                                                  \
-            used = used + (size_t)n_ < len ? used + (size_t)n_ : len - 1;            \
+#define FMT_APPEND(...)                                                       \
+    do {                                                                      \
+        int n_ = snprintf(buf + used, len - used, "%s", used > 0 ? "," : ""); \
+        if (n_ > 0 && (size_t)n_ < len - used)                                \
+            used += (size_t)n_;                                               \
+        n_ = snprintf(buf + used, len - used, __VA_ARGS__);                   \
+        if (n_ > 0)                                                           \
+            used = used + (size_t)n_ < len ? used + (size_t)n_ : len - 1;     \
     } while (0)
     FMT_APPEND("pin=%s", tnt_pin_mode_name(config->pin));
     if (config->pin_memory)

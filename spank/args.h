@@ -33,16 +33,16 @@
  * (libtnt's own default, or what the user exported, applies).
  */
 typedef struct {
-    int enabled;             /* --tarantella was given (or inherited) */
-    int help;                /* =help: print the sub-options and exit */
-    tnt_pin_mode_t pin;      /* default TNT_PIN_AUTO */
-    int pin_memory;          /* strict NUMA binding instead of preferred */
-    long fusion_kb;          /* < 0: unset */
-    char log_level[8];       /* "": unset */
-    int log_all;             /* TNT_LOG_ON_ALL_DEVICES=1 */
-    int output_all;          /* TNT_OUTPUT_ON_ALL_DEVICES=1 */
-    int no_gpu;              /* hide the GPUs from the tasks */
-    int verbose;             /* each task prints its binding */
+    int enabled;        /* --tarantella was given (or inherited) */
+    int help;           /* =help: print the sub-options and exit */
+    tnt_pin_mode_t pin; /* default TNT_PIN_AUTO */
+    int pin_memory;     /* strict NUMA binding instead of preferred */
+    long fusion_kb;     /* < 0: unset */
+    char log_level[8];  /* "": unset */
+    int log_all;        /* TNT_LOG_ON_ALL_DEVICES=1 */
+    int output_all;     /* TNT_OUTPUT_ON_ALL_DEVICES=1 */
+    int no_gpu;         /* hide the GPUs from the tasks */
+    int verbose;        /* each task prints its binding */
 } tnt_spank_config_t;
 
 /* pin=auto, everything else unset/off, not enabled. */
@@ -55,8 +55,7 @@ void tnt_spank_config_default(tnt_spank_config_t *config);
  * off what its allocation switched on). On error *config is left untouched
  * and errbuf says which value was bad and what is valid. Returns 0 or -1.
  */
-int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errbuf,
-                         size_t errlen);
+int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errbuf, size_t errlen);
 
 /*
  * plugstack.conf arguments: "default_KEY[=VALUE]" for every sub-option except

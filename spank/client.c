@@ -16,8 +16,7 @@ int tnt_spank_client_option(const char *optarg)
     char err[768];
 
     if (tnt_spank_resolve(&tnt_spank_state.defaults, getenv(TNT_SPANK_INHERITED_ENV),
-                          optarg != NULL ? optarg : "",
-                          &config, err, sizeof err) != 0) {
+                          optarg != NULL ? optarg : "", &config, err, sizeof err) != 0) {
         slurm_error("tarantella: %s", err);
         return -1;
     }

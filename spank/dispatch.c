@@ -30,9 +30,8 @@ static struct spank_option tnt_spank_option = {
     tnt_spank_option_cb,
 };
 
-int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited,
-                      const char *own, tnt_spank_config_t *config, char *errbuf,
-                      size_t errlen)
+int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited, const char *own,
+                      tnt_spank_config_t *config, char *errbuf, size_t errlen)
 {
     tnt_spank_config_t next = *defaults;
     char inner[512];

@@ -96,8 +96,8 @@ int tnt_spank_stepd_post_opt(spank_t sp)
     }
     if (inherited_p == NULL && own == NULL)
         return 0; /* not a Tarantella step: behave as if we were not loaded */
-    if (tnt_spank_resolve(&tnt_spank_state.defaults, inherited_p, own, &config, err,
-                          sizeof err) != 0) {
+    if (tnt_spank_resolve(&tnt_spank_state.defaults, inherited_p, own, &config, err, sizeof err) !=
+        0) {
         stepd_error("%s", err);
         return -1;
     }
@@ -252,8 +252,8 @@ int tnt_spank_stepd_task_init(spank_t sp)
     }
     /* The launcher's rule (shared code): the mask's CPUs divided by the
      * local tasks sharing that mask, so pin=none never oversubscribes. */
-    threads = tnt_pin_thread_count(topology, allowed, config->pin, local_rank, (int)local_size,
-                                   err, sizeof err);
+    threads = tnt_pin_thread_count(topology, allowed, config->pin, local_rank, (int)local_size, err,
+                                   sizeof err);
     if (threads < 0) {
         stepd_error("task %u: pin=%s: %s", rank, tnt_pin_mode_name(config->pin), err);
         goto err_bitmaps;
@@ -269,9 +269,9 @@ int tnt_spank_stepd_task_init(spank_t sp)
             snprintf(host, sizeof host, "?");
         host[sizeof host - 1] = '\0';
         tnt_pin_describe(cpuset, nodeset, where, sizeof where);
-        fprintf(stderr, "tarantella: rank %u local %d/%u node %s host %s: %s, %s, pin=%s%s\n",
-                rank, local_rank, local_size, node, host, where, gpu_desc,
-                tnt_pin_mode_name(config->pin), config->pin_memory ? " (memory strict)" : "");
+        fprintf(stderr, "tarantella: rank %u local %d/%u node %s host %s: %s, %s, pin=%s%s\n", rank,
+                local_rank, local_size, node, host, where, gpu_desc, tnt_pin_mode_name(config->pin),
+                config->pin_memory ? " (memory strict)" : "");
         fflush(stderr);
     }
     ret = 0;

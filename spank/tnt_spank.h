@@ -18,14 +18,14 @@
 /* State of the plugin in this process (srun, sbatch, salloc or one
  * slurmstepd). Slurm calls the hooks from one thread, so no locking. */
 typedef struct {
-    int initialized;                 /* slurm_spank_init ran (idempotence) */
-    tnt_spank_config_t defaults;     /* plugstack.conf arguments */
-    tnt_spank_config_t config;       /* resolved for this step/job */
-    int option_seen;                 /* the option callback ran */
+    int initialized;             /* slurm_spank_init ran (idempotence) */
+    tnt_spank_config_t defaults; /* plugstack.conf arguments */
+    tnt_spank_config_t config;   /* resolved for this step/job */
+    int option_seen;             /* the option callback ran */
     /* slurmstepd: the option as forwarded by srun, resolved in post_opt once
      * the step's environment (the allocation's option) can be read. */
     char remote_arg[1024];
-    int remote_arg_null;             /* forwarded as a bare --tarantella */
+    int remote_arg_null; /* forwarded as a bare --tarantella */
     int remote_arg_too_long;
     /* srun: SLURM_MPI_TYPE=pmix was set by slurm_spank_init. */
     int mpi_type_set_by_us;
@@ -51,8 +51,7 @@ int tnt_spank_stepd_task_init(spank_t sp);
 /* Resolves defaults + inherited (the allocation's option, NULL: none) + own
  * (this step's option, NULL: none; "" for a bare --tarantella) into *config. Both the inherited and the
  * own value must parse; errors name the bad value. Returns 0 or -1. */
-int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited,
-                      const char *own, tnt_spank_config_t *config, char *errbuf,
-                      size_t errlen);
+int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited, const char *own,
+                      tnt_spank_config_t *config, char *errbuf, size_t errlen);
 
 #endif

@@ -29,8 +29,8 @@ struct tnt_boot {
     pmix_proc_t myproc;
     int pmix_initialized;
     double timeout_s;
-    uint64_t allgather_seq;   /* per-call key suffix, identical on all ranks */
-    uint64_t barrier_seq;     /* for error messages */
+    uint64_t allgather_seq; /* per-call key suffix, identical on all ranks */
+    uint64_t barrier_seq;   /* for error messages */
 };
 
 /* State of one non-blocking fence. The PMIx callback may still fire after we
@@ -38,7 +38,7 @@ struct tnt_boot {
  * (on the abandoned list, so leak checkers see it is still referenced)
  * rather than freed under the callback's feet. */
 struct fence_state {
-    _Atomic int done;         /* set with release order after status */
+    _Atomic int done; /* set with release order after status */
     pmix_status_t status;
     pmix_info_t info[2];
     size_t ninfo;
@@ -64,31 +64,56 @@ static const char launch_hint[] =
 static int value_to_long(const pmix_value_t *val, long *out)
 {
     switch (val->type) {
-    case PMIX_INT:    *out = val->data.integer; return 0;
-    case PMIX_INT8:   *out = val->data.int8; return 0;
-    case PMIX_INT16:  *out = val->data.int16; return 0;
-    case PMIX_INT32:  *out = val->data.int32; return 0;
-    case PMIX_INT64:  *out = (long)val->data.int64; return 0;
-    case PMIX_UINT:   *out = (long)val->data.uint; return 0;
-    case PMIX_UINT8:  *out = val->data.uint8; return 0;
-    case PMIX_UINT16: *out = val->data.uint16; return 0;
-    case PMIX_UINT32: *out = (long)val->data.uint32; return 0;
-    case PMIX_UINT64: *out = (long)val->data.uint64; return 0;
-    case PMIX_SIZE:   *out = (long)val->data.size; return 0;
-    case PMIX_PROC_RANK: *out = (long)val->data.rank; return 0;
-    default:          return -1;
+    case PMIX_INT:
+        *out = val->data.integer;
+        return 0;
+    case PMIX_INT8:
+        *out = val->data.int8;
+        return 0;
+    case PMIX_INT16:
+        *out = val->data.int16;
+        return 0;
+    case PMIX_INT32:
+        *out = val->data.int32;
+        return 0;
+    case PMIX_INT64:
+        *out = (long)val->data.int64;
+        return 0;
+    case PMIX_UINT:
+        *out = (long)val->data.uint;
+        return 0;
+    case PMIX_UINT8:
+        *out = val->data.uint8;
+        return 0;
+    case PMIX_UINT16:
+        *out = val->data.uint16;
+        return 0;
+    case PMIX_UINT32:
+        *out = (long)val->data.uint32;
+        return 0;
+    case PMIX_UINT64:
+        *out = (long)val->data.uint64;
+        return 0;
+    case PMIX_SIZE:
+        *out = (long)val->data.size;
+        return 0;
+    case PMIX_PROC_RANK:
+        *out = (long)val->data.rank;
+        return 0;
+    default:
+        return -1;
     }
 }
 
 static int pmix_timeout_arg(double timeout_s)
 {
     if (timeout_s <= 0) {
-        return 0;                       /* PMIx: 0 = infinite */
+        return 0; /* PMIx: 0 = infinite */
     }
     if (timeout_s > 1e6) {
         return 1000000;
     }
-    int t = (int)timeout_s;              /* rounded up: PMIx takes whole seconds */
+    int t = (int)timeout_s; /* rounded up: PMIx takes whole seconds */
     return t < timeout_s ? t + 1 : t;
 }
 
@@ -147,7 +172,7 @@ static void self_hostname(char *buf, size_t len)
 /* SLURM_NTASKS (or the older SLURM_NPROCS) as a number, 0 if absent. */
 static long slurm_ntasks(void)
 {
-    const char *names[] = {"SLURM_NTASKS", "SLURM_NPROCS"};
+    const char *names[] = { "SLURM_NTASKS", "SLURM_NPROCS" };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         const char *v = getenv(names[i]);
         if (v != NULL && *v != '\0') {
@@ -287,7 +312,8 @@ tnt_status_t tnt_boot_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_
     if (rc != PMIX_SUCCESS) {
         return tnt_error_raise(TNT_ERR_BOOTSTRAP,
                                "bootstrap: the PMIx server has no PMIX_HOSTNAME for rank %d (%s); "
-                               "%s", rank, PMIx_Error_string(rc), launch_hint);
+                               "%s",
+                               rank, PMIx_Error_string(rc), launch_hint);
     }
     return TNT_OK;
 }
@@ -310,16 +336,16 @@ struct probe_slot {
 };
 
 struct probe_state {
-    _Atomic int pending;             /* callbacks still to come */
-    pmix_info_t info;                /* PMIX_TIMEOUT of each Get */
-    unsigned char *arrived;          /* size entries: 1 = its key was found */
-    struct probe_slot *slots;        /* size entries */
+    _Atomic int pending;      /* callbacks still to come */
+    pmix_info_t info;         /* PMIX_TIMEOUT of each Get */
+    unsigned char *arrived;   /* size entries: 1 = its key was found */
+    struct probe_slot *slots; /* size entries */
 };
 
 static void probe_done(pmix_status_t status, pmix_value_t *kv, void *cbdata)
 {
     struct probe_slot *slot = cbdata;
-    (void)kv;                         /* owned and released by PMIx */
+    (void)kv; /* owned and released by PMIx */
     slot->st->arrived[slot->rank] = status == PMIX_SUCCESS;
     /* Release: the arrived entry happens-before the waiter's acquire load
      * that sees the count reach 0. */
@@ -327,7 +353,7 @@ static void probe_done(pmix_status_t status, pmix_value_t *kv, void *cbdata)
 }
 
 #define PROBE_TIMEOUT_S 1
-#define PROBE_LIST_MAX 16
+#define PROBE_LIST_MAX  16
 
 /* Writes "ranks 1, 5 (2 of 8)" for the ranks whose key nobody can Get and
  * returns their number, or returns 0 with missing empty when that cannot be
@@ -370,7 +396,7 @@ static int probe_missing(tnt_boot_t *boot, const char *key, char *missing, size_
     tnt_backoff_init(&backoff, PROBE_TIMEOUT_S + 1);
     while (atomic_load_explicit(&st->pending, memory_order_acquire) > 0) {
         if (tnt_backoff_wait(&backoff) != 0) {
-            return 0;                 /* st leaked: callbacks may still come */
+            return 0; /* st leaked: callbacks may still come */
         }
     }
 
@@ -435,9 +461,10 @@ static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what, const
     pmix_status_t rc = PMIx_Fence_nb(NULL, 0, st->info, st->ninfo, fence_done, st);
     if (rc != PMIX_SUCCESS) {
         free(st);
-        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Fence failed to start: %s; "
-                               "is the launcher's PMIx server still running?", what,
-                               PMIx_Error_string(rc));
+        return tnt_error_raise(TNT_ERR_BOOTSTRAP,
+                               "bootstrap %s: PMIx_Fence failed to start: %s; "
+                               "is the launcher's PMIx server still running?",
+                               what, PMIx_Error_string(rc));
     }
     tnt_backoff_init(&backoff, boot->timeout_s);
     while (!atomic_load_explicit(&st->done, memory_order_acquire)) {
@@ -456,8 +483,8 @@ static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what, const
             return tnt_error_raise(TNT_ERR_TIMEOUT,
                                    "bootstrap %s: not every one of the %d ranks arrived within "
                                    "%.0f s; are they all still running, and did they call "
-                                   "tnt_init? see TNT_TIMEOUT", what, boot->info.size,
-                                   boot->timeout_s);
+                                   "tnt_init? see TNT_TIMEOUT",
+                                   what, boot->info.size, boot->timeout_s);
         }
     }
     rc = st->status;
@@ -511,8 +538,10 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
         rc = PMIx_Commit();
     }
     if (rc != PMIX_SUCCESS) {
-        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Put/Commit of %zu bytes "
-                               "failed: %s", what, bytes, PMIx_Error_string(rc));
+        return tnt_error_raise(TNT_ERR_BOOTSTRAP,
+                               "bootstrap %s: PMIx_Put/Commit of %zu bytes "
+                               "failed: %s",
+                               what, bytes, PMIx_Error_string(rc));
     }
     status = fence(boot, 1, what, key);
     if (status != TNT_OK) {
@@ -528,16 +557,19 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
         PMIX_LOAD_PROCID(&proc, boot->myproc.nspace, (pmix_rank_t)r);
         rc = PMIx_Get(&proc, key, timeout > 0 ? &get_info : NULL, timeout > 0 ? 1 : 0, &val);
         if (rc != PMIX_SUCCESS) {
-            status = tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: could not get rank %d's "
+            status = tnt_error_raise(TNT_ERR_BOOTSTRAP,
+                                     "bootstrap %s: could not get rank %d's "
                                      "data from PMIx: %s; did rank %d call the same collective?",
                                      what, r, PMIx_Error_string(rc), r);
             break;
         }
         if (val->type != PMIX_BYTE_OBJECT || val->data.bo.size != bytes) {
-            status = tnt_error_raise(TNT_ERR_MISMATCH, "bootstrap %s: rank %d contributed %zu "
+            status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                     "bootstrap %s: rank %d contributed %zu "
                                      "bytes, this rank %zu; the ranks are not running the same "
-                                     "code path", what, r,
-                                     val->type == PMIX_BYTE_OBJECT ? val->data.bo.size : 0, bytes);
+                                     "code path",
+                                     what, r, val->type == PMIX_BYTE_OBJECT ? val->data.bo.size : 0,
+                                     bytes);
             PMIX_VALUE_RELEASE(val);
             break;
         }
@@ -571,8 +603,8 @@ tnt_status_t tnt_boot_barrier(tnt_boot_t *boot)
         rc = PMIx_Commit();
     }
     if (rc != PMIX_SUCCESS) {
-        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Put/Commit failed: %s",
-                               what, PMIx_Error_string(rc));
+        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Put/Commit failed: %s", what,
+                               PMIx_Error_string(rc));
     }
     return fence(boot, 0, what, key);
 }
@@ -590,7 +622,7 @@ static void *abort_watchdog(void *arg)
 void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)
 {
     if (exit_code == 0) {
-        exit_code = 1;        /* an abort is a failure, whatever the caller says */
+        exit_code = 1; /* an abort is a failure, whatever the caller says */
     }
     if (boot != NULL && boot->pmix_initialized) {
         pthread_t watchdog;

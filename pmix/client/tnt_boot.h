@@ -14,13 +14,13 @@
 typedef struct tnt_boot tnt_boot_t;
 
 struct tnt_boot_info {
-    int  rank;
-    int  size;
-    int  local_rank;
-    int  local_size;
-    int  is_singleton;
-    char job_id[64];                       /* PMIx namespace (or "singleton-<pid>") */
-    char hostname[TNT_BOOT_HOSTNAME_MAX];  /* this rank's PMIX_HOSTNAME */
+    int rank;
+    int size;
+    int local_rank;
+    int local_size;
+    int is_singleton;
+    char job_id[64];                      /* PMIx namespace (or "singleton-<pid>") */
+    char hostname[TNT_BOOT_HOSTNAME_MAX]; /* this rank's PMIX_HOSTNAME */
 };
 
 /* Connects to the PMIx server (or becomes a singleton). timeout_s bounds
@@ -39,7 +39,6 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
 tnt_status_t tnt_boot_barrier(tnt_boot_t *boot);
 
 /* Asks the launcher / slurmstepd to kill the whole job. Does not return. */
-void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)
-    __attribute__((noreturn));
+void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message) __attribute__((noreturn));
 
 #endif

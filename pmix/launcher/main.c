@@ -44,25 +44,25 @@ extern char **environ;
 
 /* Exit statuses of the launcher itself (ranks' statuses pass through). */
 enum {
-    EXIT_LAUNCH_ERROR = 1,  /* could not start the job */
-    EXIT_USAGE = 2,         /* bad options */
-    EXIT_NOT_FOUND = 127,   /* program or interpreter cannot be executed */
+    EXIT_LAUNCH_ERROR = 1, /* could not start the job */
+    EXIT_USAGE = 2,        /* bad options */
+    EXIT_NOT_FOUND = 127,  /* program or interpreter cannot be executed */
 };
 
 /* Seconds between SIGTERM and SIGKILL when the job is stopped. */
-#define STOP_GRACE_S 3
+#define STOP_GRACE_S  3
 #define LAST_LINE_MAX 400
-#define LINE_BUF 4096
+#define LINE_BUF      4096
 
 struct rank_state {
     int rank, node, local_rank;
     hwloc_bitmap_t cpuset, nodeset;
     int nthreads;
-    struct tnt_envlist added;   /* what the launcher adds (shown by --dry-run) */
-    pid_t pid;                  /* 0 = not started or reaped */
-    pid_t started_pid;          /* kept after reaping, for the report */
+    struct tnt_envlist added; /* what the launcher adds (shown by --dry-run) */
+    pid_t pid;                /* 0 = not started or reaped */
+    pid_t started_pid;        /* kept after reaping, for the report */
     int wait_status;
-    int err_fd;                 /* read end of the rank's stderr pipe, -1 when closed */
+    int err_fd; /* read end of the rank's stderr pipe, -1 when closed */
     size_t line_len;
     char line[LINE_BUF];
     char last_line[LAST_LINE_MAX + 1];
@@ -272,8 +272,8 @@ static int plan_launch(struct launch *launch)
     host[sizeof host - 1] = '\0';
     for (int node = 0; node < k; node++) {
         if (opts->simulate_nodes > 0)
-            snprintf(launch->node_names[node], sizeof launch->node_names[node], "%s-node%d",
-                     host, node);
+            snprintf(launch->node_names[node], sizeof launch->node_names[node], "%s-node%d", host,
+                     node);
         else
             snprintf(launch->node_names[node], sizeof launch->node_names[node], "%s", host);
     }
@@ -301,8 +301,8 @@ static int plan_launch(struct launch *launch)
         }
         if (tnt_pin_compute(launch->topology, allowed, opts->pin, r, n, rs->cpuset, rs->nodeset,
                             err, sizeof err) != 0) {
-            tnt_launch_error("cannot pin rank %d (--pin %s): %s", r,
-                             tnt_pin_mode_name(opts->pin), err);
+            tnt_launch_error("cannot pin rank %d (--pin %s): %s", r, tnt_pin_mode_name(opts->pin),
+                             err);
             goto out;
         }
     }
@@ -311,8 +311,8 @@ static int plan_launch(struct launch *launch)
     for (int r = 0; r < n; r++) {
         struct rank_state *rs = &launch->ranks[r];
 
-        rs->nthreads = tnt_pin_thread_count(launch->topology, allowed, opts->pin, r, n, err,
-                                            sizeof err);
+        rs->nthreads =
+            tnt_pin_thread_count(launch->topology, allowed, opts->pin, r, n, err, sizeof err);
         if (rs->nthreads < 1) {
             tnt_launch_error("cannot size rank %d's thread count: %s", r, err);
             goto out;
@@ -380,7 +380,7 @@ exec_rank(struct launch *launch, struct rank_state *rs, int err_write, char **en
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(EXIT_LAUNCH_ERROR);
-    signal(SIGPIPE, SIG_DFL);   /* the launcher ignores it; exec keeps SIG_IGN */
+    signal(SIGPIPE, SIG_DFL); /* the launcher ignores it; exec keeps SIG_IGN */
     sigprocmask(SIG_SETMASK, child_mask, NULL);
     if (dup2(err_write, STDERR_FILENO) < 0)
         _exit(EXIT_LAUNCH_ERROR);
@@ -394,8 +394,8 @@ exec_rank(struct launch *launch, struct rank_state *rs, int err_write, char **en
         }
     }
     if (launch->opts.pin != TNT_PIN_NONE || launch->opts.pin_memory) {
-        int rc = tnt_pin_apply(launch->topology, rs->cpuset, rs->nodeset,
-                               launch->opts.pin_memory, err, sizeof err);
+        int rc = tnt_pin_apply(launch->topology, rs->cpuset, rs->nodeset, launch->opts.pin_memory,
+                               err, sizeof err);
 
         if (rc < 0) {
             fprintf(stderr, "tarantella: rank %d: %s\n", rs->rank, err);
@@ -405,16 +405,16 @@ exec_rank(struct launch *launch, struct rank_state *rs, int err_write, char **en
             fprintf(stderr, "tarantella: warning: rank %d: %s\n", rs->rank, err);
     }
     execvpe(launch->exec_argv[0], launch->exec_argv, envp);
-    fprintf(stderr, "tarantella: rank %d: cannot execute %s: %s\n", rs->rank,
-            launch->exec_argv[0], strerror(errno));
+    fprintf(stderr, "tarantella: rank %d: cannot execute %s: %s\n", rs->rank, launch->exec_argv[0],
+            strerror(errno));
     _exit(EXIT_NOT_FOUND);
 }
 
 static int start_rank(struct launch *launch, tnt_launch_server_t *server, struct rank_state *rs,
                       const sigset_t *child_mask)
 {
-    struct tnt_envlist env = {0};
-    int pipe_fds[2] = {-1, -1};
+    struct tnt_envlist env = { 0 };
+    int pipe_fds[2] = { -1, -1 };
     pid_t parent = getpid(), pid;
     int ret = -1;
 
@@ -485,7 +485,7 @@ static void write_all(int fd, const char *buf, size_t len)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return;   /* stderr closed: drop the output, keep supervising */
+            return; /* stderr closed: drop the output, keep supervising */
         }
         buf += n;
         len -= (size_t)n;
@@ -498,7 +498,7 @@ static void remember_line(struct rank_state *rs, const char *line, size_t len)
     while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
         len--;
     if (len == 0)
-        return;   /* a blank line says nothing about why a rank failed */
+        return; /* a blank line says nothing about why a rank failed */
     if (len > LAST_LINE_MAX)
         len = LAST_LINE_MAX;
     memcpy(rs->last_line, line, len);
@@ -555,14 +555,14 @@ static void drain_stderr(struct rank_state *rs)
 struct supervisor {
     struct launch *launch;
     tnt_launch_server_t *server;
-    int running;                /* ranks not reaped yet */
-    int failed_rank;            /* first failure; -1 = none */
-    int failed_abort;           /* the failure was a PMIx abort */
-    double failed_at;           /* when the failure was seen */
+    int running;      /* ranks not reaped yet */
+    int failed_rank;  /* first failure; -1 = none */
+    int failed_abort; /* the failure was a PMIx abort */
+    double failed_at; /* when the failure was seen */
     int abort_status;
     char abort_message[512];
-    int interrupt_signal;       /* signal that stopped the launcher; 0 = none */
-    double kill_at;             /* SIGKILL deadline; 0 = none */
+    int interrupt_signal; /* signal that stopped the launcher; 0 = none */
+    double kill_at;       /* SIGKILL deadline; 0 = none */
 };
 
 static void signal_ranks(struct supervisor *sv, int sig)
@@ -617,14 +617,13 @@ static void reap_children(struct supervisor *sv)
             if (sv->launch->ranks[r].pid == pid)
                 rs = &sv->launch->ranks[r];
         if (rs == NULL)
-            continue;   /* an orphan re-parented to us (sweep_orphans) */
+            continue; /* an orphan re-parented to us (sweep_orphans) */
         rs->pid = 0;
         rs->wait_status = status;
         sv->running--;
         /* Everything the rank wrote before exiting is in the pipe now. */
         drain_stderr(rs);
-        tnt_launch_debug("rank %d (pid %ld) ended: wait status 0x%x", rs->rank, (long)pid,
-                         status);
+        tnt_launch_debug("rank %d (pid %ld) ended: wait status 0x%x", rs->rank, (long)pid, status);
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
             continue;
         if (sv->failed_rank >= 0) {
@@ -713,14 +712,14 @@ static int supervise(struct supervisor *sv, int sigfd)
     while (sv->running > 0) {
         int nfds = 0, timeout_ms = -1, ready;
 
-        fds[nfds++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
-        fds[nfds++] = (struct pollfd){.fd = tnt_launch_server_event_fd(sv->server),
-                                      .events = POLLIN};
+        fds[nfds++] = (struct pollfd){ .fd = sigfd, .events = POLLIN };
+        fds[nfds++] =
+            (struct pollfd){ .fd = tnt_launch_server_event_fd(sv->server), .events = POLLIN };
         for (int r = 0; r < n; r++) {
             if (sv->launch->ranks[r].err_fd >= 0) {
                 fd_rank[nfds] = r;
-                fds[nfds++] = (struct pollfd){.fd = sv->launch->ranks[r].err_fd,
-                                              .events = POLLIN};
+                fds[nfds++] =
+                    (struct pollfd){ .fd = sv->launch->ranks[r].err_fd, .events = POLLIN };
             }
         }
         if (sv->kill_at > 0) {
@@ -729,7 +728,7 @@ static int supervise(struct supervisor *sv, int sigfd)
             if (left <= 0) {
                 tnt_launch_debug("grace period over: SIGKILL to the remaining ranks");
                 signal_ranks(sv, SIGKILL);
-                sv->kill_at = -1;   /* done; wait for the reaping */
+                sv->kill_at = -1; /* done; wait for the reaping */
             } else {
                 timeout_ms = (int)(left * 1000) + 1;
             }
@@ -808,7 +807,7 @@ static void sweep_orphans(int sigfd)
     for (int i = 0; i < count; i++)
         kill(pids[i], SIGTERM);
     for (;;) {
-        struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
+        struct pollfd pfd = { .fd = sigfd, .events = POLLIN };
         struct signalfd_siginfo info;
         double left = deadline - now_s();
 
@@ -847,8 +846,7 @@ static void remove_leftover_segments(const struct launch *launch)
         char *end;
         long pid;
 
-        if (strncmp(entry->d_name, "tnt-", 4) != 0 ||
-            (dash = strrchr(entry->d_name, '-')) == NULL)
+        if (strncmp(entry->d_name, "tnt-", 4) != 0 || (dash = strrchr(entry->d_name, '-')) == NULL)
             continue;
         pid = strtol(dash + 1, &end, 10);
         if (*end != '\0' || pid <= 0)
@@ -909,7 +907,7 @@ static int report(const struct supervisor *sv)
 
 static int run_job(struct launch *launch)
 {
-    struct supervisor sv = {.launch = launch, .failed_rank = -1};
+    struct supervisor sv = { .launch = launch, .failed_rank = -1 };
     struct tnt_launch_job job = {
         .nranks = launch->nranks,
         .nnodes = launch->nnodes,
@@ -970,7 +968,7 @@ err_close_sigfd:
 
 int main(int argc, char **argv)
 {
-    struct launch launch = {0};
+    struct launch launch = { 0 };
     char err[1024], path[4096];
     int status;
 
@@ -985,7 +983,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (launch.opts.show_version) {
-        const char *pmix = PMIx_Get_version();   /* "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" */
+        const char *pmix = PMIx_Get_version(); /* "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" */
         const char *paren = strstr(pmix, " (");
 
         printf("tarantella %s (%.*s, hwloc %s)\n", TNT_VERSION_STRING,
@@ -1007,7 +1005,8 @@ int main(int argc, char **argv)
         if (nodes != NULL && atoi(nodes) > 1 && !launch.opts.dry_run)
             tnt_launch_warn("this SLURM allocation has %s nodes, but tarantella starts every "
                             "rank on this one; to use them all: srun --tarantella -N %s "
-                            "PROGRAM", nodes, nodes);
+                            "PROGRAM",
+                            nodes, nodes);
     }
     if (plan_launch(&launch) != 0) {
         status = EXIT_LAUNCH_ERROR;
@@ -1021,9 +1020,8 @@ int main(int argc, char **argv)
     /* Refuse before starting anything when the program cannot run. */
     if (find_executable(launch.exec_argv[0], path, sizeof path) != 0) {
         tnt_launch_error("cannot execute '%s': %s", launch.exec_argv[0],
-                         strchr(launch.exec_argv[0], '/') != NULL
-                             ? strerror(errno)
-                             : "not found in PATH");
+                         strchr(launch.exec_argv[0], '/') != NULL ? strerror(errno)
+                                                                  : "not found in PATH");
         status = EXIT_NOT_FOUND;
         goto out;
     }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const log_levels[] = {"error", "warn", "info", "debug", "trace"};
+static const char *const log_levels[] = { "error", "warn", "info", "debug", "trace" };
 
 static int opt_err(char *errbuf, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -110,7 +110,8 @@ static int add_export(struct tnt_launch_options *opts, const char *assignment, c
     if (eq == NULL || !valid_env_name(assignment, (size_t)(eq - assignment)))
         return opt_err(errbuf, errlen,
                        "invalid -x value '%s': expected VAR=VALUE with VAR made of letters, "
-                       "digits and '_' (e.g. -x OMP_PROC_BIND=true)", assignment);
+                       "digits and '_' (e.g. -x OMP_PROC_BIND=true)",
+                       assignment);
     grown = realloc(opts->exports, (size_t)(opts->nexports + 2) * sizeof *grown);
     if (grown == NULL)
         return opt_err(errbuf, errlen, "out of memory while parsing -x");
@@ -121,8 +122,8 @@ static int add_export(struct tnt_launch_options *opts, const char *assignment, c
     return 0;
 }
 
-int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *opts,
-                             char *errbuf, size_t errlen)
+int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *opts, char *errbuf,
+                             size_t errlen)
 {
     const char *value = NULL;
     int i, m;
@@ -142,7 +143,7 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
             break;
         }
         if (arg[0] != '-' || arg[1] == '\0')
-            break;   /* the program */
+            break; /* the program */
 
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             opts->show_help = 1;
@@ -199,7 +200,8 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
                                m > 0 ? value : "", tnt_pin_mode_choices());
         } else if ((m = match_value(argc, argv, &i, "--python-interpreter", &value)) != 0) {
             if (m < 0)
-                return opt_err(errbuf, errlen, "--python-interpreter needs a value: a path, "
+                return opt_err(errbuf, errlen,
+                               "--python-interpreter needs a value: a path, "
                                "or \"\" to run the program directly");
             opts->python = value;
         } else if ((m = match_value(argc, argv, &i, "--hostfile", &value)) != 0) {
@@ -210,7 +212,8 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
             if (m < 0 || parse_long(value, 1, TNT_LAUNCH_MAX_RANKS, &number) != 0)
                 return opt_err(errbuf, errlen,
                                "invalid --simulate-nodes '%s': expected a number of nodes from 1 "
-                               "to the number of ranks (-n)", m > 0 ? value : "");
+                               "to the number of ranks (-n)",
+                               m > 0 ? value : "");
             opts->simulate_nodes = (int)number;
         } else {
             return opt_err(errbuf, errlen, "unknown option '%s'; see tarantella --help", arg);
@@ -223,7 +226,8 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
     if (opts->show_help || opts->show_version)
         return 0;
     if (opts->nprogram == 0)
-        return opt_err(errbuf, errlen, "no program given; usage: tarantella -n N [options] -- "
+        return opt_err(errbuf, errlen,
+                       "no program given; usage: tarantella -n N [options] -- "
                        "PROGRAM [ARGS...] (see tarantella --help)");
     if (opts->program[0][0] == '\0')
         return opt_err(errbuf, errlen, "the program name is empty");
@@ -233,7 +237,8 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
                        "ranks (-n %d), so that every simulated node has a rank",
                        opts->simulate_nodes, opts->nranks);
     if (opts->hostfile != NULL && opts->simulate_nodes > 0)
-        return opt_err(errbuf, errlen, "--hostfile and --simulate-nodes cannot be combined: "
+        return opt_err(errbuf, errlen,
+                       "--hostfile and --simulate-nodes cannot be combined: "
                        "--simulate-nodes runs every rank on this machine");
     return 0;
 }
@@ -247,42 +252,41 @@ void tnt_launch_options_free(struct tnt_launch_options *opts)
 
 const char *tnt_launch_usage(void)
 {
-    return
-        "usage: tarantella [options] [--] PROGRAM [ARGS...]\n"
-        "\n"
-        "Starts N ranks of PROGRAM on this machine as one Tarantella job (the launcher is\n"
-        "their PMIx server). PROGRAM ending in .py runs under the Python interpreter;\n"
-        "anything else is executed directly. Multi-node jobs belong to SLURM:\n"
-        "  srun --tarantella -N NODES --ntasks-per-node=R python model.py\n"
-        "\n"
-        "options:\n"
-        "  -n N                      number of ranks (default 1)\n"
-        "  -x VAR=VALUE              set VAR in every rank's environment (repeatable)\n"
-        "  --no-gpu                  hide GPUs from the ranks (CUDA_VISIBLE_DEVICES=\"\")\n"
-        "  --log-level LEVEL         libtnt log level: error, warn, info, debug, trace\n"
-        "                            (TNT_LOG_LEVEL); info and above also make the\n"
-        "                            launcher describe each rank's binding\n"
-        "  --log-on-all-devices      log on every rank, not only rank 0\n"
-        "  --output-on-all-devices   print progress output on every rank\n"
-        "  --fusion-threshold KB     gradient fusion bucket size in KiB\n"
-        "                            (TNT_FUSION_THRESHOLD_KB; 0 = one allreduce per tensor)\n"
-        "  --pin MODE                pin each rank: none, socket, numa, core, auto\n"
-        "                            (default none; see docs/launcher.md)\n"
-        "  --pin-memory              bind memory strictly to the rank's NUMA nodes\n"
-        "                            (otherwise they are only preferred)\n"
-        "  --pin-to-socket           same as --pin socket\n"
-        "  --pin-memory-to-socket    same as --pin socket --pin-memory\n"
-        "  --python-interpreter PATH interpreter for .py programs (default /usr/bin/python3;\n"
-        "                            \"\" executes the program directly)\n"
-        "  --dry-run                 print each rank's command, added environment and\n"
-        "                            binding; start nothing\n"
-        "  --hostfile FILE           outside SLURM: hand the job to OpenMPI's mpirun\n"
-        "  --simulate-nodes K        testing aid: present the ranks as K nodes named\n"
-        "                            <host>-node<i> (contiguous blocks of ranks)\n"
-        "  --version                 print the version and exit\n"
-        "  -h, --help                print this help and exit\n"
-        "\n"
-        "exit status: 0 when every rank exits 0; otherwise that of the first rank to fail\n"
-        "(128+N when it was killed by signal N), 1 for a rank that called abort with 0,\n"
-        "2 for bad options, 127 when the program cannot be executed.\n";
+    return "usage: tarantella [options] [--] PROGRAM [ARGS...]\n"
+           "\n"
+           "Starts N ranks of PROGRAM on this machine as one Tarantella job (the launcher is\n"
+           "their PMIx server). PROGRAM ending in .py runs under the Python interpreter;\n"
+           "anything else is executed directly. Multi-node jobs belong to SLURM:\n"
+           "  srun --tarantella -N NODES --ntasks-per-node=R python model.py\n"
+           "\n"
+           "options:\n"
+           "  -n N                      number of ranks (default 1)\n"
+           "  -x VAR=VALUE              set VAR in every rank's environment (repeatable)\n"
+           "  --no-gpu                  hide GPUs from the ranks (CUDA_VISIBLE_DEVICES=\"\")\n"
+           "  --log-level LEVEL         libtnt log level: error, warn, info, debug, trace\n"
+           "                            (TNT_LOG_LEVEL); info and above also make the\n"
+           "                            launcher describe each rank's binding\n"
+           "  --log-on-all-devices      log on every rank, not only rank 0\n"
+           "  --output-on-all-devices   print progress output on every rank\n"
+           "  --fusion-threshold KB     gradient fusion bucket size in KiB\n"
+           "                            (TNT_FUSION_THRESHOLD_KB; 0 = one allreduce per tensor)\n"
+           "  --pin MODE                pin each rank: none, socket, numa, core, auto\n"
+           "                            (default none; see docs/launcher.md)\n"
+           "  --pin-memory              bind memory strictly to the rank's NUMA nodes\n"
+           "                            (otherwise they are only preferred)\n"
+           "  --pin-to-socket           same as --pin socket\n"
+           "  --pin-memory-to-socket    same as --pin socket --pin-memory\n"
+           "  --python-interpreter PATH interpreter for .py programs (default /usr/bin/python3;\n"
+           "                            \"\" executes the program directly)\n"
+           "  --dry-run                 print each rank's command, added environment and\n"
+           "                            binding; start nothing\n"
+           "  --hostfile FILE           outside SLURM: hand the job to OpenMPI's mpirun\n"
+           "  --simulate-nodes K        testing aid: present the ranks as K nodes named\n"
+           "                            <host>-node<i> (contiguous blocks of ranks)\n"
+           "  --version                 print the version and exit\n"
+           "  -h, --help                print this help and exit\n"
+           "\n"
+           "exit status: 0 when every rank exits 0; otherwise that of the first rank to fail\n"
+           "(128+N when it was killed by signal N), 1 for a rank that called abort with 0,\n"
+           "2 for bad options, 127 when the program cannot be executed.\n";
 }

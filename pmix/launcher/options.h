@@ -16,23 +16,23 @@
 #define TNT_LAUNCH_MAX_RANKS 4096
 
 struct tnt_launch_options {
-    int nranks;                 /* -n N (default 1) */
-    int no_gpu;                 /* --no-gpu: CUDA_VISIBLE_DEVICES="" */
-    char **exports;             /* -x VAR=VAL, in order (NULL-terminated, owned) */
+    int nranks;     /* -n N (default 1) */
+    int no_gpu;     /* --no-gpu: CUDA_VISIBLE_DEVICES="" */
+    char **exports; /* -x VAR=VAL, in order (NULL-terminated, owned) */
     int nexports;
-    const char *log_level;      /* --log-level: error|warn|info|debug|trace, or NULL */
-    int log_on_all_devices;     /* --log-on-all-devices */
-    int output_on_all_devices;  /* --output-on-all-devices */
-    long fusion_threshold_kb;   /* --fusion-threshold KB; -1 = not given */
-    tnt_pin_mode_t pin;         /* --pin MODE / --pin-to-socket (default none) */
-    int pin_memory;             /* --pin-memory / --pin-memory-to-socket: strict */
-    const char *python;         /* --python-interpreter ("" = exec directly) */
-    int dry_run;                /* --dry-run */
-    int show_version;           /* --version */
-    int show_help;              /* --help / -h */
-    const char *hostfile;       /* --hostfile FILE, or NULL */
-    int simulate_nodes;         /* --simulate-nodes K (0 = off) */
-    char **program;             /* PROGRAM ARGS... (NULL-terminated, points into argv) */
+    const char *log_level;     /* --log-level: error|warn|info|debug|trace, or NULL */
+    int log_on_all_devices;    /* --log-on-all-devices */
+    int output_on_all_devices; /* --output-on-all-devices */
+    long fusion_threshold_kb;  /* --fusion-threshold KB; -1 = not given */
+    tnt_pin_mode_t pin;        /* --pin MODE / --pin-to-socket (default none) */
+    int pin_memory;            /* --pin-memory / --pin-memory-to-socket: strict */
+    const char *python;        /* --python-interpreter ("" = exec directly) */
+    int dry_run;               /* --dry-run */
+    int show_version;          /* --version */
+    int show_help;             /* --help / -h */
+    const char *hostfile;      /* --hostfile FILE, or NULL */
+    int simulate_nodes;        /* --simulate-nodes K (0 = off) */
+    char **program;            /* PROGRAM ARGS... (NULL-terminated, points into argv) */
     int nprogram;
 };
 
@@ -42,8 +42,8 @@ struct tnt_launch_options {
  * flags are meaningful (no program needed). Strings point into argv; the
  * caller frees opts->exports with tnt_launch_options_free on every path.
  */
-int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *opts,
-                             char *errbuf, size_t errlen);
+int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *opts, char *errbuf,
+                             size_t errlen);
 void tnt_launch_options_free(struct tnt_launch_options *opts);
 
 /* The usage text printed by --help. */

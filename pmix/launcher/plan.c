@@ -89,8 +89,8 @@ void tnt_envlist_free(struct tnt_envlist *list)
     list->n = 0;
 }
 
-int tnt_launch_layout(int nranks, int nnodes, int *node_of_rank, int *local_rank,
-                      int *node_first, int *node_size)
+int tnt_launch_layout(int nranks, int nnodes, int *node_of_rank, int *local_rank, int *node_first,
+                      int *node_size)
 {
     int rank = 0;
 
@@ -167,8 +167,8 @@ static int ends_with(const char *text, const char *suffix)
 
 char **tnt_launch_exec_argv(const struct tnt_launch_options *opts)
 {
-    int python = opts->python != NULL && opts->python[0] != '\0' &&
-                 ends_with(opts->program[0], ".py");
+    int python =
+        opts->python != NULL && opts->python[0] != '\0' && ends_with(opts->program[0], ".py");
     char **argv = calloc((size_t)opts->nprogram + 2, sizeof *argv);
     int n = 0;
 
@@ -204,7 +204,7 @@ static int argv_push(char ***argv_p, int *n, const char *text)
 
 char **tnt_launch_mpirun_argv(const struct tnt_launch_options *opts, const char *mpirun)
 {
-    struct tnt_envlist added = {0};
+    struct tnt_envlist added = { 0 };
     char **argv = NULL, **program = NULL;
     char number[32];
     int n = 0;

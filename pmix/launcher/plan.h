@@ -34,8 +34,8 @@ void tnt_envlist_free(struct tnt_envlist *list);
  * entries (node_of_rank, local_rank) or K entries (node_first, node_size).
  * Returns 0, or -1 when K is not in [1, N].
  */
-int tnt_launch_layout(int nranks, int nnodes, int *node_of_rank, int *local_rank,
-                      int *node_first, int *node_size);
+int tnt_launch_layout(int nranks, int nnodes, int *node_of_rank, int *local_rank, int *node_first,
+                      int *node_size);
 
 /*
  * The environment the launcher adds for one rank (not the PMix_* variables),

@@ -29,7 +29,7 @@ struct tnt_launch_server {
     char tmpdir[512];
     pmix_nspace_t nspace;
     int nranks;
-    int event_fd[2];           /* pipe: [0] read by main, [1] written by upcalls */
+    int event_fd[2]; /* pipe: [0] read by main, [1] written by upcalls */
     int pmix_initialized;
     int nspace_registered;
 
@@ -379,7 +379,8 @@ static int make_tmpdir(char *dir, size_t len)
     snprintf(dir, len, "%s/tarantella.XXXXXX", base);
     if (mkdtemp(dir) == NULL) {
         tnt_launch_error("cannot create a temporary directory %s: %s; set TMPDIR to a "
-                         "writable directory", dir, strerror(errno));
+                         "writable directory",
+                         dir, strerror(errno));
         dir[0] = '\0';
         return -1;
     }
@@ -457,8 +458,7 @@ int tnt_launch_server_setup_rank(tnt_launch_server_t *server, int rank, struct t
     for (env->n = 0; env->v != NULL && env->v[env->n] != NULL; env->n++)
         ;
     if (rc != PMIX_SUCCESS) {
-        tnt_launch_error("PMIx_server_setup_fork(rank %d) failed: %s", rank,
-                         PMIx_Error_string(rc));
+        tnt_launch_error("PMIx_server_setup_fork(rank %d) failed: %s", rank, PMIx_Error_string(rc));
         return -1;
     }
     return 0;

@@ -16,11 +16,11 @@
 struct tnt_launch_job {
     int nranks;
     int nnodes;
-    const int *node_of_rank;   /* nranks entries */
-    const int *local_rank;     /* nranks entries */
-    const int *node_first;     /* nnodes entries */
-    const int *node_size;      /* nnodes entries */
-    char (*node_names)[256];   /* nnodes entries: the PMIX_HOSTNAME of each node */
+    const int *node_of_rank; /* nranks entries */
+    const int *local_rank;   /* nranks entries */
+    const int *node_first;   /* nnodes entries */
+    const int *node_size;    /* nnodes entries */
+    char (*node_names)[256]; /* nnodes entries: the PMIX_HOSTNAME of each node */
 };
 
 typedef struct tnt_launch_server tnt_launch_server_t;

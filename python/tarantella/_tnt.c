@@ -44,8 +44,8 @@ typedef struct fusion_object fusion_object;
 static fusion_object *g_fusions;
 
 typedef struct {
-    PyObject     *base_error;    /* tarantella.errors.TarantellaError */
-    PyObject     *error_classes; /* dict: status (int) -> class */
+    PyObject *base_error;    /* tarantella.errors.TarantellaError */
+    PyObject *error_classes; /* dict: status (int) -> class */
     PyTypeObject *fusion_type;
 } module_state;
 
@@ -94,8 +94,7 @@ static PyObject *raise_not_initialized(module_state *st, const char *what)
         return NULL;
     }
     PyErr_Format(cls != NULL ? cls : st->base_error,
-                 "%s: tarantella is not initialised (call tnt.init(), or it was finalized)",
-                 what);
+                 "%s: tarantella is not initialised (call tnt.init(), or it was finalized)", what);
     return NULL;
 }
 
@@ -141,15 +140,14 @@ static PyObject *tnt_py_init(PyObject *module, PyObject *unused)
     if (g_comm != NULL) {
         Py_RETURN_NONE;
     }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
     Py_END_ALLOW_THREADS
-    /* Another thread may have finished init while we waited for the lock. */
-    if (g_comm == NULL) {
-        Py_BEGIN_ALLOW_THREADS
-        status = tnt_init(&comm);
-        Py_END_ALLOW_THREADS
-        if (status == TNT_OK) {
+        /* Another thread may have finished init while we waited for the lock. */
+        if (g_comm == NULL)
+    {
+        Py_BEGIN_ALLOW_THREADS status = tnt_init(&comm);
+        Py_END_ALLOW_THREADS if (status == TNT_OK)
+        {
             g_comm = comm;
         }
     }
@@ -170,12 +168,10 @@ static PyObject *tnt_py_finalize(PyObject *module, PyObject *unused)
     /* Engines reference the communicator: destroy them first. */
     fusion_release_all();
     g_comm = NULL;
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
     tnt_finalize(comm);
     PyThread_release_lock(g_setup_lock);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static PyObject *tnt_py_is_initialized(PyObject *module, PyObject *unused)
@@ -184,13 +180,13 @@ static PyObject *tnt_py_is_initialized(PyObject *module, PyObject *unused)
 }
 
 /* Rank queries need an initialised communicator. */
-#define TNT_PY_INT_QUERY(name)                                               \
-    static PyObject *tnt_py_##name(PyObject *module, PyObject *unused)       \
-    {                                                                        \
-        if (g_comm == NULL) {                                                \
-            return raise_not_initialized(get_state(module), #name);          \
-        }                                                                    \
-        return PyLong_FromLong(tnt_##name(g_comm));                          \
+#define TNT_PY_INT_QUERY(name)                                         \
+    static PyObject *tnt_py_##name(PyObject *module, PyObject *unused) \
+    {                                                                  \
+        if (g_comm == NULL) {                                          \
+            return raise_not_initialized(get_state(module), #name);    \
+        }                                                              \
+        return PyLong_FromLong(tnt_##name(g_comm));                    \
     }
 
 TNT_PY_INT_QUERY(rank)
@@ -256,10 +252,8 @@ static PyObject *tnt_py_abort(PyObject *module, PyObject *args)
     PyObject *r = PyObject_CallMethod(PySys_GetObject("stdout"), "flush", NULL);
     Py_XDECREF(r);
     PyErr_Clear();
-    Py_BEGIN_ALLOW_THREADS
-    tnt_abort(g_comm, code, message);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS tnt_abort(g_comm, code, message);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -273,10 +267,9 @@ static PyObject *tnt_py_barrier(PyObject *module, PyObject *unused)
     if (g_comm == NULL) {
         return raise_not_initialized(get_state(module), "barrier");
     }
-    Py_BEGIN_ALLOW_THREADS
-    status = tnt_barrier(g_comm);
-    Py_END_ALLOW_THREADS
-    if (status != TNT_OK) {
+    Py_BEGIN_ALLOW_THREADS status = tnt_barrier(g_comm);
+    Py_END_ALLOW_THREADS if (status != TNT_OK)
+    {
         return raise_status(get_state(module), status, "barrier");
     }
     Py_RETURN_NONE;
@@ -315,20 +308,22 @@ static PyObject *tnt_py_allreduce(PyObject *module, PyObject *args)
     }
     esize = tnt_dtype_size((tnt_dtype_t)dtype);
     if ((size_t)send.len % esize != 0) {
-        PyErr_Format(PyExc_ValueError, "allreduce: buffer of %zd bytes is not a whole "
-                     "number of %zu-byte elements", send.len, esize);
+        PyErr_Format(PyExc_ValueError,
+                     "allreduce: buffer of %zd bytes is not a whole "
+                     "number of %zu-byte elements",
+                     send.len, esize);
         goto err_recv;
     }
     if (!in_place && recv.len != send.len) {
-        PyErr_Format(PyExc_ValueError, "allreduce: output has %zd bytes, input %zd",
-                     recv.len, send.len);
+        PyErr_Format(PyExc_ValueError, "allreduce: output has %zd bytes, input %zd", recv.len,
+                     send.len);
         goto err_recv;
     }
     count = (size_t)send.len / esize;
     {
         void *out = in_place ? send.buf : recv.buf;
-        Py_BEGIN_ALLOW_THREADS
-        status = tnt_allreduce(g_comm, send.buf, out, count, (tnt_dtype_t)dtype, (tnt_op_t)op);
+        Py_BEGIN_ALLOW_THREADS status =
+            tnt_allreduce(g_comm, send.buf, out, count, (tnt_dtype_t)dtype, (tnt_op_t)op);
         Py_END_ALLOW_THREADS
     }
     if (status != TNT_OK) {
@@ -361,10 +356,9 @@ static PyObject *tnt_py_broadcast(PyObject *module, PyObject *args)
     if (get_buffer(obj, &buf, 1, "broadcast buffer") < 0) {
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    status = tnt_broadcast(g_comm, buf.buf, (size_t)buf.len, root);
-    Py_END_ALLOW_THREADS
-    if (status != TNT_OK) {
+    Py_BEGIN_ALLOW_THREADS status = tnt_broadcast(g_comm, buf.buf, (size_t)buf.len, root);
+    Py_END_ALLOW_THREADS if (status != TNT_OK)
+    {
         raise_status(get_state(module), status, "broadcast");
         goto err_buf;
     }
@@ -398,10 +392,9 @@ static PyObject *tnt_py_allgather(PyObject *module, PyObject *args)
                      recv.len, tnt_size(g_comm), send.len);
         goto err_recv;
     }
-    Py_BEGIN_ALLOW_THREADS
-    status = tnt_allgather(g_comm, send.buf, recv.buf, (size_t)send.len);
-    Py_END_ALLOW_THREADS
-    if (status != TNT_OK) {
+    Py_BEGIN_ALLOW_THREADS status = tnt_allgather(g_comm, send.buf, recv.buf, (size_t)send.len);
+    Py_END_ALLOW_THREADS if (status != TNT_OK)
+    {
         raise_status(get_state(module), status, "allgather");
         goto err_recv;
     }
@@ -427,8 +420,7 @@ static PyObject *tnt_py_shard_range(PyObject *module, PyObject *args)
         return NULL;
     }
     if (size < 1 || rank < 0 || rank >= size) {
-        PyErr_Format(PyExc_ValueError, "shard_range: rank %d out of range for size %d",
-                     rank, size);
+        PyErr_Format(PyExc_ValueError, "shard_range: rank %d out of range for size %d", rank, size);
         return NULL;
     }
     r = tnt_shard_range((uint64_t)batch, rank, size);
@@ -456,10 +448,10 @@ static PyObject *tnt_py_shard_permutation(PyObject *module, PyObject *args)
                      out.len, n);
         goto err_out;
     }
-    Py_BEGIN_ALLOW_THREADS
-    status = tnt_shard_permutation((uint64_t)n, (uint64_t)seed, (uint64_t *)out.buf);
-    Py_END_ALLOW_THREADS
-    if (status != TNT_OK) {
+    Py_BEGIN_ALLOW_THREADS status =
+        tnt_shard_permutation((uint64_t)n, (uint64_t)seed, (uint64_t *)out.buf);
+    Py_END_ALLOW_THREADS if (status != TNT_OK)
+    {
         raise_status(get_state(module), status, "shard_permutation");
         goto err_out;
     }
@@ -495,8 +487,10 @@ static PyObject *tnt_py_shard_step_range(PyObject *module, PyObject *args)
         return NULL;
     }
     if (batch == 0 || size < 1 || rank < 0 || rank >= size) {
-        PyErr_Format(PyExc_ValueError, "shard_step_range: need batch > 0 and 0 <= rank < size "
-                     "(batch %llu, rank %d, size %d)", batch, rank, size);
+        PyErr_Format(PyExc_ValueError,
+                     "shard_step_range: need batch > 0 and 0 <= rank < size "
+                     "(batch %llu, rank %d, size %d)",
+                     batch, rank, size);
         return NULL;
     }
     r = tnt_shard_step_range(n, batch, drop, step, rank, size);
@@ -510,18 +504,17 @@ static PyObject *tnt_py_fusion_plan(PyObject *module, PyObject *args);
 /* ------------------------------------------------------------------------ */
 
 struct fusion_object {
-    PyObject_HEAD
-    tnt_fusion_t      *fusion;
-    size_t             num_tensors;
+    PyObject_HEAD tnt_fusion_t *fusion;
+    size_t num_tensors;
     tnt_tensor_desc_t *descs;
     /* Buffers marked by object since the last wait(); held[i] says whether
      * views[i] must be released. */
-    Py_buffer         *views;
-    char              *held;
+    Py_buffer *views;
+    char *held;
     /* Serialises mark_ready/wait when called from several threads with the
      * GIL released. */
     PyThread_type_lock lock;
-    fusion_object     *prev, *next;
+    fusion_object *prev, *next;
 };
 
 static void fusion_release_views(fusion_object *self)
@@ -542,8 +535,7 @@ static void fusion_destroy_engine(fusion_object *self)
 
     if (fusion != NULL) {
         self->fusion = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
         tnt_fusion_destroy(fusion);
         PyThread_release_lock(self->lock);
         Py_END_ALLOW_THREADS
@@ -577,8 +569,8 @@ static int parse_descs(PyObject *seq_obj, tnt_tensor_desc_t **descs_p, size_t *n
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned long long count;
         int dtype;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "Ki;tensors[i] must be (count, dtype)",
-                              &count, &dtype)) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i),
+                              "Ki;tensors[i] must be (count, dtype)", &count, &dtype)) {
             goto err_descs;
         }
         if (check_dtype(dtype) < 0) {
@@ -614,7 +606,7 @@ static int parse_threshold(PyObject *obj, size_t *threshold_p)
 
 static PyObject *fusion_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"tensors", "threshold_bytes", "op", NULL};
+    static char *kwlist[] = { "tensors", "threshold_bytes", "op", NULL };
     module_state *st = PyType_GetModuleState(type);
     PyObject *tensors, *threshold_obj = Py_None;
     int op = TNT_SUM;
@@ -624,8 +616,8 @@ static PyObject *fusion_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     tnt_status_t status;
     fusion_object *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Oi:Fusion", kwlist, &tensors,
-                                     &threshold_obj, &op)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Oi:Fusion", kwlist, &tensors, &threshold_obj,
+                                     &op)) {
         return NULL;
     }
     if (op < 0 || op >= (int)TNT_OP_LAST) {
@@ -656,10 +648,10 @@ static PyObject *fusion_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         goto err_self;
     }
     /* Collective: every rank plans and the plans are compared. */
-    Py_BEGIN_ALLOW_THREADS
-    status = tnt_fusion_create(g_comm, self->descs, num, threshold, (tnt_op_t)op, &fusion);
-    Py_END_ALLOW_THREADS
-    if (status != TNT_OK) {
+    Py_BEGIN_ALLOW_THREADS status =
+        tnt_fusion_create(g_comm, self->descs, num, threshold, (tnt_op_t)op, &fusion);
+    Py_END_ALLOW_THREADS if (status != TNT_OK)
+    {
         raise_status(st, status, "Fusion");
         goto err_self;
     }
@@ -753,20 +745,21 @@ static PyObject *fusion_mark_ready(fusion_object *self, PyObject *args)
             return NULL;
         }
         if ((size_t)view->len != want) {
-            PyErr_Format(PyExc_ValueError, "mark_ready: tensor %zd has %zd bytes, the plan "
-                         "says %zu", index, view->len, want);
+            PyErr_Format(PyExc_ValueError,
+                         "mark_ready: tensor %zd has %zd bytes, the plan "
+                         "says %zu",
+                         index, view->len, want);
             PyBuffer_Release(view);
             return NULL;
         }
         self->held[index] = 1;
         ptr = view->buf;
     }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
     status = tnt_fusion_mark_ready(self->fusion, (size_t)index, ptr, scale);
     PyThread_release_lock(self->lock);
-    Py_END_ALLOW_THREADS
-    if (status != TNT_OK) {
+    Py_END_ALLOW_THREADS if (status != TNT_OK)
+    {
         if (self->held[index]) {
             PyBuffer_Release(&self->views[index]);
             self->held[index] = 0;
@@ -784,13 +777,12 @@ static PyObject *fusion_wait(fusion_object *self, PyObject *unused)
     if (self->fusion == NULL) {
         return raise_not_initialized(st, "Fusion.wait");
     }
-    Py_BEGIN_ALLOW_THREADS
-    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
     status = tnt_fusion_wait(self->fusion);
     PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS
-    /* Whatever the outcome, libtnt no longer touches the marked buffers. */
-    fusion_release_views(self);
+        /* Whatever the outcome, libtnt no longer touches the marked buffers. */
+        fusion_release_views(self);
     if (status != TNT_OK) {
         return raise_status(st, status, "Fusion.wait");
     }
@@ -822,36 +814,36 @@ static PyObject *fusion_get_closed(fusion_object *self, void *closure)
 }
 
 static PyMethodDef fusion_methods[] = {
-    {"mark_ready", (PyCFunction)fusion_mark_ready, METH_VARARGS,
-     "mark_ready(index, data, scale=1.0)\n--\n\nMarks tensor index ready: data (a writable "
-     "C-contiguous buffer, or an int address kept valid by the caller) is scaled and "
-     "contributed; a full bucket starts its allreduce on libtnt's progress thread."},
-    {"wait", (PyCFunction)fusion_wait, METH_NOARGS,
-     "wait()\n--\n\nBlocks until every bucket is reduced into the marked data, then resets "
-     "the engine for the next step."},
-    {"close", (PyCFunction)fusion_close, METH_NOARGS,
-     "close()\n--\n\nDestroys the engine now (also done on deallocation)."},
-    {NULL, NULL, 0, NULL},
+    { "mark_ready", (PyCFunction)fusion_mark_ready, METH_VARARGS,
+      "mark_ready(index, data, scale=1.0)\n--\n\nMarks tensor index ready: data (a writable "
+      "C-contiguous buffer, or an int address kept valid by the caller) is scaled and "
+      "contributed; a full bucket starts its allreduce on libtnt's progress thread." },
+    { "wait", (PyCFunction)fusion_wait, METH_NOARGS,
+      "wait()\n--\n\nBlocks until every bucket is reduced into the marked data, then resets "
+      "the engine for the next step." },
+    { "close", (PyCFunction)fusion_close, METH_NOARGS,
+      "close()\n--\n\nDestroys the engine now (also done on deallocation)." },
+    { NULL, NULL, 0, NULL },
 };
 
 static PyGetSetDef fusion_getset[] = {
-    {"num_buckets", (getter)fusion_get_num_buckets, NULL, "buckets in the plan", NULL},
-    {"num_tensors", (getter)fusion_get_num_tensors, NULL, "tensors in the plan", NULL},
-    {"closed", (getter)fusion_get_closed, NULL, "True once the engine is destroyed", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
+    { "num_buckets", (getter)fusion_get_num_buckets, NULL, "buckets in the plan", NULL },
+    { "num_tensors", (getter)fusion_get_num_tensors, NULL, "tensors in the plan", NULL },
+    { "closed", (getter)fusion_get_closed, NULL, "True once the engine is destroyed", NULL },
+    { NULL, NULL, NULL, NULL, NULL },
 };
 
 static PyType_Slot fusion_slots[] = {
-    {Py_tp_doc, "Fusion(tensors, threshold_bytes=None, op=SUM)\n--\n\n"
-                "libtnt fusion engine over tensors, a sequence of (count, dtype) in the order "
-                "their gradients become ready. threshold_bytes None means TNT_FUSION_THRESHOLD_KB "
-                "or the built-in default. Collective: every rank must create it with the "
-                "same plan."},
-    {Py_tp_new, fusion_new},
-    {Py_tp_dealloc, fusion_dealloc},
-    {Py_tp_methods, fusion_methods},
-    {Py_tp_getset, fusion_getset},
-    {0, NULL},
+    { Py_tp_doc, "Fusion(tensors, threshold_bytes=None, op=SUM)\n--\n\n"
+                 "libtnt fusion engine over tensors, a sequence of (count, dtype) in the order "
+                 "their gradients become ready. threshold_bytes None means TNT_FUSION_THRESHOLD_KB "
+                 "or the built-in default. Collective: every rank must create it with the "
+                 "same plan." },
+    { Py_tp_new, fusion_new },
+    { Py_tp_dealloc, fusion_dealloc },
+    { Py_tp_methods, fusion_methods },
+    { Py_tp_getset, fusion_getset },
+    { 0, NULL },
 };
 
 static PyType_Spec fusion_spec = {
@@ -917,41 +909,41 @@ err_descs:
 /* ------------------------------------------------------------------------ */
 
 static PyMethodDef module_methods[] = {
-    {"init", tnt_py_init, METH_NOARGS, "init()\n--\n\nBootstraps libtnt (idempotent)."},
-    {"finalize", tnt_py_finalize, METH_NOARGS,
-     "finalize()\n--\n\nDestroys live fusion engines and finalizes libtnt (idempotent)."},
-    {"is_initialized", tnt_py_is_initialized, METH_NOARGS, "is_initialized()\n--\n\n"},
-    {"rank", tnt_py_rank, METH_NOARGS, "rank()\n--\n\n"},
-    {"size", tnt_py_size, METH_NOARGS, "size()\n--\n\n"},
-    {"local_rank", tnt_py_local_rank, METH_NOARGS, "local_rank()\n--\n\n"},
-    {"local_size", tnt_py_local_size, METH_NOARGS, "local_size()\n--\n\n"},
-    {"node_id", tnt_py_node_id, METH_NOARGS, "node_id()\n--\n\n"},
-    {"num_nodes", tnt_py_num_nodes, METH_NOARGS, "num_nodes()\n--\n\n"},
-    {"hostname", tnt_py_hostname, METH_NOARGS, "hostname()\n--\n\n"},
-    {"version", tnt_py_version, METH_NOARGS, "version()\n--\n\nlibtnt's version string."},
-    {"last_error", tnt_py_last_error, METH_NOARGS, "last_error()\n--\n\n"},
-    {"status_string", tnt_py_status_string, METH_O, "status_string(status)\n--\n\n"},
-    {"dtype_size", tnt_py_dtype_size, METH_O, "dtype_size(dtype)\n--\n\n"},
-    {"abort", tnt_py_abort, METH_VARARGS,
-     "abort(exit_code, message)\n--\n\nKills the whole job; does not return."},
-    {"barrier", tnt_py_barrier, METH_NOARGS, "barrier()\n--\n\n"},
-    {"allreduce", tnt_py_allreduce, METH_VARARGS,
-     "allreduce(send, recv, dtype, op)\n--\n\nrecv None or send itself: in place."},
-    {"broadcast", tnt_py_broadcast, METH_VARARGS, "broadcast(buf, root)\n--\n\n"},
-    {"allgather", tnt_py_allgather, METH_VARARGS,
-     "allgather(send, recv)\n--\n\nrecv holds size * len(send) bytes, rank order."},
-    {"shard_range", tnt_py_shard_range, METH_VARARGS,
-     "shard_range(batch, rank, size)\n--\n\n(begin, end) of rank's micro-batch."},
-    {"shard_permutation", tnt_py_shard_permutation, METH_VARARGS,
-     "shard_permutation(n, seed, out)\n--\n\nWrites a permutation of range(n) as uint64 "
-     "into out."},
-    {"shard_num_steps", tnt_py_shard_num_steps, METH_VARARGS,
-     "shard_num_steps(n, batch, drop_remainder)\n--\n\n"},
-    {"shard_step_range", tnt_py_shard_step_range, METH_VARARGS,
-     "shard_step_range(n, batch, drop_remainder, step, rank, size)\n--\n\n"},
-    {"fusion_plan", tnt_py_fusion_plan, METH_VARARGS,
-     "fusion_plan(tensors, threshold_bytes)\n--\n\n(bucket_of_tensor, num_buckets)."},
-    {NULL, NULL, 0, NULL},
+    { "init", tnt_py_init, METH_NOARGS, "init()\n--\n\nBootstraps libtnt (idempotent)." },
+    { "finalize", tnt_py_finalize, METH_NOARGS,
+      "finalize()\n--\n\nDestroys live fusion engines and finalizes libtnt (idempotent)." },
+    { "is_initialized", tnt_py_is_initialized, METH_NOARGS, "is_initialized()\n--\n\n" },
+    { "rank", tnt_py_rank, METH_NOARGS, "rank()\n--\n\n" },
+    { "size", tnt_py_size, METH_NOARGS, "size()\n--\n\n" },
+    { "local_rank", tnt_py_local_rank, METH_NOARGS, "local_rank()\n--\n\n" },
+    { "local_size", tnt_py_local_size, METH_NOARGS, "local_size()\n--\n\n" },
+    { "node_id", tnt_py_node_id, METH_NOARGS, "node_id()\n--\n\n" },
+    { "num_nodes", tnt_py_num_nodes, METH_NOARGS, "num_nodes()\n--\n\n" },
+    { "hostname", tnt_py_hostname, METH_NOARGS, "hostname()\n--\n\n" },
+    { "version", tnt_py_version, METH_NOARGS, "version()\n--\n\nlibtnt's version string." },
+    { "last_error", tnt_py_last_error, METH_NOARGS, "last_error()\n--\n\n" },
+    { "status_string", tnt_py_status_string, METH_O, "status_string(status)\n--\n\n" },
+    { "dtype_size", tnt_py_dtype_size, METH_O, "dtype_size(dtype)\n--\n\n" },
+    { "abort", tnt_py_abort, METH_VARARGS,
+      "abort(exit_code, message)\n--\n\nKills the whole job; does not return." },
+    { "barrier", tnt_py_barrier, METH_NOARGS, "barrier()\n--\n\n" },
+    { "allreduce", tnt_py_allreduce, METH_VARARGS,
+      "allreduce(send, recv, dtype, op)\n--\n\nrecv None or send itself: in place." },
+    { "broadcast", tnt_py_broadcast, METH_VARARGS, "broadcast(buf, root)\n--\n\n" },
+    { "allgather", tnt_py_allgather, METH_VARARGS,
+      "allgather(send, recv)\n--\n\nrecv holds size * len(send) bytes, rank order." },
+    { "shard_range", tnt_py_shard_range, METH_VARARGS,
+      "shard_range(batch, rank, size)\n--\n\n(begin, end) of rank's micro-batch." },
+    { "shard_permutation", tnt_py_shard_permutation, METH_VARARGS,
+      "shard_permutation(n, seed, out)\n--\n\nWrites a permutation of range(n) as uint64 "
+      "into out." },
+    { "shard_num_steps", tnt_py_shard_num_steps, METH_VARARGS,
+      "shard_num_steps(n, batch, drop_remainder)\n--\n\n" },
+    { "shard_step_range", tnt_py_shard_step_range, METH_VARARGS,
+      "shard_step_range(n, batch, drop_remainder, step, rank, size)\n--\n\n" },
+    { "fusion_plan", tnt_py_fusion_plan, METH_VARARGS,
+      "fusion_plan(tensors, threshold_bytes)\n--\n\n(bucket_of_tensor, num_buckets)." },
+    { NULL, NULL, 0, NULL },
 };
 
 static int add_int(PyObject *m, const char *name, long value)
@@ -998,10 +990,9 @@ static int module_exec(PyObject *m)
     if (add_int(m, "FLOAT32", TNT_FLOAT32) || add_int(m, "FLOAT64", TNT_FLOAT64) ||
         add_int(m, "FLOAT16", TNT_FLOAT16) || add_int(m, "BFLOAT16", TNT_BFLOAT16) ||
         add_int(m, "INT32", TNT_INT32) || add_int(m, "INT64", TNT_INT64) ||
-        add_int(m, "SUM", TNT_SUM) || add_int(m, "PROD", TNT_PROD) ||
-        add_int(m, "MIN", TNT_MIN) || add_int(m, "MAX", TNT_MAX) ||
-        add_int(m, "AVG", TNT_AVG) ||
-        add_int(m, "OK", TNT_OK) || add_int(m, "IN_PROGRESS", TNT_IN_PROGRESS) ||
+        add_int(m, "SUM", TNT_SUM) || add_int(m, "PROD", TNT_PROD) || add_int(m, "MIN", TNT_MIN) ||
+        add_int(m, "MAX", TNT_MAX) || add_int(m, "AVG", TNT_AVG) || add_int(m, "OK", TNT_OK) ||
+        add_int(m, "IN_PROGRESS", TNT_IN_PROGRESS) ||
         PyModule_AddObject(m, "FUSION_THRESHOLD_DEFAULT_BYTES",
                            PyLong_FromSize_t(TNT_FUSION_THRESHOLD_DEFAULT_BYTES)) < 0) {
         return -1;
@@ -1033,8 +1024,8 @@ static void module_free(void *m)
 }
 
 static PyModuleDef_Slot module_slots[] = {
-    {Py_mod_exec, module_exec},
-    {0, NULL},
+    { Py_mod_exec, module_exec },
+    { 0, NULL },
 };
 
 static struct PyModuleDef module_def = {

@@ -21,8 +21,8 @@
 struct bench_opts {
     size_t min_bytes;
     size_t max_bytes;
-    double volume;   /* bytes reduced per size, to pick the iteration count */
-    double time_s;   /* at most about this long per size */
+    double volume; /* bytes reduced per size, to pick the iteration count */
+    double time_s; /* at most about this long per size */
 };
 
 static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
@@ -41,7 +41,8 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
         else if (strcmp(argv[i], "--time") == 0 && i + 1 < argc)
             o->time_s = strtod(argv[++i], NULL);
         else {
-            fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--volume BYTES] [--time S]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--volume BYTES] [--time S]\n",
+                    argv[0]);
             return -1;
         }
     }

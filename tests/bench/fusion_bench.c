@@ -65,43 +65,43 @@ static void reverse(model_t *m)
  * produces the last layer's gradients first. */
 static void build_resnet50(model_t *m)
 {
-    static const int blocks[4] = {3, 4, 6, 3};
-    static const int widths[4] = {64, 128, 256, 512};
+    static const int blocks[4] = { 3, 4, 6, 3 };
+    static const int widths[4] = { 64, 128, 256, 512 };
     int in = 64;
 
     m->name = "resnet50";
     m->num = 0;
-    add(m, 64 * 3 * 7 * 7);     /* conv1 */
-    add(m, 64);                 /* bn1 weight, bias */
+    add(m, 64 * 3 * 7 * 7); /* conv1 */
+    add(m, 64);             /* bn1 weight, bias */
     add(m, 64);
     for (int s = 0; s < 4; s++) {
         const int w = widths[s];
         for (int b = 0; b < blocks[s]; b++) {
-            add(m, (size_t)w * in);          /* conv1 1x1 */
+            add(m, (size_t)w * in); /* conv1 1x1 */
             add(m, w);
             add(m, w);
-            add(m, (size_t)w * w * 9);       /* conv2 3x3 */
+            add(m, (size_t)w * w * 9); /* conv2 3x3 */
             add(m, w);
             add(m, w);
-            add(m, (size_t)4 * w * w);       /* conv3 1x1 */
+            add(m, (size_t)4 * w * w); /* conv3 1x1 */
             add(m, 4 * w);
             add(m, 4 * w);
             if (b == 0) {
-                add(m, (size_t)4 * w * in);  /* downsample conv + bn */
+                add(m, (size_t)4 * w * in); /* downsample conv + bn */
                 add(m, 4 * w);
                 add(m, 4 * w);
             }
             in = 4 * w;
         }
     }
-    add(m, 2048 * 1000);        /* fc */
+    add(m, 2048 * 1000); /* fc */
     add(m, 1000);
     reverse(m);
 }
 
 static void build_mlp10m(model_t *m)
 {
-    static const int sizes[] = {1024, 2048, 2048, 1280, 1000};
+    static const int sizes[] = { 1024, 2048, 2048, 1280, 1000 };
     m->name = "mlp10m";
     m->num = 0;
     for (int l = 0; l + 1 < 5; l++) {
@@ -165,8 +165,8 @@ static int cmp_double(const void *a, const void *b)
 
 static void die(int rank, const char *what, tnt_status_t st)
 {
-    fprintf(stderr, "fusion_bench rank %d: %s failed: %s (%s)\n", rank, what,
-            tnt_status_string(st), tnt_last_error());
+    fprintf(stderr, "fusion_bench rank %d: %s failed: %s (%s)\n", rank, what, tnt_status_string(st),
+            tnt_last_error());
     exit(1);
 }
 
@@ -213,7 +213,7 @@ static void bench_model(tnt_comm_t *comm, const model_t *m, double compute_ns_pe
     size_t params = 0;
     const size_t samples_per = (size_t)rounds * (size_t)steps;
     double *times = calloc((num_thresholds + 1) * samples_per, sizeof(double));
-    size_t buckets[64] = {0};
+    size_t buckets[64] = { 0 };
 
     float *flat_buf = NULL;
 
@@ -250,10 +250,10 @@ static void bench_model(tnt_comm_t *comm, const model_t *m, double compute_ns_pe
     /* All engines exist at once and the thresholds take turns step by step
      * (plus the compute-only step), so a slow phase of the machine hits every
      * threshold alike. Each round: one warm-up pass, then `steps` passes. */
-    tnt_fusion_t *engines[64] = {NULL};
+    tnt_fusion_t *engines[64] = { NULL };
     for (size_t k = 0; k < num_thresholds; k++) {
-        tnt_status_t st = tnt_fusion_create(comm, m->desc, m->num, thresholds[k], TNT_SUM,
-                                            &engines[k]);
+        tnt_status_t st =
+            tnt_fusion_create(comm, m->desc, m->num, thresholds[k], TNT_SUM, &engines[k]);
         if (st != TNT_OK) {
             die(rank, "tnt_fusion_create", st);
         }
@@ -319,9 +319,9 @@ int main(int argc, char **argv)
     double compute_ns = 0.5;
     int rounds = 5, steps = 5, quick = 0, flat = 0;
     size_t custom[32], num_custom = 0;
-    static const size_t all_thresholds[] = {0,         64 << 10, 256 << 10, 1 << 20, 2 << 20,
-                                            4 << 20,   8 << 20,  16 << 20,  32 << 20, 64 << 20};
-    static const size_t quick_thresholds[] = {0, 1 << 20, 64 << 20};
+    static const size_t all_thresholds[] = { 0,       64 << 10, 256 << 10, 1 << 20,  2 << 20,
+                                             4 << 20, 8 << 20,  16 << 20,  32 << 20, 64 << 20 };
+    static const size_t quick_thresholds[] = { 0, 1 << 20, 64 << 20 };
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
@@ -357,9 +357,10 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else {
-            fprintf(stderr, "usage: fusion_bench [--model resnet50|mlp10m|all] "
-                            "[--compute NS_PER_PARAM] [--layout separate|flat] [--thresholds KIB,KIB,...] "
-                            "[--rounds R] [--steps K] [--quick]\n");
+            fprintf(stderr,
+                    "usage: fusion_bench [--model resnet50|mlp10m|all] "
+                    "[--compute NS_PER_PARAM] [--layout separate|flat] [--thresholds KIB,KIB,...] "
+                    "[--rounds R] [--steps K] [--quick]\n");
             return 2;
         }
     }

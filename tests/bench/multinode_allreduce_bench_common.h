@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-static const size_t mnb_sizes[] = {8, 64, 512, 4096, 16384, 65536, 262144, 1 << 20,
-                                   4 << 20, 16 << 20, 64 << 20};
+static const size_t mnb_sizes[] = { 8,      64,      512,     4096,     16384,   65536,
+                                    262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20 };
 #define MNB_NUM_SIZES (sizeof(mnb_sizes) / sizeof(mnb_sizes[0]))
 
 /* Both programs take the same options. Returns 0, or -1 for an unknown one. */

@@ -41,22 +41,21 @@
 static int failures;
 static int my_rank = -1;
 
-#define CHECK(cond, ...)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "bootstrap_check[rank %d]: FAILED at line %d: ", my_rank,    \
-                    __LINE__);                                                          \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fprintf(stderr, "\n");                                                      \
-            failures++;                                                                 \
-        }                                                                               \
+#define CHECK(cond, ...)                                                                         \
+    do {                                                                                         \
+        if (!(cond)) {                                                                           \
+            fprintf(stderr, "bootstrap_check[rank %d]: FAILED at line %d: ", my_rank, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                                        \
+            fprintf(stderr, "\n");                                                               \
+            failures++;                                                                          \
+        }                                                                                        \
     } while (0)
 
-#define CHECK_OK(expr)                                                                  \
-    do {                                                                                \
-        tnt_status_t s_ = (expr);                                                       \
-        CHECK(s_ == TNT_OK, "%s returned %d (%s): %s", #expr, (int)s_,                  \
-              tnt_status_string(s_), tnt_last_error());                                 \
+#define CHECK_OK(expr)                                                                        \
+    do {                                                                                      \
+        tnt_status_t s_ = (expr);                                                             \
+        CHECK(s_ == TNT_OK, "%s returned %d (%s): %s", #expr, (int)s_, tnt_status_string(s_), \
+              tnt_last_error());                                                              \
     } while (0)
 
 static double now_s(void)
@@ -84,12 +83,12 @@ static double env_timeout(const char *flag)
 }
 
 struct expected {
-    int rank, size, local_rank, local_size, node_id, num_nodes;   /* -1: not known */
+    int rank, size, local_rank, local_size, node_id, num_nodes; /* -1: not known */
 };
 
 static struct expected expected_from(const char *launcher)
 {
-    struct expected e = {-1, -1, -1, -1, -1, -1};
+    struct expected e = { -1, -1, -1, -1, -1, -1 };
     if (strcmp(launcher, "auto") == 0) {
         if (getenv("OMPI_COMM_WORLD_SIZE") != NULL) {
             launcher = "ompi";
@@ -102,7 +101,7 @@ static struct expected expected_from(const char *launcher)
         }
     }
     if (strcmp(launcher, "none") == 0) {
-        e = (struct expected){0, 1, 0, 1, 0, 1};
+        e = (struct expected){ 0, 1, 0, 1, 0, 1 };
     } else if (strcmp(launcher, "ompi") == 0) {
         e.rank = env_int("OMPI_COMM_WORLD_RANK", -1);
         e.size = env_int("OMPI_COMM_WORLD_SIZE", -1);
@@ -134,7 +133,7 @@ static void check_layout(tnt_comm_t *comm, struct expected e)
     CHECK(tnt_node_id(comm) >= 0 && tnt_node_id(comm) < tnt_num_nodes(comm), "node %d of %d",
           tnt_node_id(comm), tnt_num_nodes(comm));
     CHECK(tnt_hostname(comm)[0] != '\0', "empty hostname");
-#define EXPECT(field, value)                                                            \
+#define EXPECT(field, value)                                                                 \
     CHECK(e.field < 0 || e.field == (value), #field " is %d, the launcher says %d", (value), \
           e.field)
     EXPECT(rank, rank);
@@ -264,16 +263,16 @@ static void check_collectives(tnt_comm_t *comm)
     CHECK_OK(tnt_barrier(comm));
 }
 
-#define CHECK_ERR(expr, expected)                                                       \
-    do {                                                                                \
-        tnt_status_t s_ = (expr);                                                       \
+#define CHECK_ERR(expr, expected)                                                                \
+    do {                                                                                         \
+        tnt_status_t s_ = (expr);                                                                \
         CHECK(s_ == (expected), "%s returned %d, expected %d", #expr, (int)s_, (int)(expected)); \
-        CHECK(tnt_last_error()[0] != '\0', "%s left no tnt_last_error() message", #expr); \
+        CHECK(tnt_last_error()[0] != '\0', "%s left no tnt_last_error() message", #expr);        \
     } while (0)
 
 static void check_args(tnt_comm_t *comm)
 {
-    float f[4] = {0};
+    float f[4] = { 0 };
     tnt_request_t *req = NULL;
 
     /* NULL communicator. */
@@ -293,8 +292,7 @@ static void check_args(tnt_comm_t *comm)
     CHECK(strstr(tnt_last_error(), "dtype") != NULL, "message does not name dtype: %s",
           tnt_last_error());
     CHECK_ERR(tnt_allreduce(comm, f, f, 4, TNT_FLOAT32, (tnt_op_t)-1), TNT_ERR_INVALID_ARG);
-    CHECK(strstr(tnt_last_error(), "op") != NULL, "message does not name op: %s",
-          tnt_last_error());
+    CHECK(strstr(tnt_last_error(), "op") != NULL, "message does not name op: %s", tnt_last_error());
     CHECK_ERR(tnt_allreduce(comm, NULL, f, 4, TNT_FLOAT32, TNT_SUM), TNT_ERR_INVALID_ARG);
     CHECK(strstr(tnt_last_error(), "sendbuf") != NULL, "message does not name sendbuf: %s",
           tnt_last_error());
@@ -330,9 +328,10 @@ static void check_args(tnt_comm_t *comm)
     CHECK(strcmp(tnt_status_string((tnt_status_t)-1000), "unknown status") == 0,
           "unknown status string");
     CHECK(tnt_dtype_size(TNT_FLOAT32) == 4 && tnt_dtype_size(TNT_FLOAT64) == 8 &&
-          tnt_dtype_size(TNT_FLOAT16) == 2 && tnt_dtype_size(TNT_BFLOAT16) == 2 &&
-          tnt_dtype_size(TNT_INT32) == 4 && tnt_dtype_size(TNT_INT64) == 8 &&
-          tnt_dtype_size(TNT_DTYPE_LAST) == 0, "tnt_dtype_size");
+              tnt_dtype_size(TNT_FLOAT16) == 2 && tnt_dtype_size(TNT_BFLOAT16) == 2 &&
+              tnt_dtype_size(TNT_INT32) == 4 && tnt_dtype_size(TNT_INT64) == 8 &&
+              tnt_dtype_size(TNT_DTYPE_LAST) == 0,
+          "tnt_dtype_size");
     char version[32];
     snprintf(version, sizeof(version), "%d.%d.%d", TNT_VERSION_MAJOR, TNT_VERSION_MINOR,
              TNT_VERSION_PATCH);
@@ -364,7 +363,7 @@ static int names_rank(const char *msg, int r)
 static void check_timeout(tnt_comm_t *comm, int skip_rank)
 {
     double timeout = env_timeout("--skip-barrier-rank");
-    CHECK_OK(tnt_barrier(comm));        /* everyone is here */
+    CHECK_OK(tnt_barrier(comm)); /* everyone is here */
     if (tnt_rank(comm) == skip_rank) {
         /* Stay alive (a dead peer is a different error) until the others
          * have given up. */
@@ -375,13 +374,17 @@ static void check_timeout(tnt_comm_t *comm, int skip_rank)
     tnt_status_t s = tnt_barrier(comm);
     double elapsed = now_s() - t0;
     const char *msg = tnt_last_error();
-    CHECK(s == TNT_ERR_TIMEOUT, "barrier with rank %d missing returned %d (%s), expected "
-          "TNT_ERR_TIMEOUT", skip_rank, (int)s, tnt_status_string(s));
+    CHECK(s == TNT_ERR_TIMEOUT,
+          "barrier with rank %d missing returned %d (%s), expected "
+          "TNT_ERR_TIMEOUT",
+          skip_rank, (int)s, tnt_status_string(s));
     CHECK(elapsed >= timeout - 0.5 && elapsed <= timeout + 5,
           "barrier gave up after %.1f s with TNT_TIMEOUT=%g", elapsed, timeout);
     /* The first barrier above was collective #1, this one is #2. */
-    CHECK(strstr(msg, "barrier #2 ") != NULL, "message does not name the collective "
-          "(barrier #2): %s", msg);
+    CHECK(strstr(msg, "barrier #2 ") != NULL,
+          "message does not name the collective "
+          "(barrier #2): %s",
+          msg);
     CHECK(names_rank(msg, skip_rank), "message does not name missing rank %d: %s", skip_rank, msg);
     fprintf(stderr, "bootstrap_check[rank %d]: barrier failed as expected after %.1f s: %s\n",
             tnt_rank(comm), elapsed, msg);
@@ -390,8 +393,10 @@ static void check_timeout(tnt_comm_t *comm, int skip_rank)
     float f = 1;
     t0 = now_s();
     s = tnt_allreduce(comm, &f, &f, 1, TNT_FLOAT32, TNT_SUM);
-    CHECK(s < 0 && now_s() - t0 < 1.0, "allreduce after a failed barrier returned %d after "
-          "%.1f s", (int)s, now_s() - t0);
+    CHECK(s < 0 && now_s() - t0 < 1.0,
+          "allreduce after a failed barrier returned %d after "
+          "%.1f s",
+          (int)s, now_s() - t0);
 }
 
 static int check_late_init(int late_rank)
@@ -415,14 +420,15 @@ static int check_late_init(int late_rank)
     tnt_status_t s = tnt_init(&comm);
     double elapsed = now_s() - t0;
     const char *msg = tnt_last_error();
-    CHECK(s == TNT_ERR_TIMEOUT, "tnt_init with rank %d missing returned %d (%s), expected "
-          "TNT_ERR_TIMEOUT", late_rank, (int)s, tnt_status_string(s));
+    CHECK(s == TNT_ERR_TIMEOUT,
+          "tnt_init with rank %d missing returned %d (%s), expected "
+          "TNT_ERR_TIMEOUT",
+          late_rank, (int)s, tnt_status_string(s));
     CHECK(comm == NULL, "tnt_init set its output on failure");
     CHECK(elapsed >= timeout - 0.5 && elapsed <= timeout + 5,
           "tnt_init gave up after %.1f s with TNT_TIMEOUT=%g", elapsed, timeout);
     CHECK(strstr(msg, "allgather #") != NULL, "message does not name the collective: %s", msg);
-    CHECK(names_rank(msg, late_rank), "message does not name missing rank %d: %s", late_rank,
-          msg);
+    CHECK(names_rank(msg, late_rank), "message does not name missing rank %d: %s", late_rank, msg);
     if (s == TNT_OK) {
         tnt_finalize(comm);
     }
@@ -456,9 +462,11 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--late-init-rank") == 0 && i + 1 < argc) {
             late_rank = atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: %s [--launcher auto|none|ompi|slurm|tnt] [--expect-size N] "
+            fprintf(stderr,
+                    "usage: %s [--launcher auto|none|ompi|slurm|tnt] [--expect-size N] "
                     "[--expect-nodes N] [--check-args] [--skip-barrier-rank R] "
-                    "[--late-init-rank R] [--abort-rank R]\n", argv[0]);
+                    "[--late-init-rank R] [--abort-rank R]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -504,8 +512,8 @@ int main(int argc, char **argv)
         /* The others are killed by the launcher while they wait here (the
          * barrier cannot complete without the aborting rank). */
         tnt_barrier(comm);
-        fprintf(stderr, "bootstrap_check[rank %d]: still alive after rank %d aborted\n",
-                my_rank, abort_rank);
+        fprintf(stderr, "bootstrap_check[rank %d]: still alive after rank %d aborted\n", my_rank,
+                abort_rank);
         return 1;
     }
     if (skip_rank >= 0) {

@@ -29,12 +29,12 @@
 
 static int rank, size, failures;
 
-#define FAIL(...)                                                                            \
-    do {                                                                                     \
-        fprintf(stderr, "collectives_check: rank %d: ", rank);                               \
-        fprintf(stderr, __VA_ARGS__);                                                        \
-        fputc('\n', stderr);                                                                 \
-        failures++;                                                                          \
+#define FAIL(...)                                              \
+    do {                                                       \
+        fprintf(stderr, "collectives_check: rank %d: ", rank); \
+        fprintf(stderr, __VA_ARGS__);                          \
+        fputc('\n', stderr);                                   \
+        failures++;                                            \
     } while (0)
 
 static double now_s(void)
@@ -69,8 +69,8 @@ static void check_allreduce(tnt_comm_t *comm, tnt_dtype_t dt, tnt_op_t op, size_
 {
     size_t es = tnt_dtype_size(dt);
     char what[128];
-    snprintf(what, sizeof what, "allreduce %s %s count %zu %s", cv_dtype_names[dt],
-             cv_op_names[op], count, inplace ? "in place" : "out of place");
+    snprintf(what, sizeof what, "allreduce %s %s count %zu %s", cv_dtype_names[dt], cv_op_names[op],
+             count, inplace ? "in place" : "out of place");
     cv_fill(dt, op, size, seed, rank, send, count);
     char *out = inplace ? send : recv;
     if (!inplace)
@@ -100,7 +100,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc)
             kill_rank = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: collectives_check [--large] [--large-count N] [--kill-rank R]\n");
+            fprintf(stderr,
+                    "usage: collectives_check [--large] [--large-count N] [--kill-rank R]\n");
             return 2;
         }
     }
@@ -123,8 +124,10 @@ int main(int argc, char **argv)
             double t = now_s();
             tnt_status_t st = tnt_allreduce(comm, buf, buf, count, TNT_FLOAT32, TNT_SUM);
             if (st != TNT_OK) {
-                fprintf(stderr, "collectives_check: rank %d: allreduce failed after %.2f s as "
-                        "expected: %s\n", rank, now_s() - t, tnt_last_error());
+                fprintf(stderr,
+                        "collectives_check: rank %d: allreduce failed after %.2f s as "
+                        "expected: %s\n",
+                        rank, now_s() - t, tnt_last_error());
                 return st == TNT_ERR_PEER_FAILED && now_s() - t < 5.0 ? 3 : 1;
             }
         }
@@ -132,7 +135,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    static const size_t counts[] = {0, 1, 2, 3, 7, 13, 97, 1031, 4099, 65537, 300007};
+    static const size_t counts[] = { 0, 1, 2, 3, 7, 13, 97, 1031, 4099, 65537, 300007 };
     size_t max_count = 300007;
     char *send = malloc(max_count * 8), *recv = malloc(max_count * 8);
     if (send == NULL || recv == NULL) {
@@ -153,7 +156,7 @@ int main(int argc, char **argv)
     check_allreduce(comm, TNT_FLOAT32, TNT_SUM, (size_t)size * 1000 + 1, 1, seed++, send, recv);
 
     /* broadcast from every root */
-    static const size_t bsizes[] = {0, 1, 1000, 100003, 2000003};
+    static const size_t bsizes[] = { 0, 1, 1000, 100003, 2000003 };
     unsigned char *bbuf = malloc(2000003);
     for (size_t s = 0; s < 5 && bbuf != NULL; s++)
         for (int root = 0; root < size; root++) {
@@ -172,7 +175,7 @@ int main(int argc, char **argv)
     free(bbuf);
 
     /* allgather */
-    static const size_t gsizes[] = {0, 1, 4099};
+    static const size_t gsizes[] = { 0, 1, 4099 };
     for (size_t s = 0; s < 3; s++) {
         size_t b = gsizes[s];
         unsigned char *all = malloc(b * (size_t)size + 1);

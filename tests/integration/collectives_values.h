@@ -32,13 +32,16 @@ static inline double cv_value(tnt_op_t op, int nranks, uint64_t seed, int rank, 
 {
     uint64_t h = cv_mix(seed * 1000003u + (uint64_t)rank * 7919u + (uint64_t)i * 104729u);
     switch (op) {
-    case TNT_SUM: return (double)((int)(h % 9) - 4);
-    case TNT_AVG: return (double)nranks * (double)((int)(h % 9) - 4);
+    case TNT_SUM:
+        return (double)((int)(h % 9) - 4);
+    case TNT_AVG:
+        return (double)nranks * (double)((int)(h % 9) - 4);
     case TNT_PROD: {
-        static const int choices[8] = {1, 1, 1, -1, 2, 1, 1, -1};
+        static const int choices[8] = { 1, 1, 1, -1, 2, 1, 1, -1 };
         return (double)choices[h % 8];
     }
-    default: return (double)((int)(h % 201) - 100);
+    default:
+        return (double)((int)(h % 201) - 100);
     }
 }
 
@@ -49,10 +52,19 @@ static inline double cv_expected(tnt_dtype_t dtype, tnt_op_t op, int nranks, uin
     for (int r = 1; r < nranks; r++) {
         double v = cv_value(op, nranks, seed, r, i);
         switch (op) {
-        case TNT_SUM: case TNT_AVG: acc += v; break;
-        case TNT_PROD: acc *= v; break;
-        case TNT_MIN: acc = v < acc ? v : acc; break;
-        default: acc = v > acc ? v : acc; break;
+        case TNT_SUM:
+        case TNT_AVG:
+            acc += v;
+            break;
+        case TNT_PROD:
+            acc *= v;
+            break;
+        case TNT_MIN:
+            acc = v < acc ? v : acc;
+            break;
+        default:
+            acc = v > acc ? v : acc;
+            break;
         }
     }
     if (op == TNT_AVG) {
@@ -91,11 +103,21 @@ static inline double cv_f16_to_double(uint16_t h)
 static inline void cv_store(tnt_dtype_t dtype, void *buf, size_t i, double v)
 {
     switch (dtype) {
-    case TNT_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case TNT_FLOAT64: ((double *)buf)[i] = v; break;
-    case TNT_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case TNT_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case TNT_FLOAT16: ((uint16_t *)buf)[i] = cv_f16_from_exact(v); break;
+    case TNT_FLOAT32:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case TNT_FLOAT64:
+        ((double *)buf)[i] = v;
+        break;
+    case TNT_INT32:
+        ((int32_t *)buf)[i] = (int32_t)v;
+        break;
+    case TNT_INT64:
+        ((int64_t *)buf)[i] = (int64_t)v;
+        break;
+    case TNT_FLOAT16:
+        ((uint16_t *)buf)[i] = cv_f16_from_exact(v);
+        break;
     case TNT_BFLOAT16: {
         float f = (float)v;
         uint32_t u;
@@ -103,25 +125,32 @@ static inline void cv_store(tnt_dtype_t dtype, void *buf, size_t i, double v)
         ((uint16_t *)buf)[i] = (uint16_t)(u >> 16);
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }
 
 static inline double cv_load(tnt_dtype_t dtype, const void *buf, size_t i)
 {
     switch (dtype) {
-    case TNT_FLOAT32: return ((const float *)buf)[i];
-    case TNT_FLOAT64: return ((const double *)buf)[i];
-    case TNT_INT32: return ((const int32_t *)buf)[i];
-    case TNT_INT64: return (double)((const int64_t *)buf)[i];
-    case TNT_FLOAT16: return cv_f16_to_double(((const uint16_t *)buf)[i]);
+    case TNT_FLOAT32:
+        return ((const float *)buf)[i];
+    case TNT_FLOAT64:
+        return ((const double *)buf)[i];
+    case TNT_INT32:
+        return ((const int32_t *)buf)[i];
+    case TNT_INT64:
+        return (double)((const int64_t *)buf)[i];
+    case TNT_FLOAT16:
+        return cv_f16_to_double(((const uint16_t *)buf)[i]);
     case TNT_BFLOAT16: {
         uint32_t u = (uint32_t)((const uint16_t *)buf)[i] << 16;
         float f;
         memcpy(&f, &u, 4);
         return f;
     }
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
@@ -152,8 +181,8 @@ static inline uint64_t cv_hash(const void *buf, size_t bytes)
     return h;
 }
 
-static const char *const cv_dtype_names[] = {"float32", "float64", "float16", "bfloat16", "int32",
-                                              "int64"};
-static const char *const cv_op_names[] = {"sum", "prod", "min", "max", "avg"};
+static const char *const cv_dtype_names[] = { "float32",  "float64", "float16",
+                                              "bfloat16", "int32",   "int64" };
+static const char *const cv_op_names[] = { "sum", "prod", "min", "max", "avg" };
 
 #endif

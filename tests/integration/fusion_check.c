@@ -31,15 +31,14 @@
 
 static int g_rank = -1;
 
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "fusion_check rank %d: %s:%d: ", g_rank, __FILE__,   \
-                    __LINE__);                                                   \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fprintf(stderr, "\n");                                               \
-            exit(1);                                                             \
-        }                                                                        \
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "fusion_check rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fprintf(stderr, "\n");                                                        \
+            exit(1);                                                                      \
+        }                                                                                 \
     } while (0)
 
 /* ---- 16-bit float conversions, exact for the small values used here ---- */
@@ -101,13 +100,13 @@ static int value_of(int r, int s, size_t t, size_t i)
  * integer types. */
 static double float_scale(int r, int s)
 {
-    static const double scales[4] = {1.0, 0.5, 2.0, 0.25};
+    static const double scales[4] = { 1.0, 0.5, 2.0, 0.25 };
     return scales[(r + s) % 4];
 }
 
 static double int_scale(int r, int s)
 {
-    static const double scales[4] = {1.0, 2.0, 3.0, 1.0};
+    static const double scales[4] = { 1.0, 2.0, 3.0, 1.0 };
     return scales[(r + s) % 4];
 }
 
@@ -121,13 +120,26 @@ static void fill(void *buf, tnt_dtype_t d, size_t count, int r, int s, size_t t)
     for (size_t i = 0; i < count; i++) {
         int v = value_of(r, s, t, i);
         switch (d) {
-        case TNT_FLOAT32:  ((float *)buf)[i] = (float)v; break;
-        case TNT_FLOAT64:  ((double *)buf)[i] = v; break;
-        case TNT_FLOAT16:  ((uint16_t *)buf)[i] = to_half((float)v); break;
-        case TNT_BFLOAT16: ((uint16_t *)buf)[i] = to_bf16((float)v); break;
-        case TNT_INT32:    ((int32_t *)buf)[i] = v; break;
-        case TNT_INT64:    ((int64_t *)buf)[i] = v; break;
-        default: break;
+        case TNT_FLOAT32:
+            ((float *)buf)[i] = (float)v;
+            break;
+        case TNT_FLOAT64:
+            ((double *)buf)[i] = v;
+            break;
+        case TNT_FLOAT16:
+            ((uint16_t *)buf)[i] = to_half((float)v);
+            break;
+        case TNT_BFLOAT16:
+            ((uint16_t *)buf)[i] = to_bf16((float)v);
+            break;
+        case TNT_INT32:
+            ((int32_t *)buf)[i] = v;
+            break;
+        case TNT_INT64:
+            ((int64_t *)buf)[i] = v;
+            break;
+        default:
+            break;
         }
     }
 }
@@ -135,13 +147,20 @@ static void fill(void *buf, tnt_dtype_t d, size_t count, int r, int s, size_t t)
 static double get(const void *buf, tnt_dtype_t d, size_t i)
 {
     switch (d) {
-    case TNT_FLOAT32:  return ((const float *)buf)[i];
-    case TNT_FLOAT64:  return ((const double *)buf)[i];
-    case TNT_FLOAT16:  return from_half(((const uint16_t *)buf)[i]);
-    case TNT_BFLOAT16: return from_bf16(((const uint16_t *)buf)[i]);
-    case TNT_INT32:    return ((const int32_t *)buf)[i];
-    case TNT_INT64:    return (double)((const int64_t *)buf)[i];
-    default:           return NAN;
+    case TNT_FLOAT32:
+        return ((const float *)buf)[i];
+    case TNT_FLOAT64:
+        return ((const double *)buf)[i];
+    case TNT_FLOAT16:
+        return from_half(((const uint16_t *)buf)[i]);
+    case TNT_BFLOAT16:
+        return from_bf16(((const uint16_t *)buf)[i]);
+    case TNT_INT32:
+        return ((const int32_t *)buf)[i];
+    case TNT_INT64:
+        return (double)((const int64_t *)buf)[i];
+    default:
+        return NAN;
     }
 }
 
@@ -246,9 +265,8 @@ static void run_engine_layout(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, s
     free(order);
 }
 
-static void run_engine(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, size_t n,
-                       size_t threshold, tnt_op_t op, size_t want_buckets, int steps,
-                       const char *what)
+static void run_engine(tnt_comm_t *comm, const tnt_tensor_desc_t *desc, size_t n, size_t threshold,
+                       tnt_op_t op, size_t want_buckets, int steps, const char *what)
 {
     run_engine_layout(comm, desc, n, threshold, op, want_buckets, steps, what, 0);
 }
@@ -258,11 +276,11 @@ static void scenario_results(tnt_comm_t *comm)
     /* Mixed dtypes, zero-count and prime sizes; runs of one dtype so that
      * small thresholds fuse several tensors. */
     const tnt_tensor_desc_t desc[] = {
-        {1000, TNT_FLOAT32}, {7, TNT_FLOAT32}, {0, TNT_FLOAT32}, {4099, TNT_FLOAT32},
-        {3, TNT_FLOAT32},    {131, TNT_FLOAT64}, {1, TNT_FLOAT64}, {257, TNT_FLOAT16},
-        {33, TNT_FLOAT16},   {65, TNT_BFLOAT16}, {17, TNT_INT32}, {0, TNT_INT32},
-        {29, TNT_INT64},     {5, TNT_INT64},     {200003, TNT_FLOAT32}, {11, TNT_FLOAT32},
-        {0, TNT_FLOAT64},    {0, TNT_FLOAT64},   /* a bucket with nothing to reduce */
+        { 1000, TNT_FLOAT32 }, { 7, TNT_FLOAT32 },   { 0, TNT_FLOAT32 },      { 4099, TNT_FLOAT32 },
+        { 3, TNT_FLOAT32 },    { 131, TNT_FLOAT64 }, { 1, TNT_FLOAT64 },      { 257, TNT_FLOAT16 },
+        { 33, TNT_FLOAT16 },   { 65, TNT_BFLOAT16 }, { 17, TNT_INT32 },       { 0, TNT_INT32 },
+        { 29, TNT_INT64 },     { 5, TNT_INT64 },     { 200003, TNT_FLOAT32 }, { 11, TNT_FLOAT32 },
+        { 0, TNT_FLOAT64 },    { 0, TNT_FLOAT64 }, /* a bucket with nothing to reduce */
     };
     const size_t n = sizeof(desc) / sizeof(desc[0]);
 
@@ -290,17 +308,18 @@ static void scenario_results(tnt_comm_t *comm)
 static void scenario_mismatch(tnt_comm_t *comm)
 {
     const int rank = tnt_rank(comm), size = tnt_size(comm);
-    tnt_tensor_desc_t desc[4] = {{100, TNT_FLOAT32}, {50, TNT_FLOAT32}, {10, TNT_FLOAT64},
-                                 {3, TNT_FLOAT32}};
+    tnt_tensor_desc_t desc[4] = {
+        { 100, TNT_FLOAT32 }, { 50, TNT_FLOAT32 }, { 10, TNT_FLOAT64 }, { 3, TNT_FLOAT32 }
+    };
     size_t n = 3;
     size_t threshold = 1024;
-    tnt_fusion_t *fusion = (tnt_fusion_t *)&desc;   /* must stay untouched on error */
+    tnt_fusion_t *fusion = (tnt_fusion_t *)&desc; /* must stay untouched on error */
 
     CHECK(size == 4, "run the mismatch scenario on 4 ranks (got %d)", size);
     if (rank == 2) {
-        n = 4;                  /* one tensor more */
+        n = 4; /* one tensor more */
     } else if (rank == 3) {
-        threshold = 0;          /* another threshold */
+        threshold = 0; /* another threshold */
     }
     tnt_status_t st = tnt_fusion_create(comm, desc, n, threshold, TNT_SUM, &fusion);
     CHECK(st == TNT_ERR_MISMATCH, "create returned %d (%s), want TNT_ERR_MISMATCH", (int)st,
@@ -319,7 +338,7 @@ static void scenario_mismatch(tnt_comm_t *comm)
 
     /* Rank 1 passes an invalid tensor list: it gets its own argument error,
      * the others fail at once naming it (nobody waits until TNT_TIMEOUT). */
-    tnt_tensor_desc_t bad[3] = {{100, TNT_FLOAT32}, {50, TNT_FLOAT32}, {10, TNT_FLOAT64}};
+    tnt_tensor_desc_t bad[3] = { { 100, TNT_FLOAT32 }, { 50, TNT_FLOAT32 }, { 10, TNT_FLOAT64 } };
     if (rank == 1) {
         bad[1].dtype = TNT_DTYPE_LAST;
     }
@@ -343,8 +362,9 @@ static void scenario_mismatch(tnt_comm_t *comm)
 static void scenario_unmarked(tnt_comm_t *comm)
 {
     const int rank = tnt_rank(comm), size = tnt_size(comm);
-    const tnt_tensor_desc_t desc[] = {{64, TNT_FLOAT32}, {64, TNT_FLOAT32}, {300, TNT_FLOAT32},
-                                      {64, TNT_FLOAT32}, {1000, TNT_FLOAT32}, {64, TNT_FLOAT32}};
+    const tnt_tensor_desc_t desc[] = { { 64, TNT_FLOAT32 },   { 64, TNT_FLOAT32 },
+                                       { 300, TNT_FLOAT32 },  { 64, TNT_FLOAT32 },
+                                       { 1000, TNT_FLOAT32 }, { 64, TNT_FLOAT32 } };
     const size_t n = 6;
     float *data[6];
     tnt_fusion_t *fusion = NULL;

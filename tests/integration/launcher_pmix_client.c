@@ -33,25 +33,32 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                               \
-    do {                                                               \
-        if (!(cond)) {                                                 \
-            fprintf(stderr, "launcher_pmix_client: " __VA_ARGS__);     \
-            fprintf(stderr, "\n");                                     \
-            failures++;                                                \
-        }                                                              \
+#define CHECK(cond, ...)                                           \
+    do {                                                           \
+        if (!(cond)) {                                             \
+            fprintf(stderr, "launcher_pmix_client: " __VA_ARGS__); \
+            fprintf(stderr, "\n");                                 \
+            failures++;                                            \
+        }                                                          \
     } while (0)
 
 static long value_as_long(const pmix_value_t *v)
 {
     switch (v->type) {
-    case PMIX_UINT32: return (long)v->data.uint32;
-    case PMIX_UINT16: return (long)v->data.uint16;
-    case PMIX_INT: return (long)v->data.integer;
-    case PMIX_UINT: return (long)v->data.uint;
-    case PMIX_PROC_RANK: return (long)v->data.rank;
-    case PMIX_SIZE: return (long)v->data.size;
-    default: return -999;
+    case PMIX_UINT32:
+        return (long)v->data.uint32;
+    case PMIX_UINT16:
+        return (long)v->data.uint16;
+    case PMIX_INT:
+        return (long)v->data.integer;
+    case PMIX_UINT:
+        return (long)v->data.uint;
+    case PMIX_PROC_RANK:
+        return (long)v->data.rank;
+    case PMIX_SIZE:
+        return (long)v->data.size;
+    default:
+        return -999;
     }
 }
 
@@ -239,10 +246,9 @@ int main(int argc, char **argv)
         PMIX_LOAD_PROCID(&peer, me.nspace, (pmix_rank_t)r);
         val = NULL;
         rc = PMIx_Get(&peer, "tnt.test.payload", NULL, 0, &val);
-        CHECK(rc == PMIX_SUCCESS && val->type == PMIX_STRING &&
-                  strcmp(val->data.string, expect) == 0,
-              "rank %u: payload of rank %d wrong or missing (%s)", me.rank, r,
-              PMIx_Error_string(rc));
+        CHECK(
+            rc == PMIX_SUCCESS && val->type == PMIX_STRING && strcmp(val->data.string, expect) == 0,
+            "rank %u: payload of rank %d wrong or missing (%s)", me.rank, r, PMIx_Error_string(rc));
         if (val != NULL)
             PMIX_VALUE_RELEASE(val);
     }
@@ -256,15 +262,15 @@ int main(int argc, char **argv)
         snprintf(message, sizeof message, "drill abort from rank %u", me.rank);
         fprintf(stderr, "rank %u aborting\n", me.rank);
         PMIx_Abort(5, message, NULL, 0);
-        return 99;   /* PMIx_Abort returned: the server did not kill us */
+        return 99; /* PMIx_Abort returned: the server did not kill us */
     }
     if ((int)me.rank == exit_rank) {
         fprintf(stderr, "rank %u exits with %d\n", me.rank, exit_code);
         _exit(exit_code);
     }
     if (sleep_s > 0) {
-        struct timespec ts = {.tv_sec = (time_t)sleep_s,
-                              .tv_nsec = (long)((sleep_s - (double)(time_t)sleep_s) * 1e9)};
+        struct timespec ts = { .tv_sec = (time_t)sleep_s,
+                               .tv_nsec = (long)((sleep_s - (double)(time_t)sleep_s) * 1e9) };
 
         printf("rank %u sleeping\n", me.rank);
         fflush(stdout);

@@ -32,22 +32,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "multinode_check rank %d: FAIL %s:%d: ", g_rank,   \
-                    __FILE__, __LINE__);                                       \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            exit(1);                                                           \
-        }                                                                      \
+#define CHECK(cond, ...)                                                                          \
+    do {                                                                                          \
+        if (!(cond)) {                                                                            \
+            fprintf(stderr, "multinode_check rank %d: FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                                         \
+            fprintf(stderr, "\n");                                                                \
+            exit(1);                                                                              \
+        }                                                                                         \
     } while (0)
 
-#define CHECK_OK(call)                                                         \
-    do {                                                                       \
-        tnt_status_t s_ = (call);                                              \
-        CHECK(s_ == TNT_OK, "%s -> %s: %s", #call, tnt_status_string(s_),      \
-              tnt_last_error());                                               \
+#define CHECK_OK(call)                                                                       \
+    do {                                                                                     \
+        tnt_status_t s_ = (call);                                                            \
+        CHECK(s_ == TNT_OK, "%s -> %s: %s", #call, tnt_status_string(s_), tnt_last_error()); \
     } while (0)
 
 static int g_rank = -1;
@@ -67,28 +65,28 @@ static void check_same_everywhere(tnt_comm_t *comm, uint64_t hash, const char *w
     CHECK(all != NULL, "calloc");
     CHECK_OK(tnt_allgather(comm, &hash, all, sizeof(hash)));
     for (int r = 0; r < size; r++) {
-        CHECK(all[r] == hash, "%s: rank %d has result hash %016llx, rank %d has %016llx", what,
-              r, (unsigned long long)all[r], g_rank, (unsigned long long)hash);
+        CHECK(all[r] == hash, "%s: rank %d has result hash %016llx, rank %d has %016llx", what, r,
+              (unsigned long long)all[r], g_rank, (unsigned long long)hash);
     }
     free(all);
 }
 
 static const char *dtype_name(tnt_dtype_t d)
 {
-    static const char *names[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+    static const char *names[] = { "f32", "f64", "f16", "bf16", "i32", "i64" };
     return names[d];
 }
 
 static const char *op_name(tnt_op_t o)
 {
-    static const char *names[] = {"sum", "prod", "min", "max", "avg"};
+    static const char *names[] = { "sum", "prod", "min", "max", "avg" };
     return names[o];
 }
 
 static void mode_matrix(tnt_comm_t *comm)
 {
     /* Not multiples of the rank counts used (2, 5, 8); 0 included. */
-    static const size_t sizes[] = {0, 1, 3, 7, 61, 1000, 4099, 65537};
+    static const size_t sizes[] = { 0, 1, 3, 7, 61, 1000, 4099, 65537 };
     size_t max = 65537;
     int size = tnt_size(comm);
     void *send = malloc(max * 8), *recv = malloc(max * 8);
@@ -143,8 +141,8 @@ static void mode_big(tnt_comm_t *comm, size_t mib)
     t = now_s() - t0;
     for (size_t i = 0; i < n; i++) {
         float want = (float)(size * ((int)(i % 7) - 3) + size * (size - 1) / 2);
-        CHECK(buf[i] == want, "big f32 sum: element %zu of %zu is %g, expected %g", i, n,
-              buf[i], want);
+        CHECK(buf[i] == want, "big f32 sum: element %zu of %zu is %g, expected %g", i, n, buf[i],
+              want);
     }
     check_same_everywhere(comm, cv_hash(buf, n * sizeof(float)), "big f32 sum");
 
@@ -159,8 +157,8 @@ static void mode_big(tnt_comm_t *comm, size_t mib)
     }
     check_same_everywhere(comm, cv_hash(h, n * 2), "big f16 avg");
     if (g_rank == 0) {
-        printf("big: %zu floats (%.1f MiB) f32 sum in %.3f s, f16 avg OK\n", n,
-               n * 4.0 / (1 << 20), t);
+        printf("big: %zu floats (%.1f MiB) f32 sum in %.3f s, f16 avg OK\n", n, n * 4.0 / (1 << 20),
+               t);
     }
     free(h);
     free(buf);
@@ -168,7 +166,7 @@ static void mode_big(tnt_comm_t *comm, size_t mib)
 
 static void mode_bcast(tnt_comm_t *comm)
 {
-    static const size_t sizes[] = {0, 1, 13, 4097, 300007, (size_t)3 << 20};
+    static const size_t sizes[] = { 0, 1, 13, 4097, 300007, (size_t)3 << 20 };
     int size = tnt_size(comm);
     unsigned char *buf = malloc((size_t)3 << 20);
 
@@ -194,7 +192,7 @@ static void mode_bcast(tnt_comm_t *comm)
 
 static void mode_allgather(tnt_comm_t *comm)
 {
-    static const size_t sizes[] = {0, 1, 3, 1000, 65539};
+    static const size_t sizes[] = { 0, 1, 3, 1000, 65539 };
     int size = tnt_size(comm);
 
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
@@ -254,7 +252,7 @@ static void mode_barrier(tnt_comm_t *comm)
  * Values are small integers, so every weighted sum is exact in f32/f64. */
 static void mode_fusion(tnt_comm_t *comm)
 {
-    static const size_t counts[] = {1000, 7, 65537, 3, 20011};
+    static const size_t counts[] = { 1000, 7, 65537, 3, 20011 };
     enum { T = 5 };
     int size = tnt_size(comm);
     for (int d = 0; d < 2; d++) {
@@ -270,7 +268,7 @@ static void mode_fusion(tnt_comm_t *comm)
         }
         CHECK_OK(tnt_fusion_create(comm, desc, T, 64 << 10, TNT_SUM, &fusion));
         for (int step = 0; step < 3; step++) {
-            for (int t = T - 1; t >= 0; t--) {   /* any order works */
+            for (int t = T - 1; t >= 0; t--) { /* any order works */
                 for (size_t i = 0; i < counts[t]; i++) {
                     double v = (double)((int)((i + (size_t)t + (size_t)step) % 9) - 4 + 2 * g_rank);
                     cv_store(dtype, data[t], i, v);
@@ -351,8 +349,7 @@ static void check_transport(tnt_comm_t *comm, const char *want)
 #ifdef TNT_WITH_UCX
     tnt_net_t *net = comm->net;
     int peer = -1;
-    CHECK(net != NULL, "no inter-node transport although there are %d nodes",
-          tnt_num_nodes(comm));
+    CHECK(net != NULL, "no inter-node transport although there are %d nodes", tnt_num_nodes(comm));
     for (int r = 0; r < comm->size && peer < 0; r++) {
         if (comm->node_of_rank[r] != comm->node_id) {
             peer = r;
@@ -361,8 +358,9 @@ static void check_transport(tnt_comm_t *comm, const char *want)
     const char *tl = tnt_ucx_peer_transport(net->ucx, peer);
     uint64_t sent = tnt_ucx_bytes_sent(net->ucx), received = tnt_ucx_bytes_received(net->ucx);
     printf("rank %d (node %d, %s): inter-node UCX transport to rank %d: %s; sent %llu B, "
-           "received %llu B\n", g_rank, tnt_node_id(comm), tnt_hostname(comm), peer, tl,
-           (unsigned long long)sent, (unsigned long long)received);
+           "received %llu B\n",
+           g_rank, tnt_node_id(comm), tnt_hostname(comm), peer, tl, (unsigned long long)sent,
+           (unsigned long long)received);
     fflush(stdout);
     CHECK(strstr(tl, want) != NULL, "UCX uses '%s' to rank %d, expected %s", tl, peer, want);
     CHECK(sent > 0 && received > 0, "no bytes went through UCX (sent %llu, received %llu)",

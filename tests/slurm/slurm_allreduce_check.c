@@ -111,8 +111,7 @@ static void check_identity(tnt_comm_t *comm, long expect_size)
                  tnt_local_size(comm), tasks_on_node(node), node);
         check_fail(rank, msg);
     }
-    if (tnt_num_nodes(comm) != env_long("SLURM_STEP_NUM_NODES") ||
-        tnt_node_id(comm) != node) {
+    if (tnt_num_nodes(comm) != env_long("SLURM_STEP_NUM_NODES") || tnt_node_id(comm) != node) {
         snprintf(msg, sizeof msg, "node %d of %d but SLURM_NODEID %ld of SLURM_STEP_NUM_NODES %ld",
                  tnt_node_id(comm), tnt_num_nodes(comm), node, env_long("SLURM_STEP_NUM_NODES"));
         check_fail(rank, msg);
@@ -158,7 +157,7 @@ static void check_float_sum(tnt_comm_t *comm, size_t count)
 static void check_int64(tnt_comm_t *comm)
 {
     int rank = tnt_rank(comm), size = tnt_size(comm);
-    int64_t v[3] = {rank, (int64_t)1 << 40, -rank}, m[3];
+    int64_t v[3] = { rank, (int64_t)1 << 40, -rank }, m[3];
     char msg[256];
 
     if (tnt_allreduce(comm, v, v, 3, TNT_INT64, TNT_SUM) != TNT_OK ||

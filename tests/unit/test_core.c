@@ -22,7 +22,7 @@
 static void test_log_level_parse(void **state)
 {
     (void)state;
-    static const char *names[] = {"error", "warn", "info", "debug", "trace"};
+    static const char *names[] = { "error", "warn", "info", "debug", "trace" };
     tnt_log_level_t level;
     for (int i = 0; i < 5; i++) {
         assert_int_equal(tnt_log_level_parse(names[i], &level), 0);
@@ -49,7 +49,7 @@ static void test_env_timeout(void **state)
     setenv("TNT_TIMEOUT", "45s", 1);
     assert_true(tnt_env_timeout_s() == 45.0);
     /* Bad values fall back to the default (and warn once). */
-    static const char *bad[] = {"abc", "-1", "10x", "nan", "inf", "1e999"};
+    static const char *bad[] = { "abc", "-1", "10x", "nan", "inf", "1e999" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         setenv("TNT_TIMEOUT", bad[i], 1);
         assert_true(tnt_env_timeout_s() == 300.0);
@@ -134,7 +134,7 @@ static tnt_status_t record(tnt_comm_t *comm, struct tnt_request *req)
     (void)comm;
     int id = (int)(intptr_t)req->args.user;
     if (id % 16 == 0) {
-        usleep(1000);           /* some take a while, so waiters block */
+        usleep(1000); /* some take a while, so waiters block */
     }
     order[atomic_fetch_add(&next_slot, 1)] = id;
     return TNT_OK;
@@ -204,7 +204,7 @@ static void test_progress_error_handover(void **state)
 {
     (void)state;
     tnt_comm_t *comm = fake_comm(2);
-    struct tnt_request req = {.execute = fail_peer};
+    struct tnt_request req = { .execute = fail_peer };
 
     tnt_error_clear();
     assert_int_equal(tnt_progress_post(comm, &req), TNT_OK);
@@ -225,7 +225,7 @@ static void test_progress_finalize_drains(void **state)
     memset(reqs, 0, sizeof(reqs));
     for (int i = 0; i < 8; i++) {
         reqs[i].execute = record;
-        reqs[i].args.user = (void *)(intptr_t)(i * 16);   /* each sleeps 1 ms */
+        reqs[i].args.user = (void *)(intptr_t)(i * 16); /* each sleeps 1 ms */
         assert_int_equal(tnt_progress_post(comm, &reqs[i]), TNT_OK);
     }
     assert_int_equal(tnt_progress_finalize(comm), TNT_OK);
@@ -242,7 +242,7 @@ static void test_coll_size1(void **state)
 {
     (void)state;
     tnt_comm_t *comm = fake_comm(1);
-    double in[5] = {1, 2, 3, 4, 5}, out[5] = {0};
+    double in[5] = { 1, 2, 3, 4, 5 }, out[5] = { 0 };
 
     assert_int_equal(tnt_coll_allreduce(comm, in, out, 5, TNT_FLOAT64, TNT_AVG), TNT_OK);
     assert_memory_equal(in, out, sizeof(in));

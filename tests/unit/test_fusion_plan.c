@@ -14,10 +14,22 @@
 #include <tnt/tnt.h>
 #include "fusion/fusion.h"
 
-#define F32(n) {(n), TNT_FLOAT32}
-#define F64(n) {(n), TNT_FLOAT64}
-#define F16(n) {(n), TNT_FLOAT16}
-#define I64(n) {(n), TNT_INT64}
+#define F32(n)           \
+    {                    \
+        (n), TNT_FLOAT32 \
+    }
+#define F64(n)           \
+    {                    \
+        (n), TNT_FLOAT64 \
+    }
+#define F16(n)           \
+    {                    \
+        (n), TNT_FLOAT16 \
+    }
+#define I64(n)         \
+    {                  \
+        (n), TNT_INT64 \
+    }
 
 static size_t plan(const tnt_tensor_desc_t *t, size_t n, size_t threshold, size_t *bucket)
 {
@@ -29,7 +41,7 @@ static size_t plan(const tnt_tensor_desc_t *t, size_t n, size_t threshold, size_
 static void test_threshold_zero(void **state)
 {
     (void)state;
-    const tnt_tensor_desc_t t[] = {F32(10), F32(0), F32(1), F64(5), F32(1000)};
+    const tnt_tensor_desc_t t[] = { F32(10), F32(0), F32(1), F64(5), F32(1000) };
     size_t b[5];
     assert_int_equal(plan(t, 5, 0, b), 5);
     for (size_t i = 0; i < 5; i++) {
@@ -41,15 +53,15 @@ static void test_threshold_small(void **state)
 {
     (void)state;
     /* bytes: 40 40 40 400 8 8 8 8 8 ; threshold 100 */
-    const tnt_tensor_desc_t t[] = {F32(10), F32(10), F32(10), F32(100), F32(2),
-                                   F32(2), F32(2), F32(2), F32(2)};
+    const tnt_tensor_desc_t t[] = { F32(10), F32(10), F32(10), F32(100), F32(2),
+                                    F32(2),  F32(2),  F32(2),  F32(2) };
     size_t b[9];
     /* 40+40+40 = 120 >= 100 closes after the third; 400 alone; 40 left over */
-    const size_t want[9] = {0, 0, 0, 1, 2, 2, 2, 2, 2};
+    const size_t want[9] = { 0, 0, 0, 1, 2, 2, 2, 2, 2 };
     assert_int_equal(plan(t, 9, 100, b), 3);
     assert_memory_equal(b, want, sizeof(want));
     /* exactly the threshold closes the bucket */
-    const size_t want80[9] = {0, 0, 1, 1, 2, 2, 2, 2, 2};
+    const size_t want80[9] = { 0, 0, 1, 1, 2, 2, 2, 2, 2 };
     assert_int_equal(plan(t, 9, 80, b), 3);
     assert_memory_equal(b, want80, sizeof(want80));
 }
@@ -57,7 +69,7 @@ static void test_threshold_small(void **state)
 static void test_threshold_huge(void **state)
 {
     (void)state;
-    const tnt_tensor_desc_t t[] = {F32(10), F32(1 << 20), F32(3), F32(0)};
+    const tnt_tensor_desc_t t[] = { F32(10), F32(1 << 20), F32(3), F32(0) };
     size_t b[4];
     assert_int_equal(plan(t, 4, SIZE_MAX - 1, b), 1);
     for (size_t i = 0; i < 4; i++) {
@@ -68,14 +80,15 @@ static void test_threshold_huge(void **state)
 static void test_dtype_change(void **state)
 {
     (void)state;
-    const tnt_tensor_desc_t t[] = {F32(1), F32(1), F64(1), F64(1), F16(4), F32(1),
-                                   I64(2), I64(2)};
+    const tnt_tensor_desc_t t[] = {
+        F32(1), F32(1), F64(1), F64(1), F16(4), F32(1), I64(2), I64(2)
+    };
     size_t b[8];
-    const size_t want[8] = {0, 0, 1, 1, 2, 3, 4, 4};
+    const size_t want[8] = { 0, 0, 1, 1, 2, 3, 4, 4 };
     assert_int_equal(plan(t, 8, 1 << 20, b), 5);
     assert_memory_equal(b, want, sizeof(want));
     /* a dtype change also closes a bucket that reached the threshold */
-    const size_t want8[8] = {0, 0, 1, 2, 3, 4, 5, 6};
+    const size_t want8[8] = { 0, 0, 1, 2, 3, 4, 5, 6 };
     assert_int_equal(plan(t, 8, 8, b), 7);
     assert_memory_equal(b, want8, sizeof(want8));
 }
@@ -83,15 +96,15 @@ static void test_dtype_change(void **state)
 static void test_zero_count(void **state)
 {
     (void)state;
-    const tnt_tensor_desc_t t[] = {F32(0), F32(0), F32(4), F32(0), F32(4), F32(0)};
+    const tnt_tensor_desc_t t[] = { F32(0), F32(0), F32(4), F32(0), F32(4), F32(0) };
     size_t b[6];
     /* zero-byte tensors ride along with their neighbours */
-    const size_t want[6] = {0, 0, 0, 1, 1, 2};
+    const size_t want[6] = { 0, 0, 0, 1, 1, 2 };
     assert_int_equal(plan(t, 6, 16, b), 3);
     assert_memory_equal(b, want, sizeof(want));
     /* reaching the threshold closes the bucket even when only zero-byte
      * tensors follow: they form a last (empty) bucket of their own */
-    const size_t want32[6] = {0, 0, 0, 0, 0, 1};
+    const size_t want32[6] = { 0, 0, 0, 0, 0, 1 };
     assert_int_equal(plan(t, 6, 32, b), 2);
     assert_memory_equal(b, want32, sizeof(want32));
 }
@@ -117,7 +130,7 @@ static void test_deterministic_and_monotone(void **state)
         t[i].dtype = (i % 37 == 0) ? TNT_FLOAT64 : TNT_FLOAT32;
     }
     size_t prev_nb = SIZE_MAX;
-    const size_t thresholds[] = {0, 1024, 16384, 65536, 1 << 20, SIZE_MAX - 1};
+    const size_t thresholds[] = { 0, 1024, 16384, 65536, 1 << 20, SIZE_MAX - 1 };
     for (size_t k = 0; k < sizeof(thresholds) / sizeof(thresholds[0]); k++) {
         size_t nb1 = plan(t, N, thresholds[k], b1);
         size_t nb2 = plan(t, N, thresholds[k], b2);
@@ -157,7 +170,7 @@ static void test_bad_args(void **state)
 {
     (void)state;
     size_t b[2], nb = 99;
-    tnt_tensor_desc_t t[2] = {F32(1), {1, TNT_DTYPE_LAST}};
+    tnt_tensor_desc_t t[2] = { F32(1), { 1, TNT_DTYPE_LAST } };
     assert_int_equal(tnt_fusion_plan(t, 2, 0, b, &nb), TNT_ERR_INVALID_ARG);
     assert_true(strstr(tnt_last_error(), "tensor 1") != NULL);
     assert_int_equal(nb, 99);
@@ -180,12 +193,12 @@ static void test_threshold_env(void **state)
     setenv("TNT_FUSION_THRESHOLD_KB", "64", 1);
     assert_true(tnt_fusion_threshold_from_env() == 65536);
     /* AUTO in the planner goes through the same variable */
-    const tnt_tensor_desc_t t[] = {F32(8192), F32(8192), F32(8192), F32(8192)};
+    const tnt_tensor_desc_t t[] = { F32(8192), F32(8192), F32(8192), F32(8192) };
     size_t b[4];
     assert_int_equal(plan(t, 4, TNT_FUSION_THRESHOLD_AUTO, b), 2);
     setenv("TNT_FUSION_THRESHOLD_KB", "0", 1);
     assert_int_equal(plan(t, 4, TNT_FUSION_THRESHOLD_AUTO, b), 4);
-    const char *bad[] = {"-1", "abc", "12k", " 5", "1.5", "99999999999999999999999"};
+    const char *bad[] = { "-1", "abc", "12k", " 5", "1.5", "99999999999999999999999" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         setenv("TNT_FUSION_THRESHOLD_KB", bad[i], 1);
         assert_true(tnt_fusion_threshold_from_env() == TNT_FUSION_THRESHOLD_DEFAULT_BYTES);

@@ -37,7 +37,7 @@ static int teardown(void **state)
 
 static void test_defaults(void **state)
 {
-    char *argv[] = {"tarantella", "model.py"};
+    char *argv[] = { "tarantella", "model.py" };
 
     (void)state;
     assert_int_equal(parse(ARGC(argv), argv), 0);
@@ -58,11 +58,32 @@ static void test_defaults(void **state)
 
 static void test_all_options(void **state)
 {
-    char *argv[] = {"tarantella", "-n", "4", "--no-gpu", "-x", "A=1", "-xB=two=2",
-                    "--log-level", "debug", "--log-on-all-devices", "--output-on-all-devices",
-                    "--fusion-threshold=256", "--pin", "core", "--pin-memory",
-                    "--python-interpreter", "", "--dry-run", "--simulate-nodes", "2", "--",
-                    "prog", "-n", "7", "--", "x"};
+    char *argv[] = { "tarantella",
+                     "-n",
+                     "4",
+                     "--no-gpu",
+                     "-x",
+                     "A=1",
+                     "-xB=two=2",
+                     "--log-level",
+                     "debug",
+                     "--log-on-all-devices",
+                     "--output-on-all-devices",
+                     "--fusion-threshold=256",
+                     "--pin",
+                     "core",
+                     "--pin-memory",
+                     "--python-interpreter",
+                     "",
+                     "--dry-run",
+                     "--simulate-nodes",
+                     "2",
+                     "--",
+                     "prog",
+                     "-n",
+                     "7",
+                     "--",
+                     "x" };
 
     (void)state;
     assert_int_equal(parse(ARGC(argv), argv), 0);
@@ -90,9 +111,9 @@ static void test_all_options(void **state)
 
 static void test_old_cli_pinning(void **state)
 {
-    char *a[] = {"tarantella", "--pin-to-socket", "p"};
-    char *b[] = {"tarantella", "--pin-memory-to-socket", "p"};
-    char *c[] = {"tarantella", "--pin=auto", "-n8", "p"};
+    char *a[] = { "tarantella", "--pin-to-socket", "p" };
+    char *b[] = { "tarantella", "--pin-memory-to-socket", "p" };
+    char *c[] = { "tarantella", "--pin=auto", "-n8", "p" };
 
     (void)state;
     assert_int_equal(parse(ARGC(a), a), 0);
@@ -108,7 +129,7 @@ static void test_old_cli_pinning(void **state)
 
 static void test_program_without_dashes(void **state)
 {
-    char *argv[] = {"tarantella", "-n", "2", "train.py", "--epochs", "3"};
+    char *argv[] = { "tarantella", "-n", "2", "train.py", "--epochs", "3" };
 
     (void)state;
     assert_int_equal(parse(ARGC(argv), argv), 0);
@@ -118,8 +139,8 @@ static void test_program_without_dashes(void **state)
 
 static void test_help_version(void **state)
 {
-    char *h[] = {"tarantella", "--help"};
-    char *v[] = {"tarantella", "--version"};
+    char *h[] = { "tarantella", "--help" };
+    char *v[] = { "tarantella", "--version" };
 
     (void)state;
     assert_int_equal(parse(ARGC(h), h), 0);
@@ -142,25 +163,25 @@ static void expect_error(int argc, char **argv, const char *must1, const char *m
 
 static void test_errors(void **state)
 {
-    char *n0[] = {"tarantella", "-n", "0", "p"};
-    char *nx[] = {"tarantella", "-n", "4x", "p"};
-    char *nneg[] = {"tarantella", "-n", "-3", "p"};
-    char *nbig[] = {"tarantella", "-n", "99999", "p"};
-    char *nmiss[] = {"tarantella", "-n"};
-    char *pin[] = {"tarantella", "--pin", "sockets", "p"};
-    char *lvl[] = {"tarantella", "--log-level", "loud", "p"};
-    char *fus[] = {"tarantella", "--fusion-threshold", "-1", "p"};
-    char *fus2[] = {"tarantella", "--fusion-threshold", "12k", "p"};
-    char *x1[] = {"tarantella", "-x", "NOEQUALS", "p"};
-    char *x2[] = {"tarantella", "-x", "=v", "p"};
-    char *x3[] = {"tarantella", "-x", "1A=v", "p"};
-    char *unk[] = {"tarantella", "--frobnicate", "p"};
-    char *noprog[] = {"tarantella", "-n", "2"};
-    char *noprog2[] = {"tarantella", "-n", "2", "--"};
-    char *sim[] = {"tarantella", "-n", "2", "--simulate-nodes", "3", "p"};
-    char *sim0[] = {"tarantella", "--simulate-nodes", "0", "p"};
-    char *hf[] = {"tarantella", "--hostfile", "h", "--simulate-nodes", "1", "p"};
-    char *empty[] = {"tarantella", "--", ""};
+    char *n0[] = { "tarantella", "-n", "0", "p" };
+    char *nx[] = { "tarantella", "-n", "4x", "p" };
+    char *nneg[] = { "tarantella", "-n", "-3", "p" };
+    char *nbig[] = { "tarantella", "-n", "99999", "p" };
+    char *nmiss[] = { "tarantella", "-n" };
+    char *pin[] = { "tarantella", "--pin", "sockets", "p" };
+    char *lvl[] = { "tarantella", "--log-level", "loud", "p" };
+    char *fus[] = { "tarantella", "--fusion-threshold", "-1", "p" };
+    char *fus2[] = { "tarantella", "--fusion-threshold", "12k", "p" };
+    char *x1[] = { "tarantella", "-x", "NOEQUALS", "p" };
+    char *x2[] = { "tarantella", "-x", "=v", "p" };
+    char *x3[] = { "tarantella", "-x", "1A=v", "p" };
+    char *unk[] = { "tarantella", "--frobnicate", "p" };
+    char *noprog[] = { "tarantella", "-n", "2" };
+    char *noprog2[] = { "tarantella", "-n", "2", "--" };
+    char *sim[] = { "tarantella", "-n", "2", "--simulate-nodes", "3", "p" };
+    char *sim0[] = { "tarantella", "--simulate-nodes", "0", "p" };
+    char *hf[] = { "tarantella", "--hostfile", "h", "--simulate-nodes", "1", "p" };
+    char *empty[] = { "tarantella", "--", "" };
 
     (void)state;
     expect_error(ARGC(n0), n0, "'0'", "1 to 4096");
@@ -191,7 +212,7 @@ static void test_layout(void **state)
     (void)state;
     assert_int_equal(tnt_launch_layout(7, 3, node_of, local, first, size), 0);
     /* 7 over 3 nodes: 3, 2, 2 in contiguous blocks. */
-    int want_node[] = {0, 0, 0, 1, 1, 2, 2}, want_local[] = {0, 1, 2, 0, 1, 0, 1};
+    int want_node[] = { 0, 0, 0, 1, 1, 2, 2 }, want_local[] = { 0, 1, 2, 0, 1, 0, 1 };
     for (int r = 0; r < 7; r++) {
         assert_int_equal(node_of[r], want_node[r]);
         assert_int_equal(local[r], want_local[r]);
@@ -210,23 +231,35 @@ static void test_layout(void **state)
 
 static void test_rank_env(void **state)
 {
-    char *argv[] = {"tarantella", "-n", "4", "--log-level", "info", "--log-on-all-devices",
-                    "--fusion-threshold", "0", "-x", "TNT_PIN=custom", "-x", "FOO=bar",
-                    "--pin", "core", "p"};
-    char *base[] = {"PATH=/bin", NULL};
-    char *base_omp[] = {"OMP_NUM_THREADS=7", "CUDA_VISIBLE_DEVICES=3", NULL};
-    struct tnt_envlist added = {0};
+    char *argv[] = { "tarantella",
+                     "-n",
+                     "4",
+                     "--log-level",
+                     "info",
+                     "--log-on-all-devices",
+                     "--fusion-threshold",
+                     "0",
+                     "-x",
+                     "TNT_PIN=custom",
+                     "-x",
+                     "FOO=bar",
+                     "--pin",
+                     "core",
+                     "p" };
+    char *base[] = { "PATH=/bin", NULL };
+    char *base_omp[] = { "OMP_NUM_THREADS=7", "CUDA_VISIBLE_DEVICES=3", NULL };
+    struct tnt_envlist added = { 0 };
 
     (void)state;
     assert_int_equal(parse(ARGC(argv), argv), 0);
     assert_int_equal(tnt_launch_rank_env(&opts, base, 5, 3, 4, &added), 0);
-    assert_string_equal(tnt_env_lookup(added.v, "TNT_PIN"), "custom");   /* -x wins */
+    assert_string_equal(tnt_env_lookup(added.v, "TNT_PIN"), "custom"); /* -x wins */
     assert_string_equal(tnt_env_lookup(added.v, "TNT_LOG_LEVEL"), "info");
     assert_string_equal(tnt_env_lookup(added.v, "TNT_LOG_ON_ALL_DEVICES"), "1");
     assert_null(tnt_env_lookup(added.v, "TNT_OUTPUT_ON_ALL_DEVICES"));
     assert_string_equal(tnt_env_lookup(added.v, "TNT_FUSION_THRESHOLD_KB"), "0");
     assert_string_equal(tnt_env_lookup(added.v, "OMP_NUM_THREADS"), "3");
-    assert_string_equal(tnt_env_lookup(added.v, "CUDA_VISIBLE_DEVICES"), "1");   /* 5 % 4 */
+    assert_string_equal(tnt_env_lookup(added.v, "CUDA_VISIBLE_DEVICES"), "1"); /* 5 % 4 */
     assert_string_equal(tnt_env_lookup(added.v, "FOO"), "bar");
     assert_null(added.v[added.n]);
     tnt_envlist_free(&added);
@@ -238,15 +271,15 @@ static void test_rank_env(void **state)
     tnt_envlist_free(&added);
     assert_int_equal(tnt_launch_rank_env(&opts, base, 0, 0, 0, &added), 0);
     assert_null(tnt_env_lookup(added.v, "CUDA_VISIBLE_DEVICES"));
-    assert_string_equal(tnt_env_lookup(added.v, "OMP_NUM_THREADS"), "1");   /* at least 1 */
+    assert_string_equal(tnt_env_lookup(added.v, "OMP_NUM_THREADS"), "1"); /* at least 1 */
     tnt_envlist_free(&added);
 }
 
 static void test_rank_env_no_gpu(void **state)
 {
-    char *argv[] = {"tarantella", "--no-gpu", "-x", "OMP_NUM_THREADS=2", "p"};
-    char *base[] = {"CUDA_VISIBLE_DEVICES=0,1", NULL};
-    struct tnt_envlist added = {0};
+    char *argv[] = { "tarantella", "--no-gpu", "-x", "OMP_NUM_THREADS=2", "p" };
+    char *base[] = { "CUDA_VISIBLE_DEVICES=0,1", NULL };
+    struct tnt_envlist added = { 0 };
 
     (void)state;
     assert_int_equal(parse(ARGC(argv), argv), 0);
@@ -259,8 +292,8 @@ static void test_rank_env_no_gpu(void **state)
 
 static void test_envlist(void **state)
 {
-    char *env[] = {"A=1", "B=2", "junk", NULL};
-    struct tnt_envlist list = {0};
+    char *env[] = { "A=1", "B=2", "junk", NULL };
+    struct tnt_envlist list = { 0 };
 
     (void)state;
     assert_int_equal(tnt_envlist_copy(&list, env), 0);
@@ -281,10 +314,10 @@ static void test_envlist(void **state)
 
 static void test_exec_argv(void **state)
 {
-    char *py[] = {"tarantella", "train.py", "--lr", "0.1"};
-    char *bin[] = {"tarantella", "./a.out", "x"};
-    char *direct[] = {"tarantella", "--python-interpreter", "", "train.py"};
-    char *other[] = {"tarantella", "--python-interpreter", "/opt/py/bin/python", "t.py"};
+    char *py[] = { "tarantella", "train.py", "--lr", "0.1" };
+    char *bin[] = { "tarantella", "./a.out", "x" };
+    char *direct[] = { "tarantella", "--python-interpreter", "", "train.py" };
+    char *other[] = { "tarantella", "--python-interpreter", "/opt/py/bin/python", "t.py" };
     char **argv;
 
     (void)state;
@@ -312,9 +345,9 @@ static void test_exec_argv(void **state)
 
 static void test_mpirun_argv(void **state)
 {
-    char *argv[] = {"tarantella", "-n", "8", "--hostfile", "hosts", "--pin", "numa",
-                    "--no-gpu", "-x", "FOO=1", "train.py", "a"};
-    char *autopin[] = {"tarantella", "--hostfile", "h", "--pin", "auto", "./bin"};
+    char *argv[] = { "tarantella", "-n",       "8",  "--hostfile", "hosts",    "--pin",
+                     "numa",       "--no-gpu", "-x", "FOO=1",      "train.py", "a" };
+    char *autopin[] = { "tarantella", "--hostfile", "h", "--pin", "auto", "./bin" };
     char **cmd;
     char joined[1024] = "";
 
@@ -333,7 +366,7 @@ static void test_mpirun_argv(void **state)
     assert_int_equal(parse(ARGC(autopin), autopin), 0);
     cmd = tnt_launch_mpirun_argv(&opts, "mpirun");
     assert_string_equal(cmd[3], "--hostfile");
-    assert_string_equal(cmd[5], "-x");   /* no --bind-to: OpenMPI's default */
+    assert_string_equal(cmd[5], "-x"); /* no --bind-to: OpenMPI's default */
     tnt_launch_argv_free(cmd);
 }
 

@@ -21,7 +21,7 @@
 /* 2 packages x 2 NUMA nodes x 8 cores x 2 PUs = 64 PUs, 32 cores. PU
  * numbering is logical = physical in synthetic topologies: NUMA node n holds
  * PUs 16n .. 16n+15 and core c holds PUs 2c, 2c+1. */
-#define BIG "package:2 numa:2 core:8 pu:2"
+#define BIG   "package:2 numa:2 core:8 pu:2"
 #define SMALL "package:1 core:4 pu:1"
 
 struct pin_fixture {
@@ -51,8 +51,14 @@ static int setup_common(void **state, const char *description)
     return 0;
 }
 
-static int setup_big(void **state) { return setup_common(state, BIG); }
-static int setup_small(void **state) { return setup_common(state, SMALL); }
+static int setup_big(void **state)
+{
+    return setup_common(state, BIG);
+}
+static int setup_small(void **state)
+{
+    return setup_common(state, SMALL);
+}
 
 static int teardown(void **state)
 {
@@ -86,7 +92,7 @@ static void test_mode_names(void **state)
     tnt_pin_mode_t mode = TNT_PIN_CORE;
 
     (void)state;
-    const char *names[] = {"none", "socket", "numa", "core", "auto"};
+    const char *names[] = { "none", "socket", "numa", "core", "auto" };
     for (int i = 0; i < 5; i++) {
         assert_int_equal(tnt_pin_mode_parse(names[i], &mode), 0);
         assert_int_equal((int)mode, i);
@@ -98,7 +104,7 @@ static void test_mode_names(void **state)
     assert_int_equal(tnt_pin_mode_parse("", &mode), -1);
     assert_int_equal(tnt_pin_mode_parse("Core", &mode), -1);
     assert_int_equal(tnt_pin_mode_parse(NULL, &mode), -1);
-    assert_int_equal((int)mode, TNT_PIN_CORE);   /* untouched on failure */
+    assert_int_equal((int)mode, TNT_PIN_CORE); /* untouched on failure */
     assert_string_equal(tnt_pin_mode_name((tnt_pin_mode_t)42), "?");
 }
 
@@ -212,9 +218,9 @@ static void test_big_properties(void **state)
         for (int size = 1; size <= 70; size++) {
             hwloc_bitmap_zero(seen);
             for (int rank = 0; rank < size; rank++) {
-                assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)mode,
-                                                 rank, size, f->cpus, f->nodes, err,
-                                                 sizeof err), 0);
+                assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)mode, rank,
+                                                 size, f->cpus, f->nodes, err, sizeof err),
+                                 0);
                 assert_false(hwloc_bitmap_iszero(f->cpus));
                 assert_false(hwloc_bitmap_iszero(f->nodes));
                 assert_true(hwloc_bitmap_isincluded(f->cpus, f->allowed));
@@ -258,12 +264,12 @@ static void test_big_threads(void **state)
     assert_int_equal(threads(f, TNT_PIN_NONE, 0, 100), 1);
     assert_int_equal(threads(f, TNT_PIN_SOCKET, 0, 2), 32);
     assert_int_equal(threads(f, TNT_PIN_SOCKET, 0, 4), 16);
-    assert_int_equal(threads(f, TNT_PIN_SOCKET, 2, 3), 32);   /* alone on package 1 */
+    assert_int_equal(threads(f, TNT_PIN_SOCKET, 2, 3), 32); /* alone on package 1 */
     assert_int_equal(threads(f, TNT_PIN_SOCKET, 1, 3), 16);
     assert_int_equal(threads(f, TNT_PIN_NUMA, 0, 8), 8);
     assert_int_equal(threads(f, TNT_PIN_CORE, 0, 3), 20);
     assert_int_equal(threads(f, TNT_PIN_CORE, 5, 64), 1);
-    assert_int_equal(threads(f, TNT_PIN_AUTO, 0, 40), 1);   /* numa, 10 per node, 16 PUs */
+    assert_int_equal(threads(f, TNT_PIN_AUTO, 0, 40), 1); /* numa, 10 per node, 16 PUs */
     assert_int_equal(threads(f, TNT_PIN_CORE, 0, 0), -1);
     for (int mode = TNT_PIN_NONE; mode <= TNT_PIN_AUTO; mode++) {
         for (int size = 1; size <= 70; size += 3) {
@@ -271,11 +277,12 @@ static void test_big_threads(void **state)
                 int sharers = 0;
 
                 assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)mode, rank,
-                                                 size, f->cpus, f->nodes, err, sizeof err), 0);
+                                                 size, f->cpus, f->nodes, err, sizeof err),
+                                 0);
                 for (int q = 0; q < size; q++) {
-                    assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)mode,
-                                                     q, size, other, f->nodes, err,
-                                                     sizeof err), 0);
+                    assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)mode, q,
+                                                     size, other, f->nodes, err, sizeof err),
+                                     0);
                     sharers += hwloc_bitmap_intersects(other, f->cpus) ? 1 : 0;
                 }
                 int want = hwloc_bitmap_weight(f->cpus) / sharers;
@@ -296,30 +303,36 @@ static void test_errors(void **state)
 
     hwloc_bitmap_only(f->cpus, 5);
     assert_int_equal(tnt_pin_compute(f->topo, f->allowed, TNT_PIN_CORE, 4, 4, f->cpus, f->nodes,
-                                     err, sizeof err), -1);
+                                     err, sizeof err),
+                     -1);
     assert_non_null(strstr(err, "out of range"));
     assert_int_equal(tnt_pin_compute(f->topo, f->allowed, TNT_PIN_CORE, 0, 0, f->cpus, f->nodes,
-                                     err, sizeof err), -1);
-    assert_int_equal(tnt_pin_compute(f->topo, f->allowed, TNT_PIN_CORE, -1, 2, f->cpus,
-                                     f->nodes, err, sizeof err), -1);
+                                     err, sizeof err),
+                     -1);
+    assert_int_equal(tnt_pin_compute(f->topo, f->allowed, TNT_PIN_CORE, -1, 2, f->cpus, f->nodes,
+                                     err, sizeof err),
+                     -1);
     assert_int_equal(tnt_pin_compute(f->topo, f->allowed, (tnt_pin_mode_t)9, 0, 2, f->cpus,
-                                     f->nodes, err, sizeof err), -1);
+                                     f->nodes, err, sizeof err),
+                     -1);
     assert_non_null(strstr(err, "none, socket, numa, core, auto"));
     /* Allowed set outside the topology (PU 500 does not exist). */
     hwloc_bitmap_only(f->allowed, 500);
     err[0] = '\0';
     assert_int_equal(tnt_pin_compute(f->topo, f->allowed, TNT_PIN_NONE, 0, 1, f->cpus, f->nodes,
-                                     err, sizeof err), -1);
+                                     err, sizeof err),
+                     -1);
     assert_true(strlen(err) > 0);
     hwloc_bitmap_zero(f->allowed);
     assert_int_equal(tnt_pin_compute(f->topo, f->allowed, TNT_PIN_AUTO, 0, 1, f->cpus, f->nodes,
-                                     err, sizeof err), -1);
+                                     err, sizeof err),
+                     -1);
     /* Outputs untouched on failure. */
     assert_int_equal(hwloc_bitmap_weight(f->cpus), 1);
     assert_true(hwloc_bitmap_isset(f->cpus, 5));
     /* A NULL errbuf is allowed. */
-    assert_int_equal(tnt_pin_compute(f->topo, f->allowed, TNT_PIN_AUTO, 0, 1, f->cpus, f->nodes,
-                                     NULL, 0), -1);
+    assert_int_equal(
+        tnt_pin_compute(f->topo, f->allowed, TNT_PIN_AUTO, 0, 1, f->cpus, f->nodes, NULL, 0), -1);
 }
 
 static void test_small(void **state)
@@ -342,7 +355,7 @@ static void test_small(void **state)
     expect_pin(f, TNT_PIN_CORE, 2, 3, "2-3", "0");
     /* 6 tasks on 4 cores: core mode shares cores 0 0 1 2 2 3, auto uses the
      * whole NUMA node instead. */
-    const char *shared[] = {"0", "0", "1", "2", "2", "3"};
+    const char *shared[] = { "0", "0", "1", "2", "2", "3" };
     for (int rank = 0; rank < 6; rank++) {
         expect_pin(f, TNT_PIN_CORE, rank, 6, shared[rank], "0");
         expect_pin(f, TNT_PIN_AUTO, rank, 6, "0-3", "0");

@@ -49,7 +49,7 @@ struct fmt16 {
     double table[65536]; /* value of each non-negative finite pattern, ascending */
     int num;             /* finite non-negative patterns, plus one "Inf" entry */
 };
-static struct fmt16 ref_f16 = {10, 5, {0}, 0}, ref_bf16 = {7, 8, {0}, 0};
+static struct fmt16 ref_f16 = { 10, 5, { 0 }, 0 }, ref_bf16 = { 7, 8, { 0 }, 0 };
 
 static double pow2(int e)
 {
@@ -112,8 +112,8 @@ static int is_nan16(const struct fmt16 *f, uint16_t h)
 static void test_widen_all_patterns(void **state)
 {
     (void)state;
-    static const tnt_dtype_t dtypes[2] = {TNT_FLOAT16, TNT_BFLOAT16};
-    const struct fmt16 *fmts[2] = {&ref_f16, &ref_bf16};
+    static const tnt_dtype_t dtypes[2] = { TNT_FLOAT16, TNT_BFLOAT16 };
+    const struct fmt16 *fmts[2] = { &ref_f16, &ref_bf16 };
     uint16_t *h = malloc(65536 * 2);
     float *f = malloc(65536 * 4);
     assert_non_null(h);
@@ -172,8 +172,8 @@ static void check_narrow(tnt_dtype_t dtype, const struct fmt16 *fmt, const float
 static void test_narrow_rounding(void **state)
 {
     (void)state;
-    static const tnt_dtype_t dtypes[2] = {TNT_FLOAT16, TNT_BFLOAT16};
-    const struct fmt16 *fmts[2] = {&ref_f16, &ref_bf16};
+    static const tnt_dtype_t dtypes[2] = { TNT_FLOAT16, TNT_BFLOAT16 };
+    const struct fmt16 *fmts[2] = { &ref_f16, &ref_bf16 };
     size_t cap = 65536 * 8 + 200000;
     float *x = malloc(cap * sizeof *x);
     assert_non_null(x);
@@ -184,7 +184,7 @@ static void test_narrow_rounding(void **state)
         for (int i = 0; i + 1 < fmt->num; i++) {
             float v = (float)fmt->table[i];
             float mid = (float)((fmt->table[i] + fmt->table[i + 1]) / 2);
-            float vals[4] = {v, mid, bits_f(f_bits(mid) + 1), bits_f(f_bits(mid) - 1)};
+            float vals[4] = { v, mid, bits_f(f_bits(mid) + 1), bits_f(f_bits(mid) - 1) };
             for (int k = 0; k < 4; k++) {
                 x[n++] = vals[k];
                 x[n++] = -vals[k];
@@ -195,9 +195,9 @@ static void test_narrow_rounding(void **state)
         /* random bit patterns, including NaN and Inf */
         for (int k = 0; k < 100000; k++)
             x[n++] = bits_f((uint32_t)rng());
-        float specials[] = {0.0f, -0.0f, 1.0f / 0.0f, -1.0f / 0.0f, 0.0f / 0.0f, 65504.0f,
-                            65519.99f, 65520.0f, 65536.0f, 1e-8f, 2.9802322e-08f,
-                            5.9604645e-08f, 3.4e38f, 3.39e38f, 1e-40f};
+        float specials[] = { 0.0f,           -0.0f,          1.0f / 0.0f, -1.0f / 0.0f, 0.0f / 0.0f,
+                             65504.0f,       65519.99f,      65520.0f,    65536.0f,     1e-8f,
+                             2.9802322e-08f, 5.9604645e-08f, 3.4e38f,     3.39e38f,     1e-40f };
         for (size_t k = 0; k < sizeof specials / sizeof *specials; k++)
             x[n++] = specials[k];
         check_narrow(dtypes[d], fmt, x, n);
@@ -220,20 +220,34 @@ static void fill_random(tnt_dtype_t d, tnt_op_t op, void *buf, size_t n)
         if (op == TNT_PROD)
             v = 0.5 + (double)(r >> 11) / 9007199254740992.0; /* no overflow to Inf */
         switch (d) {
-        case TNT_FLOAT32: ((float *)buf)[i] = (float)v; break;
-        case TNT_FLOAT64: ((double *)buf)[i] = v; break;
-        case TNT_FLOAT16: ((uint16_t *)buf)[i] = encode(&ref_f16, (float)v); break;
-        case TNT_BFLOAT16: ((uint16_t *)buf)[i] = encode(&ref_bf16, (float)v); break;
+        case TNT_FLOAT32:
+            ((float *)buf)[i] = (float)v;
+            break;
+        case TNT_FLOAT64:
+            ((double *)buf)[i] = v;
+            break;
+        case TNT_FLOAT16:
+            ((uint16_t *)buf)[i] = encode(&ref_f16, (float)v);
+            break;
+        case TNT_BFLOAT16:
+            ((uint16_t *)buf)[i] = encode(&ref_bf16, (float)v);
+            break;
         /* integers: full range, so SUM and PROD wrap */
-        case TNT_INT32: ((int32_t *)buf)[i] = (int32_t)(uint32_t)r; break;
-        default: ((int64_t *)buf)[i] = (int64_t)r; break;
+        case TNT_INT32:
+            ((int32_t *)buf)[i] = (int32_t)(uint32_t)r;
+            break;
+        default:
+            ((int64_t *)buf)[i] = (int64_t)r;
+            break;
         }
     }
 }
 
-#define COMBINE(op, a, b) \
-    ((op) == TNT_PROD ? (a) * (b) : (op) == TNT_MIN ? ((b) < (a) ? (b) : (a)) \
-     : (op) == TNT_MAX ? ((b) > (a) ? (b) : (a)) : (a) + (b))
+#define COMBINE(op, a, b)                        \
+    ((op) == TNT_PROD  ? (a) * (b)               \
+     : (op) == TNT_MIN ? ((b) < (a) ? (b) : (a)) \
+     : (op) == TNT_MAX ? ((b) > (a) ? (b) : (a)) \
+                       : (a) + (b))
 
 static void reference(tnt_dtype_t d, tnt_op_t op, void *dst, void **srcs, int ns, size_t n,
                       int divisor)
@@ -254,7 +268,8 @@ static void reference(tnt_dtype_t d, tnt_op_t op, void *dst, void **srcs, int ns
             ((double *)dst)[i] = divisor > 1 ? a / divisor : a;
             break;
         }
-        case TNT_FLOAT16: case TNT_BFLOAT16: {
+        case TNT_FLOAT16:
+        case TNT_BFLOAT16: {
             const struct fmt16 *f = d == TNT_FLOAT16 ? &ref_f16 : &ref_bf16;
             float a = (float)decode(f, ((uint16_t *)srcs[0])[i]);
             for (int s = 1; s < ns; s++)
@@ -266,9 +281,10 @@ static void reference(tnt_dtype_t d, tnt_op_t op, void *dst, void **srcs, int ns
             uint32_t a = (uint32_t)((int32_t *)srcs[0])[i];
             for (int s = 1; s < ns; s++) {
                 uint32_t b = (uint32_t)((int32_t *)srcs[s])[i];
-                a = op == TNT_PROD ? a * b : op == TNT_SUM || op == TNT_AVG ? a + b
-                    : op == TNT_MIN ? ((int32_t)b < (int32_t)a ? b : a)
-                                    : ((int32_t)b > (int32_t)a ? b : a);
+                a = op == TNT_PROD                   ? a * b
+                    : op == TNT_SUM || op == TNT_AVG ? a + b
+                    : op == TNT_MIN                  ? ((int32_t)b < (int32_t)a ? b : a)
+                                                     : ((int32_t)b > (int32_t)a ? b : a);
             }
             ((int32_t *)dst)[i] = divisor > 1 ? (int32_t)a / divisor : (int32_t)a;
             break;
@@ -277,9 +293,10 @@ static void reference(tnt_dtype_t d, tnt_op_t op, void *dst, void **srcs, int ns
             uint64_t a = (uint64_t)((int64_t *)srcs[0])[i];
             for (int s = 1; s < ns; s++) {
                 uint64_t b = (uint64_t)((int64_t *)srcs[s])[i];
-                a = op == TNT_PROD ? a * b : op == TNT_SUM || op == TNT_AVG ? a + b
-                    : op == TNT_MIN ? ((int64_t)b < (int64_t)a ? b : a)
-                                    : ((int64_t)b > (int64_t)a ? b : a);
+                a = op == TNT_PROD                   ? a * b
+                    : op == TNT_SUM || op == TNT_AVG ? a + b
+                    : op == TNT_MIN                  ? ((int64_t)b < (int64_t)a ? b : a)
+                                                     : ((int64_t)b > (int64_t)a ? b : a);
             }
             ((int64_t *)dst)[i] = divisor > 1 ? (int64_t)a / divisor : (int64_t)a;
             break;
@@ -291,7 +308,7 @@ static void reference(tnt_dtype_t d, tnt_op_t op, void *dst, void **srcs, int ns
 static void test_all_dtypes_ops(void **state)
 {
     (void)state;
-    static const size_t counts[] = {0, 1, 3, 17, 2047, 2048, 2049, 5003};
+    static const size_t counts[] = { 0, 1, 3, 17, 2047, 2048, 2049, 5003 };
     enum { MAXS = 9, MAXN = 5003 };
     void *srcs[MAXS], *copy[MAXS];
     char *dst = malloc(MAXN * 8), *ref = malloc(MAXN * 8);
@@ -321,14 +338,13 @@ static void test_all_dtypes_ops(void **state)
                     for (int s = 0; s < ns; s++)
                         assert_true(memcmp(copy[s], srcs[s], bytes) == 0);
                     /* dst aliasing the first, the second and the last source */
-                    int aliases[3] = {0, ns > 1 ? 1 : 0, ns - 1};
+                    int aliases[3] = { 0, ns > 1 ? 1 : 0, ns - 1 };
                     for (int k = 0; k < 3; k++) {
                         int a = aliases[k];
-                        tnt_reduce_n_div(d, op, srcs[a], (const void *const *)srcs, ns, n,
-                                         divisor);
+                        tnt_reduce_n_div(d, op, srcs[a], (const void *const *)srcs, ns, n, divisor);
                         if (memcmp(srcs[a], ref, bytes) != 0)
-                            fail_msg("alias %d: dtype %d op %d sources %d count %zu", a, d, op,
-                                     ns, n);
+                            fail_msg("alias %d: dtype %d op %d sources %d count %zu", a, d, op, ns,
+                                     n);
                         memcpy(srcs[a], copy[a], bytes);
                     }
                     /* tnt_reduce_n is the SUM for AVG, without division */
@@ -351,7 +367,7 @@ static void test_all_dtypes_ops(void **state)
 static void test_round_once(void **state)
 {
     (void)state;
-    float vals[4][2] = {{2048, 1}, {1, 1.0f / 2048}, {1, 1.0f / 2048}, {0, 1.0f / 2048}};
+    float vals[4][2] = { { 2048, 1 }, { 1, 1.0f / 2048 }, { 1, 1.0f / 2048 }, { 0, 1.0f / 2048 } };
     uint16_t in[4][2];
     const void *srcs[4];
     for (int s = 0; s < 4; s++) {
@@ -364,20 +380,20 @@ static void test_round_once(void **state)
     assert_int_equal(out[0], encode(&ref_f16, 2050.0f));
     assert_int_equal(out[1], encode(&ref_f16, 1.0f + 1.0f / 512));
     /* AVG of float16: divided in float32 before the one rounding */
-    uint16_t a[1] = {encode(&ref_f16, 1.0f)}, b[1] = {encode(&ref_f16, 1.0f / 1024)};
-    const void *two[2] = {a, b};
+    uint16_t a[1] = { encode(&ref_f16, 1.0f) }, b[1] = { encode(&ref_f16, 1.0f / 1024) };
+    const void *two[2] = { a, b };
     tnt_reduce_n_div(TNT_FLOAT16, TNT_SUM, out, two, 2, 1, 2);
     assert_int_equal(out[0], encode(&ref_f16, (1.0f + 1.0f / 1024) / 2));
     /* Inf and NaN survive a reduction */
-    uint16_t inf[1] = {0x7c00}, nan[1] = {0x7e00}, one[1] = {0x3c00};
-    const void *s3[2] = {inf, one};
+    uint16_t inf[1] = { 0x7c00 }, nan[1] = { 0x7e00 }, one[1] = { 0x3c00 };
+    const void *s3[2] = { inf, one };
     tnt_reduce_n(TNT_FLOAT16, TNT_SUM, out, s3, 2, 1);
     assert_int_equal(out[0], 0x7c00);
-    const void *s4[2] = {nan, one};
+    const void *s4[2] = { nan, one };
     tnt_reduce_n(TNT_FLOAT16, TNT_SUM, out, s4, 2, 1);
     assert_true(is_nan16(&ref_f16, out[0]));
-    uint16_t bnan[1] = {0x7fc1}, bone[1] = {0x3f80};
-    const void *s5[2] = {bnan, bone};
+    uint16_t bnan[1] = { 0x7fc1 }, bone[1] = { 0x3f80 };
+    const void *s5[2] = { bnan, bone };
     tnt_reduce_n(TNT_BFLOAT16, TNT_PROD, out, s5, 2, 1);
     assert_true(is_nan16(&ref_bf16, out[0]));
 }
@@ -385,23 +401,23 @@ static void test_round_once(void **state)
 static void test_integer_avg_and_divide(void **state)
 {
     (void)state;
-    int32_t a[4] = {7, -7, 5, INT32_MAX}, b[4] = {0, 0, 0, 1};
-    const void *srcs[2] = {a, b};
+    int32_t a[4] = { 7, -7, 5, INT32_MAX }, b[4] = { 0, 0, 0, 1 };
+    const void *srcs[2] = { a, b };
     int32_t out[4];
     tnt_reduce_n_div(TNT_INT32, TNT_AVG, out, srcs, 2, 4, 2);
-    assert_int_equal(out[0], 3);  /* truncates toward zero */
+    assert_int_equal(out[0], 3); /* truncates toward zero */
     assert_int_equal(out[1], -3);
     assert_int_equal(out[2], 2);
     assert_int_equal(out[3], INT32_MIN / 2); /* the sum wrapped, then divided */
-    int64_t c[3] = {-9, 9, 10};
+    int64_t c[3] = { -9, 9, 10 };
     tnt_reduce_divide(TNT_INT64, c, 3, 4);
     assert_int_equal(c[0], -2);
     assert_int_equal(c[1], 2);
     assert_int_equal(c[2], 2);
-    double d[2] = {1.0, 3.0};
+    double d[2] = { 1.0, 3.0 };
     tnt_reduce_divide(TNT_FLOAT64, d, 2, 3);
     assert_true(d[0] == 1.0 / 3 && d[1] == 1.0);
-    uint16_t h[1] = {encode(&ref_bf16, 3.0f)};
+    uint16_t h[1] = { encode(&ref_bf16, 3.0f) };
     tnt_reduce_divide(TNT_BFLOAT16, h, 1, 2);
     assert_int_equal(h[0], encode(&ref_bf16, 1.5f));
 }
@@ -409,22 +425,22 @@ static void test_integer_avg_and_divide(void **state)
 static void test_scale(void **state)
 {
     (void)state;
-    float f[3] = {1.0f, -2.0f, 3.0f};
+    float f[3] = { 1.0f, -2.0f, 3.0f };
     tnt_reduce_scale(TNT_FLOAT32, f, 3, 0.5);
     assert_true(f[0] == 0.5f && f[1] == -1.0f && f[2] == 1.5f);
-    double g[1] = {3.0};
+    double g[1] = { 3.0 };
     tnt_reduce_scale(TNT_FLOAT64, g, 1, 1.0 / 3);
     assert_true(g[0] == 3.0 * (1.0 / 3));
-    int32_t i[4] = {3, -3, 10, 7};
+    int32_t i[4] = { 3, -3, 10, 7 };
     tnt_reduce_scale(TNT_INT32, i, 4, 0.5);
     assert_int_equal(i[0], 2); /* 1.5 rounds half away from zero */
     assert_int_equal(i[1], -2);
     assert_int_equal(i[2], 5);
     assert_int_equal(i[3], 4);
-    int64_t l[1] = {1000000000000ll};
+    int64_t l[1] = { 1000000000000ll };
     tnt_reduce_scale(TNT_INT64, l, 1, 3.0);
     assert_int_equal(l[0], 3000000000000ll);
-    uint16_t h[2] = {encode(&ref_f16, 3.0f), encode(&ref_f16, 65504.0f)};
+    uint16_t h[2] = { encode(&ref_f16, 3.0f), encode(&ref_f16, 65504.0f) };
     tnt_reduce_scale(TNT_FLOAT16, h, 2, 2.0);
     assert_int_equal(h[0], encode(&ref_f16, 6.0f));
     assert_int_equal(h[1], 0x7c00); /* overflow to Inf */
@@ -435,12 +451,9 @@ int main(void)
     build(&ref_f16);
     build(&ref_bf16);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_widen_all_patterns),
-        cmocka_unit_test(test_narrow_rounding),
-        cmocka_unit_test(test_all_dtypes_ops),
-        cmocka_unit_test(test_round_once),
-        cmocka_unit_test(test_integer_avg_and_divide),
-        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_widen_all_patterns),     cmocka_unit_test(test_narrow_rounding),
+        cmocka_unit_test(test_all_dtypes_ops),         cmocka_unit_test(test_round_once),
+        cmocka_unit_test(test_integer_avg_and_divide), cmocka_unit_test(test_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,8 +32,8 @@ static void test_range_rule(void **state)
 {
     (void)state;
     /* 10 over 4: 3 3 2 2 */
-    const uint64_t begins[4] = {0, 3, 6, 8};
-    const uint64_t ends[4] = {3, 6, 8, 10};
+    const uint64_t begins[4] = { 0, 3, 6, 8 };
+    const uint64_t ends[4] = { 3, 6, 8, 10 };
     for (int r = 0; r < 4; r++) {
         tnt_range_t range = tnt_shard_range(10, r, 4);
         assert_int_equal(range.begin, begins[r]);
@@ -96,9 +96,9 @@ static void test_permutation_golden(void **state)
 {
     (void)state;
     uint64_t perm[16];
-    const uint64_t golden_10_0[10] = {7, 8, 3, 1, 5, 4, 2, 0, 9, 6};
-    const uint64_t golden_10_42[10] = {9, 1, 4, 2, 8, 7, 6, 5, 3, 0};
-    const uint64_t golden_16_12345[16] = {9, 10, 5, 7, 8, 4, 15, 3, 2, 14, 12, 6, 0, 13, 1, 11};
+    const uint64_t golden_10_0[10] = { 7, 8, 3, 1, 5, 4, 2, 0, 9, 6 };
+    const uint64_t golden_10_42[10] = { 9, 1, 4, 2, 8, 7, 6, 5, 3, 0 };
+    const uint64_t golden_16_12345[16] = { 9, 10, 5, 7, 8, 4, 15, 3, 2, 14, 12, 6, 0, 13, 1, 11 };
 
     assert_int_equal(tnt_shard_permutation(10, 0, perm), TNT_OK);
     assert_memory_equal(perm, golden_10_0, sizeof(golden_10_0));
@@ -111,7 +111,7 @@ static void test_permutation_golden(void **state)
     uint64_t *big = malloc(1000 * sizeof(*big));
     assert_non_null(big);
     assert_int_equal(tnt_shard_permutation(1000, 2026, big), TNT_OK);
-    const uint64_t head[8] = {547, 513, 686, 339, 94, 713, 38, 867};
+    const uint64_t head[8] = { 547, 513, 686, 339, 94, 713, 38, 867 };
     assert_memory_equal(big, head, sizeof(head));
     uint64_t weighted = 0;
     for (uint64_t i = 0; i < 1000; i++) {
@@ -167,7 +167,7 @@ static void test_permutation_rank_independent(void **state)
     uint64_t perm[103];
     assert_int_equal(tnt_shard_permutation(n, 99, perm), TNT_OK);
     for (int p = 1; p <= 8; p++) {
-        unsigned char seen[103] = {0};
+        unsigned char seen[103] = { 0 };
         uint64_t total = 0;
         const uint64_t steps = tnt_shard_num_steps(n, batch, 0);
         for (uint64_t s = 0; s < steps; s++) {

@@ -89,7 +89,7 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
             int global[MAX_RANKS];
             for (int j = 0; j < n; j++)
                 global[j] = 100 + j; /* distinct from local ranks in messages */
-            tnt_shm_params_t params = {name, r, n, global, timeout_s};
+            tnt_shm_params_t params = { name, r, n, global, timeout_s };
             tnt_shm_t *shm = NULL;
             tnt_status_t st = tnt_shm_create(&params, &shm);
             if (st != TNT_OK) {
@@ -130,7 +130,7 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
                 ;
             return failures + alive;
         }
-        struct timespec ts = {0, 1000000};
+        struct timespec ts = { 0, 1000000 };
         nanosleep(&ts, NULL);
     }
     assert_int_equal(segments_left(), 0);
@@ -142,19 +142,19 @@ static int run_ranks(int n, rank_fn fn, void *arg)
     return run_ranks_env(n, fn, arg, 120, 60, -1);
 }
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__);                   \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-            return 1;                                                                        \
-        }                                                                                    \
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fputc('\n', stderr);                                           \
+            return 1;                                                      \
+        }                                                                  \
     } while (0)
 
 /* ---- allreduce matrix ---------------------------------------------------- */
 
-static const size_t matrix_counts[] = {0, 1, 2, 3, 7, 13, 97, 1031, 4099, 40009, 300007};
+static const size_t matrix_counts[] = { 0, 1, 2, 3, 7, 13, 97, 1031, 4099, 40009, 300007 };
 
 static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
 {
@@ -199,7 +199,7 @@ static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
 static int allreduce_random_order(tnt_shm_t *shm, int rank, int n, void *arg)
 {
     (void)arg;
-    static const size_t counts[] = {5, 3001, 70001, 400009};
+    static const size_t counts[] = { 5, 3001, 70001, 400009 };
     for (size_t c = 0; c < 4; c++) {
         size_t count = counts[c];
         float *x = malloc(count * sizeof *x), *ref = malloc(count * sizeof *ref);
@@ -220,8 +220,10 @@ static int allreduce_random_order(tnt_shm_t *shm, int rank, int n, void *arg)
         }
         CHECK(tnt_shm_allreduce(shm, x, x, count, TNT_FLOAT32, TNT_SUM) == TNT_OK, "f32");
         CHECK(tnt_shm_allreduce(shm, y, y, count, TNT_FLOAT64, TNT_SUM) == TNT_OK, "f64");
-        CHECK(memcmp(x, ref, count * sizeof *x) == 0, "float32 sum of %zu differs from the "
-              "sequential order", count);
+        CHECK(memcmp(x, ref, count * sizeof *x) == 0,
+              "float32 sum of %zu differs from the "
+              "sequential order",
+              count);
         CHECK(memcmp(y, yref, count * sizeof *y) == 0, "float64 sum of %zu differs", count);
         area->hashes[rank][c] = cv_hash(x, count * sizeof *x);
         free(x);
@@ -255,7 +257,7 @@ static void test_allreduce_cma(void **state)
 {
     (void)state;
     setenv("TNT_SHM_CMA", "1", 1);
-    static const int ranks[] = {2, 3, 4, 7, 8};
+    static const int ranks[] = { 2, 3, 4, 7, 8 };
     for (int i = 0; i < 5; i++) {
         assert_int_equal(run_ranks(ranks[i], allreduce_matrix, NULL), 0);
         assert_int_equal(run_ranks(ranks[i], allreduce_random_order, NULL), 0);
@@ -271,7 +273,7 @@ static void test_allreduce_staged(void **state)
     (void)state;
     setenv("TNT_SHM_STAGING_KB", "64", 1);
     setenv("TNT_SHM_SMALL_KB", "0", 1);
-    static const int ranks[] = {2, 3, 8};
+    static const int ranks[] = { 2, 3, 8 };
     for (int i = 0; i < 3; i++) {
         assert_int_equal(run_ranks(ranks[i], allreduce_matrix, NULL), 0);
         assert_int_equal(run_ranks(ranks[i], allreduce_random_order, NULL), 0);
@@ -286,7 +288,7 @@ static void test_allreduce_staged(void **state)
 static int others(tnt_shm_t *shm, int rank, int n, void *arg)
 {
     (void)arg;
-    static const size_t sizes[] = {0, 1, 13, 4099, 100003, 3 * 1024 * 1024 + 5};
+    static const size_t sizes[] = { 0, 1, 13, 4099, 100003, 3 * 1024 * 1024 + 5 };
     size_t max = 3 * 1024 * 1024 + 5;
     unsigned char *buf = malloc(max), *all = malloc(max * (size_t)n);
     CHECK(buf && all, "malloc");
@@ -327,7 +329,7 @@ static int others(tnt_shm_t *shm, int rank, int n, void *arg)
 
     /* reduce_scatter then allgather_slices = allreduce (the hierarchical
      * building blocks), in and out of place, dtypes x ops. */
-    static const size_t counts[] = {1, 5, 97, 4099, 70001, 300007};
+    static const size_t counts[] = { 1, 5, 97, 4099, 70001, 300007 };
     float *send = malloc(300007 * 8), *recv = malloc(300007 * 8);
     CHECK(send && recv, "malloc");
     uint64_t seed = 77;
@@ -348,8 +350,8 @@ static int others(tnt_shm_t *shm, int rank, int n, void *arg)
                           cv_op_names[op], count, off + i);
                 CHECK(tnt_shm_allgather_slices(shm, out, count, dt) == TNT_OK, "ag slices");
                 size_t wrong = cv_check(dt, op, n, seed, out, count);
-                CHECK(wrong == count, "allgather_slices %s %s %zu: element %zu",
-                      cv_dtype_names[dt], cv_op_names[op], count, wrong);
+                CHECK(wrong == count, "allgather_slices %s %s %zu: element %zu", cv_dtype_names[dt],
+                      cv_op_names[op], count, wrong);
             }
         }
     }
@@ -417,11 +419,11 @@ static int failure_rank(tnt_shm_t *shm, int rank, int n, void *varg)
 static void test_peer_killed(void **state)
 {
     (void)state;
-    static const size_t counts[] = {16, 100000, 1000000, 1000000};
+    static const size_t counts[] = { 16, 100000, 1000000, 1000000 };
     for (int c = 0; c < 4; c++) {
         if (c == 3)
             setenv("TNT_SHM_CMA", "1", 1);
-        struct failure_arg arg = {2, counts[c], 0};
+        struct failure_arg arg = { 2, counts[c], 0 };
         assert_int_equal(run_ranks_env(4, failure_rank, &arg, 30, 30, 2), 0);
         for (int r = 0; r < 4; r++)
             if (r != 2) {
@@ -435,7 +437,7 @@ static void test_peer_killed(void **state)
 static void test_peer_timeout(void **state)
 {
     (void)state;
-    struct failure_arg arg = {1, 1000, 1};
+    struct failure_arg arg = { 1, 1000, 1 };
     assert_int_equal(run_ranks_env(3, failure_rank, &arg, 30, 1.0, -1), 0);
     for (int r = 0; r < 3; r++)
         if (r != 1) {
@@ -454,7 +456,7 @@ static void test_attach_timeout(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        tnt_shm_params_t params = {name, 0, 2, NULL, 0.5};
+        tnt_shm_params_t params = { name, 0, 2, NULL, 0.5 };
         tnt_shm_t *shm = NULL;
         _exit(tnt_shm_create(&params, &shm) == TNT_ERR_TIMEOUT ? 0 : 1);
     }
@@ -494,14 +496,10 @@ int main(void)
     unsetenv("TNT_SHM_STAGING_KB");
     unsetenv("TNT_SHM_SMALL_KB");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slice_rule),
-        cmocka_unit_test(test_allreduce_all_ranks),
-        cmocka_unit_test(test_allreduce_cma),
-        cmocka_unit_test(test_allreduce_staged),
-        cmocka_unit_test(test_other_collectives),
-        cmocka_unit_test(test_peer_killed),
-        cmocka_unit_test(test_peer_timeout),
-        cmocka_unit_test(test_attach_timeout),
+        cmocka_unit_test(test_slice_rule),        cmocka_unit_test(test_allreduce_all_ranks),
+        cmocka_unit_test(test_allreduce_cma),     cmocka_unit_test(test_allreduce_staged),
+        cmocka_unit_test(test_other_collectives), cmocka_unit_test(test_peer_killed),
+        cmocka_unit_test(test_peer_timeout),      cmocka_unit_test(test_attach_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

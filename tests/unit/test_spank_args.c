@@ -29,7 +29,7 @@ static void test_defaults(void **state)
 /* A bare --tarantella reaches us as NULL, "" or (through sbatch) "(null)". */
 static void test_bare(void **state)
 {
-    const char *bare[] = {NULL, "", "(null)", ",", " , "};
+    const char *bare[] = { NULL, "", "(null)", ",", " , " };
     char err[256];
     size_t i;
 
@@ -73,9 +73,9 @@ static void test_all_keys(void **state)
 
 static void test_pin_modes(void **state)
 {
-    const char *names[] = {"none", "socket", "numa", "core", "auto"};
-    const tnt_pin_mode_t modes[] = {TNT_PIN_NONE, TNT_PIN_SOCKET, TNT_PIN_NUMA, TNT_PIN_CORE,
-                                    TNT_PIN_AUTO};
+    const char *names[] = { "none", "socket", "numa", "core", "auto" };
+    const tnt_pin_mode_t modes[] = { TNT_PIN_NONE, TNT_PIN_SOCKET, TNT_PIN_NUMA, TNT_PIN_CORE,
+                                     TNT_PIN_AUTO };
     char arg[32], err[256];
     size_t i;
 
@@ -98,9 +98,9 @@ static void test_spelling(void **state)
 
     (void)state;
     tnt_spank_config_default(&c);
-    assert_int_equal(tnt_spank_args_parse(" PIN = socket , Pin_Memory,LOG=Warn, fusion=0 ", &c,
-                                          err, sizeof err),
-                     0);
+    assert_int_equal(
+        tnt_spank_args_parse(" PIN = socket , Pin_Memory,LOG=Warn, fusion=0 ", &c, err, sizeof err),
+        0);
     assert_int_equal(c.pin, TNT_PIN_SOCKET);
     assert_int_equal(c.pin_memory, 1);
     assert_string_equal(c.log_level, "warn");
@@ -124,13 +124,11 @@ static void test_merge_and_switch_off(void **state)
     assert_int_equal(tnt_spank_args_parse("pin=core,verbose=no", &c, err, sizeof err), 0);
     assert_int_equal(c.pin, TNT_PIN_CORE);
     assert_int_equal(c.fusion_kb, 128);
-    assert_int_equal(tnt_spank_args_parse("no-gpu=yes,log-all=1,output-all=true", &c, err,
-                                          sizeof err),
-                     0);
+    assert_int_equal(
+        tnt_spank_args_parse("no-gpu=yes,log-all=1,output-all=true", &c, err, sizeof err), 0);
     assert_int_equal(c.no_gpu + c.log_all + c.output_all, 3);
-    assert_int_equal(tnt_spank_args_parse("no-gpu=off,log-all=0,output-all=FALSE", &c, err,
-                                          sizeof err),
-                     0);
+    assert_int_equal(
+        tnt_spank_args_parse("no-gpu=off,log-all=0,output-all=FALSE", &c, err, sizeof err), 0);
     assert_int_equal(c.no_gpu + c.log_all + c.output_all, 0);
 }
 
@@ -158,21 +156,21 @@ static void test_errors(void **state)
         const char *arg;
         const char *message;
     } cases[] = {
-        {"pin=bogus", "invalid value 'bogus' for pin; valid: none, socket, numa, core, auto"},
-        {"pin", "invalid value '' for pin; valid: none, socket, numa, core, auto"},
-        {"fusion=abc", "invalid value 'abc' for fusion; valid: an integer 0..4194304 (KiB)"},
-        {"fusion=-1", "invalid value '-1' for fusion"},
-        {"fusion=12k", "invalid value '12k' for fusion"},
-        {"fusion=4194305", "invalid value '4194305' for fusion"},
-        {"fusion=99999999999999999999", "invalid value '99999999999999999999' for fusion"},
-        {"fusion", "fusion needs a value"},
-        {"log=loud", "invalid value 'loud' for log; valid: error, warn, info, debug, trace"},
-        {"verbose=maybe", "invalid value 'maybe' for verbose; valid: no value (on), yes, no"},
-        {"pin-memory=2", "invalid value '2' for pin-memory"},
-        {"colour=red", "unknown sub-option 'colour'; valid: pin=MODE, pin-memory, fusion=KB, "
-                       "log=LEVEL, log-all, output-all, no-gpu, verbose, help"},
-        {"=core", "sub-option '=core' has no name"},
-        {"verbose,pin=core,pin=sideways", "invalid value 'sideways' for pin"},
+        { "pin=bogus", "invalid value 'bogus' for pin; valid: none, socket, numa, core, auto" },
+        { "pin", "invalid value '' for pin; valid: none, socket, numa, core, auto" },
+        { "fusion=abc", "invalid value 'abc' for fusion; valid: an integer 0..4194304 (KiB)" },
+        { "fusion=-1", "invalid value '-1' for fusion" },
+        { "fusion=12k", "invalid value '12k' for fusion" },
+        { "fusion=4194305", "invalid value '4194305' for fusion" },
+        { "fusion=99999999999999999999", "invalid value '99999999999999999999' for fusion" },
+        { "fusion", "fusion needs a value" },
+        { "log=loud", "invalid value 'loud' for log; valid: error, warn, info, debug, trace" },
+        { "verbose=maybe", "invalid value 'maybe' for verbose; valid: no value (on), yes, no" },
+        { "pin-memory=2", "invalid value '2' for pin-memory" },
+        { "colour=red", "unknown sub-option 'colour'; valid: pin=MODE, pin-memory, fusion=KB, "
+                        "log=LEVEL, log-all, output-all, no-gpu, verbose, help" },
+        { "=core", "sub-option '=core' has no name" },
+        { "verbose,pin=core,pin=sideways", "invalid value 'sideways' for pin" },
     };
     size_t i;
 
@@ -210,11 +208,11 @@ static void test_too_long(void **state)
 
 static void test_plugstack(void **state)
 {
-    char *good[] = {"default_pin=socket", "default_pin_memory", "default_fusion=16384",
-                    "default_log=info", "default_verbose=yes", "default_no-gpu"};
-    char *unknown[] = {"pin=socket"};
-    char *bad_value[] = {"default_pin=socket", "default_pin=diagonal"};
-    char *no_help[] = {"default_help"};
+    char *good[] = { "default_pin=socket", "default_pin_memory",  "default_fusion=16384",
+                     "default_log=info",   "default_verbose=yes", "default_no-gpu" };
+    char *unknown[] = { "pin=socket" };
+    char *bad_value[] = { "default_pin=socket", "default_pin=diagonal" };
+    char *no_help[] = { "default_help" };
     tnt_spank_config_t d, before;
     char err[512];
 

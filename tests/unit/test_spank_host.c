@@ -311,7 +311,7 @@ static void test_init_other_contexts(void **state)
 
 static void test_bad_plugstack(void **state)
 {
-    char *argv[] = {"default_pin=diagonal"};
+    char *argv[] = { "default_pin=diagonal" };
 
     (void)state;
     host.context = S_CTX_REMOTE;
@@ -386,7 +386,7 @@ static void test_local_inherited_selects_pmix(void **state)
 /* --tarantella=help prints the sub-options and exits 0, in srun and sbatch. */
 static void test_help_exits(void **state)
 {
-    spank_context_t contexts[] = {S_CTX_LOCAL, S_CTX_ALLOCATOR};
+    spank_context_t contexts[] = { S_CTX_LOCAL, S_CTX_ALLOCATOR };
     size_t i;
 
     (void)state;
@@ -492,7 +492,7 @@ static void test_remote_absent(void **state)
 
 static void test_remote_skips_special_steps(void **state)
 {
-    const uint32_t steps[] = {SLURM_BATCH_SCRIPT, SLURM_EXTERN_CONT, SLURM_INTERACTIVE_STEP};
+    const uint32_t steps[] = { SLURM_BATCH_SCRIPT, SLURM_EXTERN_CONT, SLURM_INTERACTIVE_STEP };
     size_t i;
 
     (void)state;
@@ -667,8 +667,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_help_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allocator_bad_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_environment, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_remote_unset_options_leave_env_alone, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_remote_unset_options_leave_env_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_absent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_skips_special_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_inherited_merge, setup, teardown),

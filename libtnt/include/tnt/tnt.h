@@ -27,9 +27,9 @@ extern "C" {
 #endif
 
 #if defined(__GNUC__)
-#  define TNT_API __attribute__((visibility("default")))
+#define TNT_API __attribute__((visibility("default")))
 #else
-#  define TNT_API
+#define TNT_API
 #endif
 
 #define TNT_VERSION_MAJOR 0
@@ -41,18 +41,18 @@ typedef struct tnt_comm tnt_comm_t;
 
 /** Status codes. Errors are negative; see tnt_status_string(). */
 typedef enum {
-    TNT_IN_PROGRESS         = 1,   /**< nonblocking operation not finished yet */
-    TNT_OK                  = 0,
-    TNT_ERR_INVALID_ARG     = -1,  /**< bad argument (dtype, op, pointer, count) */
-    TNT_ERR_NO_MEMORY       = -2,  /**< allocation or mapping failed */
-    TNT_ERR_TIMEOUT         = -3,  /**< a peer did not arrive within TNT_TIMEOUT */
-    TNT_ERR_PEER_FAILED     = -4,  /**< a peer process died or its connection broke */
-    TNT_ERR_BOOTSTRAP       = -5,  /**< PMIx bootstrap failed */
-    TNT_ERR_TRANSPORT       = -6,  /**< shared memory or network transport failed */
-    TNT_ERR_UNSUPPORTED     = -7,  /**< feature not built in or not available here */
-    TNT_ERR_MISMATCH        = -8,  /**< ranks disagree (fusion plan, sizes, order) */
-    TNT_ERR_NOT_INITIALIZED = -9,  /**< libtnt used before tnt_init() or after finalize */
-    TNT_ERR_SYSTEM          = -10, /**< a system call failed; the message has errno */
+    TNT_IN_PROGRESS = 1, /**< nonblocking operation not finished yet */
+    TNT_OK = 0,
+    TNT_ERR_INVALID_ARG = -1,     /**< bad argument (dtype, op, pointer, count) */
+    TNT_ERR_NO_MEMORY = -2,       /**< allocation or mapping failed */
+    TNT_ERR_TIMEOUT = -3,         /**< a peer did not arrive within TNT_TIMEOUT */
+    TNT_ERR_PEER_FAILED = -4,     /**< a peer process died or its connection broke */
+    TNT_ERR_BOOTSTRAP = -5,       /**< PMIx bootstrap failed */
+    TNT_ERR_TRANSPORT = -6,       /**< shared memory or network transport failed */
+    TNT_ERR_UNSUPPORTED = -7,     /**< feature not built in or not available here */
+    TNT_ERR_MISMATCH = -8,        /**< ranks disagree (fusion plan, sizes, order) */
+    TNT_ERR_NOT_INITIALIZED = -9, /**< libtnt used before tnt_init() or after finalize */
+    TNT_ERR_SYSTEM = -10,         /**< a system call failed; the message has errno */
 } tnt_status_t;
 
 /** Element types. TNT_FLOAT16 / TNT_BFLOAT16 reduce with float32 accumulation. */
@@ -68,14 +68,7 @@ typedef enum {
 
 /** Reduction operations. TNT_AVG is the sum divided by the number of ranks
  *  (integer division for integer types). */
-typedef enum {
-    TNT_SUM,
-    TNT_PROD,
-    TNT_MIN,
-    TNT_MAX,
-    TNT_AVG,
-    TNT_OP_LAST
-} tnt_op_t;
+typedef enum { TNT_SUM, TNT_PROD, TNT_MIN, TNT_MAX, TNT_AVG, TNT_OP_LAST } tnt_op_t;
 
 /* ------------------------------------------------------------------------ */
 /* Status and errors                                                         */
@@ -183,7 +176,7 @@ TNT_API tnt_status_t tnt_wait(tnt_request_t *req);
 
 /** One tensor of a fusion plan, in the order its gradient becomes ready. */
 typedef struct {
-    size_t      count;   /**< number of elements */
+    size_t count; /**< number of elements */
     tnt_dtype_t dtype;
 } tnt_tensor_desc_t;
 
@@ -219,8 +212,8 @@ typedef struct tnt_fusion tnt_fusion_t;
  * allocate nothing.
  */
 TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
-                                       size_t num_tensors, size_t threshold_bytes,
-                                       tnt_op_t op, tnt_fusion_t **fusion_p);
+                                       size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
+                                       tnt_fusion_t **fusion_p);
 
 /** Frees the engine. Called in the middle of a step (some tensors marked,
  *  no wait yet), it first finishes the step as tnt_fusion_wait would, so peers

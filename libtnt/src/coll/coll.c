@@ -44,15 +44,14 @@ static tnt_status_t coll_end(tnt_comm_t *comm, const char *name, tnt_status_t st
     return status;
 }
 
-tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                size_t count, tnt_dtype_t dtype, tnt_op_t op)
+tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tnt_dtype_t dtype, tnt_op_t op)
 {
     return tnt_coll_allreduce_scaled(comm, sendbuf, recvbuf, count, dtype, op, 1.0);
 }
 
 tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                       size_t count, tnt_dtype_t dtype, tnt_op_t op,
-                                       double scale)
+                                       size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale)
 {
     tnt_status_t status = coll_begin(comm, "allreduce");
     if (status != TNT_OK) {

@@ -10,14 +10,13 @@
 
 #include "../core/comm.h"
 
-tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                size_t count, tnt_dtype_t dtype, tnt_op_t op);
+tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tnt_dtype_t dtype, tnt_op_t op);
 /* Allreduce of (scale x this rank's data): on one node the scale rides on the
  * shared-memory copy-in; across nodes recvbuf is scaled in place first.
  * sendbuf == recvbuf is the case the fusion engine uses. */
 tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                       size_t count, tnt_dtype_t dtype, tnt_op_t op,
-                                       double scale);
+                                       size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale);
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank);

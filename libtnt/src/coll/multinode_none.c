@@ -12,7 +12,8 @@ static tnt_status_t unsupported(tnt_comm_t *comm)
     return tnt_error_raise(TNT_ERR_UNSUPPORTED,
                            "this job spans %d nodes but libtnt was built without UCX "
                            "(cmake -DTNT_WITH_UCX=ON, needs libucx-dev); rebuild it, or run "
-                           "all ranks on one node", comm->num_nodes);
+                           "all ranks on one node",
+                           comm->num_nodes);
 }
 
 tnt_status_t tnt_multinode_init(tnt_comm_t *comm)

@@ -85,7 +85,7 @@ static inline float tnt_half_to_float(tnt_half_t h)
  * mantissa bits of the float sum. */
 static inline tnt_half_t tnt_float_to_half(float f)
 {
-    const uint32_t f16max = (uint32_t)(127 + 16) << 23;   /* 65536.0f */
+    const uint32_t f16max = (uint32_t)(127 + 16) << 23; /* 65536.0f */
     const uint32_t f32inf = (uint32_t)255 << 23;
     const uint32_t denorm_magic_bits = (uint32_t)((127 - 15) + (23 - 10) + 1) << 23;
     uint32_t u = tnt_float_to_bits(f);
@@ -127,21 +127,20 @@ static inline tnt_half_t tnt_float_to_bf16(float f)
 #define TNT_OPU_PROD(T, U, a, b) ((T)((U)(a) * (U)(b)))
 
 /* dst = a op b and acc op= b for one native type. */
-#define TNT_DEFINE_KERNELS(name, T, OPEXPR)                                                  \
-    static void tnt_k2_##name(T *restrict dst, const T *restrict a, const T *restrict b,     \
-                              size_t n)                                                      \
-    {                                                                                        \
-        for (size_t i = 0; i < n; i++) {                                                     \
-            T x = a[i], y = b[i];                                                            \
-            dst[i] = OPEXPR;                                                                 \
-        }                                                                                    \
-    }                                                                                        \
-    static void tnt_kacc_##name(T *restrict acc, const T *restrict b, size_t n)              \
-    {                                                                                        \
-        for (size_t i = 0; i < n; i++) {                                                     \
-            T x = acc[i], y = b[i];                                                          \
-            acc[i] = OPEXPR;                                                                 \
-        }                                                                                    \
+#define TNT_DEFINE_KERNELS(name, T, OPEXPR)                                                        \
+    static void tnt_k2_##name(T *restrict dst, const T *restrict a, const T *restrict b, size_t n) \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T x = a[i], y = b[i];                                                                  \
+            dst[i] = OPEXPR;                                                                       \
+        }                                                                                          \
+    }                                                                                              \
+    static void tnt_kacc_##name(T *restrict acc, const T *restrict b, size_t n)                    \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T x = acc[i], y = b[i];                                                                \
+            acc[i] = OPEXPR;                                                                       \
+        }                                                                                          \
     }
 
 TNT_DEFINE_KERNELS(f32_sum, float, TNT_OP_SUM(x, y))
@@ -162,30 +161,27 @@ TNT_DEFINE_KERNELS(i64_min, int64_t, TNT_OP_MIN(x, y))
 TNT_DEFINE_KERNELS(i64_max, int64_t, TNT_OP_MAX(x, y))
 
 /* 16-bit floats: widen into a float32 accumulator, combine, narrow once. */
-#define TNT_DEFINE_WIDEN(name, TO_FLOAT)                                                     \
-    static void tnt_widen_##name(float *restrict acc, const tnt_half_t *restrict src,        \
-                                 size_t n)                                                   \
-    {                                                                                        \
-        for (size_t i = 0; i < n; i++)                                                       \
-            acc[i] = TO_FLOAT(src[i]);                                                       \
+#define TNT_DEFINE_WIDEN(name, TO_FLOAT)                                                        \
+    static void tnt_widen_##name(float *restrict acc, const tnt_half_t *restrict src, size_t n) \
+    {                                                                                           \
+        for (size_t i = 0; i < n; i++)                                                          \
+            acc[i] = TO_FLOAT(src[i]);                                                          \
     }
 
-#define TNT_DEFINE_NARROW(name, FROM_FLOAT)                                                  \
-    static void tnt_narrow_##name(tnt_half_t *restrict dst, const float *restrict acc,       \
-                                  size_t n)                                                  \
-    {                                                                                        \
-        for (size_t i = 0; i < n; i++)                                                       \
-            dst[i] = FROM_FLOAT(acc[i]);                                                     \
+#define TNT_DEFINE_NARROW(name, FROM_FLOAT)                                                      \
+    static void tnt_narrow_##name(tnt_half_t *restrict dst, const float *restrict acc, size_t n) \
+    {                                                                                            \
+        for (size_t i = 0; i < n; i++)                                                           \
+            dst[i] = FROM_FLOAT(acc[i]);                                                         \
     }
 
-#define TNT_DEFINE_KACC16(name, TO_FLOAT, OPEXPR)                                            \
-    static void tnt_kacc16_##name(float *restrict acc, const tnt_half_t *restrict b,         \
-                                  size_t n)                                                  \
-    {                                                                                        \
-        for (size_t i = 0; i < n; i++) {                                                     \
-            float x = acc[i], y = TO_FLOAT(b[i]);                                            \
-            acc[i] = OPEXPR;                                                                 \
-        }                                                                                    \
+#define TNT_DEFINE_KACC16(name, TO_FLOAT, OPEXPR)                                              \
+    static void tnt_kacc16_##name(float *restrict acc, const tnt_half_t *restrict b, size_t n) \
+    {                                                                                          \
+        for (size_t i = 0; i < n; i++) {                                                       \
+            float x = acc[i], y = TO_FLOAT(b[i]);                                              \
+            acc[i] = OPEXPR;                                                                   \
+        }                                                                                      \
     }
 
 TNT_DEFINE_WIDEN(f16, tnt_half_to_float)
@@ -210,9 +206,11 @@ typedef void (*tnt_narrow_fn)(tnt_half_t *restrict, const float *restrict, size_
 typedef void (*tnt_kacc16_fn)(float *restrict, const tnt_half_t *restrict, size_t);
 
 /* Indexed by op (SUM, PROD, MIN, MAX; AVG reduces like SUM). */
-#define TNT_TABLE4(prefix, name, cast)                                                       \
-    { (cast)prefix##name##_sum, (cast)prefix##name##_prod, (cast)prefix##name##_min,         \
-      (cast)prefix##name##_max, (cast)prefix##name##_sum }
+#define TNT_TABLE4(prefix, name, cast)                                                  \
+    {                                                                                   \
+        (cast) prefix##name##_sum, (cast)prefix##name##_prod, (cast)prefix##name##_min, \
+            (cast)prefix##name##_max, (cast)prefix##name##_sum                          \
+    }
 
 /* Rows for the native types: FLOAT32, FLOAT64, (16-bit rows unused), INT32, INT64. */
 static const tnt_k2_fn tnt_k2_table[TNT_DTYPE_LAST][TNT_OP_LAST] = {
@@ -322,8 +320,8 @@ void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *con
         tnt_reduce_divide(dtype, dst, count, divisor);
 }
 
-void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs,
-                  int num_srcs, size_t count)
+void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs, int num_srcs,
+                  size_t count)
 {
     tnt_reduce_n_div(dtype, op, dst, srcs, num_srcs, count, 1);
 }
@@ -353,7 +351,7 @@ void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor)
     }
     case TNT_FLOAT16:
     case TNT_BFLOAT16: {
-        const void *src[1] = {buf};
+        const void *src[1] = { buf };
         tnt_reduce_n_16(dtype, TNT_SUM, buf, src, 1, count, divisor);
         break;
     }

@@ -12,8 +12,8 @@
 /* dst[i] = srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i], combined in that
  * order (the order is what makes results reproducible). dst may alias
  * srcs[0]. TNT_AVG is treated as TNT_SUM here; see tnt_reduce_divide. */
-void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs,
-                  int num_srcs, size_t count);
+void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs, int num_srcs,
+                  size_t count);
 /* tnt_reduce_n followed by buf[i] /= divisor (divisor <= 1: none). For
  * float16/bfloat16 the division happens in float32 before the single rounding,
  * so an average is rounded once. dst may alias any source. */

@@ -20,7 +20,8 @@ static tnt_status_t check_comm(const tnt_comm_t *comm, const char *fn)
     if (comm == NULL) {
         return tnt_error_raise(TNT_ERR_NOT_INITIALIZED,
                                "%s: comm is NULL; call tnt_init() first and pass the "
-                               "communicator it returned", fn);
+                               "communicator it returned",
+                               fn);
     }
     return TNT_OK;
 }
@@ -28,8 +29,10 @@ static tnt_status_t check_comm(const tnt_comm_t *comm, const char *fn)
 static tnt_status_t check_buffer(const void *buf, size_t bytes, const char *fn, const char *name)
 {
     if (buf == NULL && bytes > 0) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: %s is NULL but %zu bytes were asked "
-                               "for", fn, name, bytes);
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: %s is NULL but %zu bytes were asked "
+                               "for",
+                               fn, name, bytes);
     }
     return TNT_OK;
 }
@@ -51,17 +54,21 @@ static tnt_status_t check_allreduce(const tnt_comm_t *comm, const void *sendbuf,
         return status;
     }
     if ((unsigned)dtype >= (unsigned)TNT_DTYPE_LAST) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: dtype %d is not a tnt_dtype_t "
-                               "(TNT_FLOAT32 .. TNT_INT64)", fn, (int)dtype);
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: dtype %d is not a tnt_dtype_t "
+                               "(TNT_FLOAT32 .. TNT_INT64)",
+                               fn, (int)dtype);
     }
     if ((unsigned)op >= (unsigned)TNT_OP_LAST) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: op %d is not a tnt_op_t "
-                               "(TNT_SUM, TNT_PROD, TNT_MIN, TNT_MAX, TNT_AVG)", fn, (int)op);
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: op %d is not a tnt_op_t "
+                               "(TNT_SUM, TNT_PROD, TNT_MIN, TNT_MAX, TNT_AVG)",
+                               fn, (int)op);
     }
     size_t esize = tnt_dtype_size(dtype);
     if (count > SIZE_MAX / esize) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: count %zu overflows the address space",
-                               fn, count);
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: count %zu overflows the address space", fn,
+                               count);
     }
     size_t bytes = count * esize;
     status = check_buffer(sendbuf, bytes, fn, "sendbuf");
@@ -69,22 +76,26 @@ static tnt_status_t check_allreduce(const tnt_comm_t *comm, const void *sendbuf,
         status = check_buffer(recvbuf, bytes, fn, "recvbuf");
     }
     if (status == TNT_OK && sendbuf != recvbuf && overlap(sendbuf, bytes, recvbuf, bytes)) {
-        status = tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: sendbuf and recvbuf overlap; pass the "
-                                 "same pointer twice for an in-place allreduce", fn);
+        status = tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                 "%s: sendbuf and recvbuf overlap; pass the "
+                                 "same pointer twice for an in-place allreduce",
+                                 fn);
     }
     return status;
 }
 
-static tnt_status_t check_broadcast(const tnt_comm_t *comm, const void *buf, size_t bytes,
-                                    int root, const char *fn)
+static tnt_status_t check_broadcast(const tnt_comm_t *comm, const void *buf, size_t bytes, int root,
+                                    const char *fn)
 {
     tnt_status_t status = check_comm(comm, fn);
     if (status != TNT_OK) {
         return status;
     }
     if (root < 0 || root >= comm->size) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: root %d is not a rank of this job "
-                               "(ranks 0 .. %d)", fn, root, comm->size - 1);
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: root %d is not a rank of this job "
+                               "(ranks 0 .. %d)",
+                               fn, root, comm->size - 1);
     }
     return check_buffer(buf, bytes, fn, "buf");
 }
@@ -108,8 +119,8 @@ TNT_API tnt_status_t tnt_barrier(tnt_comm_t *comm)
 TNT_API tnt_status_t tnt_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, tnt_dtype_t dtype, tnt_op_t op)
 {
-    tnt_status_t status = check_allreduce(comm, sendbuf, recvbuf, count, dtype, op,
-                                          "tnt_allreduce");
+    tnt_status_t status =
+        check_allreduce(comm, sendbuf, recvbuf, count, dtype, op, "tnt_allreduce");
     if (status != TNT_OK || count == 0) {
         return status;
     }
@@ -142,8 +153,10 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
         return status;
     }
     if (bytes_per_rank > SIZE_MAX / (size_t)comm->size) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: %d ranks x %zu bytes overflows the "
-                               "address space", fn, comm->size, bytes_per_rank);
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: %d ranks x %zu bytes overflows the "
+                               "address space",
+                               fn, comm->size, bytes_per_rank);
     }
     size_t total = bytes_per_rank * (size_t)comm->size;
     status = check_buffer(sendbuf, bytes_per_rank, fn, "sendbuf");
@@ -157,8 +170,10 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
      * overlap would be overwritten while being read. */
     const char *own = (const char *)recvbuf + (size_t)comm->rank * bytes_per_rank;
     if ((const char *)sendbuf != own && overlap(sendbuf, bytes_per_rank, recvbuf, total)) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: sendbuf overlaps recvbuf other than "
-                               "at this rank's own block (rank * bytes_per_rank)", fn);
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: sendbuf overlaps recvbuf other than "
+                               "at this rank's own block (rank * bytes_per_rank)",
+                               fn);
     }
     status = tnt_progress_drain(comm);
     if (status != TNT_OK) {

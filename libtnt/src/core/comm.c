@@ -161,8 +161,8 @@ TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p)
      * node's ranks: the pid of the node's lowest rank is both). */
     peers = malloc((size_t)comm->size * sizeof(*peers));
     if (peers == NULL) {
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for %d ranks",
-                                 comm->size);
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for %d ranks", comm->size);
         goto err_progress;
     }
     memset(&me, 0, sizeof(me));

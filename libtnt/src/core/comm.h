@@ -31,9 +31,9 @@ struct tnt_request {
      * finished and its results are in place; waiters read it with acquire
      * order, so the result buffers happen-before the waiter's next access. */
     _Atomic int status;
-    int heap_allocated;         /* freed by tnt_wait() when set */
-    tnt_comm_t *comm;           /* set by tnt_progress_post() */
-    struct tnt_request *next;   /* queue link, owned by the progress queue */
+    int heap_allocated;       /* freed by tnt_wait() when set */
+    tnt_comm_t *comm;         /* set by tnt_progress_post() */
+    struct tnt_request *next; /* queue link, owned by the progress queue */
     union {
         struct {
             const void *sendbuf;
@@ -47,7 +47,7 @@ struct tnt_request {
             size_t bytes;
             int root;
         } broadcast;
-        void *user;             /* for execute() functions of other layers */
+        void *user; /* for execute() functions of other layers */
     } args;
 };
 
@@ -59,19 +59,19 @@ struct tnt_comm {
     int local_size;
     int node_id;
     int num_nodes;
-    double timeout_s;              /* TNT_TIMEOUT */
+    double timeout_s; /* TNT_TIMEOUT */
     char hostname[TNT_BOOT_HOSTNAME_MAX];
 
     /* Layout of ranks over nodes (size entries each unless noted). Nodes are
      * numbered in order of their lowest rank; local ranks in rank order. */
     int *node_of_rank;
     int *local_rank_of_rank;
-    int *node_sizes;               /* num_nodes entries */
-    int *node_first_rank;          /* num_nodes entries: lowest rank on node */
-    int *local_to_global;          /* local_size entries: ranks on my node */
+    int *node_sizes;      /* num_nodes entries */
+    int *node_first_rank; /* num_nodes entries: lowest rank on node */
+    int *local_to_global; /* local_size entries: ranks on my node */
 
-    struct tnt_shm *shm;           /* ranks on this node (also when local_size == 1) */
-    struct tnt_net *net;           /* ranks on other nodes; NULL when num_nodes == 1 */
+    struct tnt_shm *shm; /* ranks on this node (also when local_size == 1) */
+    struct tnt_net *net; /* ranks on other nodes; NULL when num_nodes == 1 */
 
     /* Collectives issued so far, for error messages ("allreduce #812"). */
     uint64_t coll_seq;
@@ -81,7 +81,7 @@ struct tnt_comm {
      * thread running collectives touches these. */
     tnt_status_t broken_status;
     uint64_t broken_seq;
-    const char *broken_name;       /* "allreduce", ... (static strings) */
+    const char *broken_name; /* "allreduce", ... (static strings) */
 
     /* Progress thread: a FIFO of requests, started lazily on first post.
      * progress_cond wakes the thread for new work (it never spins);
@@ -95,8 +95,8 @@ struct tnt_comm {
     int progress_stop;
     struct tnt_request *queue_head;
     struct tnt_request *queue_tail;
-    _Atomic uint64_t posted;       /* requests enqueued */
-    _Atomic uint64_t completed;    /* requests finished by the progress thread */
+    _Atomic uint64_t posted;    /* requests enqueued */
+    _Atomic uint64_t completed; /* requests finished by the progress thread */
     /* tnt_last_error() of the progress thread's latest failed request; a
      * waiter copies it into its own thread's last error. Under progress_lock. */
     char progress_error[1024];

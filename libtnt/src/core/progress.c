@@ -61,8 +61,7 @@ err_progress_cond:
 err_mutex:
     pthread_mutex_destroy(&comm->progress_lock);
 err:
-    return tnt_error_raise(TNT_ERR_SYSTEM, "progress queue: pthread init failed: %s",
-                           strerror(rc));
+    return tnt_error_raise(TNT_ERR_SYSTEM, "progress queue: pthread init failed: %s", strerror(rc));
 }
 
 static void *progress_main(void *arg)
@@ -76,7 +75,7 @@ static void *progress_main(void *arg)
         }
         struct tnt_request *req = comm->queue_head;
         if (req == NULL) {
-            break;                      /* stop requested and queue empty */
+            break; /* stop requested and queue empty */
         }
         comm->queue_head = req->next;
         if (comm->queue_head == NULL) {
@@ -117,8 +116,10 @@ static tnt_status_t progress_start(tnt_comm_t *comm)
     int rc = pthread_create(&comm->progress_thread, NULL, progress_main, comm);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        return tnt_error_raise(TNT_ERR_SYSTEM, "could not start the progress thread: %s; "
-                               "check the process/thread limits (ulimit -u)", strerror(rc));
+        return tnt_error_raise(TNT_ERR_SYSTEM,
+                               "could not start the progress thread: %s; "
+                               "check the process/thread limits (ulimit -u)",
+                               strerror(rc));
     }
     comm->progress_running = 1;
     return TNT_OK;
@@ -225,7 +226,7 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
                 wake = stall_start + window;
             }
         }
-        struct timespec ts = {(time_t)(wake / 1000000000u), (long)(wake % 1000000000u)};
+        struct timespec ts = { (time_t)(wake / 1000000000u), (long)(wake % 1000000000u) };
         pthread_cond_timedwait(&comm->done_cond, &comm->progress_lock, &ts);
     }
     comm->waiters--;
@@ -246,7 +247,7 @@ static void restore_error(tnt_comm_t *comm)
 
 tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req)
 {
-    struct wait_target t = {req, 0};
+    struct wait_target t = { req, 0 };
     tnt_status_t status = wait_for(comm, &t, "waiting for a posted operation");
     if (status != TNT_OK) {
         return status;
@@ -260,9 +261,9 @@ tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req)
 
 tnt_status_t tnt_progress_drain(tnt_comm_t *comm)
 {
-    struct wait_target t = {NULL, atomic_load_explicit(&comm->posted, memory_order_relaxed)};
+    struct wait_target t = { NULL, atomic_load_explicit(&comm->posted, memory_order_relaxed) };
     if (target_reached(comm, &t)) {
-        return TNT_OK;                  /* the common case: nothing posted */
+        return TNT_OK; /* the common case: nothing posted */
     }
     return wait_for(comm, &t, "waiting for earlier nonblocking operations");
 }

@@ -68,17 +68,17 @@ struct fusion_tensor {
     size_t count;
     tnt_dtype_t dtype;
     size_t bucket;
-    size_t offset_bytes;    /* within the bucket's staging slot */
-    void *data;             /* this step's pointer; NULL until marked */
-    double scale;           /* this step's scale factor */
+    size_t offset_bytes; /* within the bucket's staging slot */
+    void *data;          /* this step's pointer; NULL until marked */
+    double scale;        /* this step's scale factor */
 };
 
 struct fusion_bucket {
-    struct tnt_request req;     /* posted to the progress thread; args.user = bucket */
+    struct tnt_request req; /* posted to the progress thread; args.user = bucket */
     struct tnt_fusion *fusion;
     size_t first_tensor;
     size_t num_tensors;
-    size_t count;               /* elements over all its tensors */
+    size_t count; /* elements over all its tensors */
     tnt_dtype_t dtype;
     /* Execution, decided from the plan alone (never from addresses) so that
      * every rank issues the same collectives: the first num_staged tensors
@@ -89,10 +89,10 @@ struct fusion_bucket {
     size_t num_staged;
     size_t staged_count;
     int split;
-    unsigned char *staging;     /* NULL when num_staged == 1 (reduced in place) */
-    size_t staging_offset;      /* of staging in the arena (create only) */
-    size_t marked;              /* tensors marked this step */
-    int posted;                 /* posted this step (and not yet waited for) */
+    unsigned char *staging; /* NULL when num_staged == 1 (reduced in place) */
+    size_t staging_offset;  /* of staging in the arena (create only) */
+    size_t marked;          /* tensors marked this step */
+    int posted;             /* posted this step (and not yet waited for) */
 };
 
 struct tnt_fusion {
@@ -103,23 +103,23 @@ struct tnt_fusion {
     size_t num_buckets;
     struct fusion_tensor *tensors;
     struct fusion_bucket *buckets;
-    unsigned char *arena;       /* staging slots of all multi-tensor buckets */
-    size_t max_single_bytes;    /* largest single-tensor bucket (for fill-in) */
-    unsigned char *fill;        /* zeros for missing single tensors; lazily, error path */
-    uint64_t copied_buckets;    /* multi-tensor bucket runs that needed the staging copy */
-    uint64_t inplace_buckets;   /* ... and that were reduced in place (contiguous) */
+    unsigned char *arena;     /* staging slots of all multi-tensor buckets */
+    size_t max_single_bytes;  /* largest single-tensor bucket (for fill-in) */
+    unsigned char *fill;      /* zeros for missing single tensors; lazily, error path */
+    uint64_t copied_buckets;  /* multi-tensor bucket runs that needed the staging copy */
+    uint64_t inplace_buckets; /* ... and that were reduced in place (contiguous) */
 
     pthread_mutex_t lock;
-    size_t next_post;           /* first bucket not yet posted this step */
-    size_t num_marked;          /* tensors marked this step */
-    uint64_t step;              /* steps completed, for messages */
-    int broken;                 /* a request may still be running: unusable */
+    size_t next_post;  /* first bucket not yet posted this step */
+    size_t num_marked; /* tensors marked this step */
+    uint64_t step;     /* steps completed, for messages */
+    int broken;        /* a request may still be running: unusable */
 
     /* The step check (see above). */
     struct tnt_request check_req;
     int check_posted;
     unsigned char my_incomplete;
-    unsigned char *incomplete;  /* comm->size bytes */
+    unsigned char *incomplete; /* comm->size bytes */
 };
 
 /* What create compares across ranks: a digest of the whole plan plus the
@@ -131,12 +131,12 @@ struct fusion_summary {
     uint64_t threshold;
     uint64_t total_bytes;
     uint32_t op;
-    uint32_t failed;        /* 1: this rank could not build its engine */
+    uint32_t failed; /* 1: this rank could not build its engine */
 };
 
 static const char *fusion_op_name(tnt_op_t op)
 {
-    static const char *const names[] = {"sum", "prod", "min", "max", "avg"};
+    static const char *const names[] = { "sum", "prod", "min", "max", "avg" };
     return (unsigned)op < (unsigned)TNT_OP_LAST ? names[op] : "?";
 }
 
@@ -157,8 +157,7 @@ static uint64_t fusion_fnv1a(uint64_t hash, uint64_t value)
  * order, so the user's memory can be reduced in place as one array. Returns
  * the start, or NULL. Zero-count tensors are ignored; an unmarked tensor
  * (fill-in) never qualifies. */
-static unsigned char *fusion_run_contiguous(const struct tnt_fusion *fusion, size_t first,
-                                            size_t n)
+static unsigned char *fusion_run_contiguous(const struct tnt_fusion *fusion, size_t first, size_t n)
 {
     unsigned char *base = NULL, *next = NULL;
 
@@ -298,7 +297,7 @@ static tnt_status_t fusion_post_ready(struct tnt_fusion *fusion)
         }
         status = tnt_progress_post(fusion->comm, &bucket->req);
         if (status != TNT_OK) {
-            fusion->broken = 1;     /* peers will miss this collective */
+            fusion->broken = 1; /* peers will miss this collective */
             return status;
         }
         bucket->posted = 1;
@@ -339,7 +338,8 @@ TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, v
     if (index >= fusion->num_tensors) {
         status = tnt_error_raise(TNT_ERR_INVALID_ARG,
                                  "tnt_fusion_mark_ready: tensor index %zu out of range; the engine "
-                                 "has %zu tensors (0 .. %zu)", index, fusion->num_tensors,
+                                 "has %zu tensors (0 .. %zu)",
+                                 index, fusion->num_tensors,
                                  fusion->num_tensors ? fusion->num_tensors - 1 : 0);
         goto out_unlock;
     }
@@ -348,14 +348,15 @@ TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, v
     if (t->data != NULL) {
         status = tnt_error_raise(TNT_ERR_INVALID_ARG,
                                  "tnt_fusion_mark_ready: tensor %zu was already marked ready in "
-                                 "step %llu; call tnt_fusion_wait before marking it again", index,
-                                 (unsigned long long)fusion->step);
+                                 "step %llu; call tnt_fusion_wait before marking it again",
+                                 index, (unsigned long long)fusion->step);
         goto out_unlock;
     }
     if (data == NULL && t->count > 0) {
         status = tnt_error_raise(TNT_ERR_INVALID_ARG,
                                  "tnt_fusion_mark_ready: data of tensor %zu (%zu elements) is "
-                                 "NULL", index, t->count);
+                                 "NULL",
+                                 index, t->count);
         goto out_unlock;
     }
     if (!isfinite(scale)) {
@@ -527,8 +528,8 @@ static tnt_status_t fusion_finish_step(struct tnt_fusion *fusion, int report_mis
                                        "ready; zeros were reduced in their place so no rank "
                                        "hangs, but this step's results are wrong on every rank. "
                                        "Call tnt_fusion_mark_ready for every tensor before "
-                                       "tnt_fusion_wait", (unsigned long long)fusion->step, list,
-                                       fusion->num_tensors)
+                                       "tnt_fusion_wait",
+                                       (unsigned long long)fusion->step, list, fusion->num_tensors)
                      : TNT_ERR_INVALID_ARG;
     } else {
         int any = 0;
@@ -635,7 +636,8 @@ static tnt_status_t fusion_compare_plans(tnt_comm_t *comm, const struct fusion_s
         status = (comm->rank == 0 && !mine->failed ? tnt_error_raise : tnt_error_set)(
             TNT_ERR_MISMATCH,
             "tnt_fusion_create: rank(s) %s could not set up their fusion engine (see their "
-            "error: invalid tensors or arguments, or no memory), so no rank creates it", ranks);
+            "error: invalid tensors or arguments, or no memory), so no rank creates it",
+            ranks);
         goto out_free;
     }
     for (int r = 1; r < size; r++) {
@@ -670,7 +672,8 @@ static tnt_status_t fusion_compare_plans(tnt_comm_t *comm, const struct fusion_s
         snprintf(detail, sizeof(detail), "; the reduction differs (%s vs %s)",
                  fusion_op_name((tnt_op_t)ref->op), fusion_op_name((tnt_op_t)other->op));
     } else if (other->num_tensors == ref->num_tensors && other->total_bytes == ref->total_bytes) {
-        snprintf(detail, sizeof(detail), "; same sizes in total, but the tensors' order, counts "
+        snprintf(detail, sizeof(detail),
+                 "; same sizes in total, but the tensors' order, counts "
                  "or dtypes differ");
     } else {
         snprintf(detail, sizeof(detail), "; %llu vs %llu bytes in all",
@@ -683,9 +686,10 @@ static tnt_status_t fusion_compare_plans(tnt_comm_t *comm, const struct fusion_s
         TNT_ERR_MISMATCH,
         "fusion plan differs from rank 0's on rank(s) %s (%llu tensors / %llu buckets vs "
         "%llu / %llu on rank %d%s); every rank must register the same tensors in the same "
-        "order", ranks, (unsigned long long)ref->num_tensors,
-        (unsigned long long)ref->num_buckets, (unsigned long long)other->num_tensors,
-        (unsigned long long)other->num_buckets, first_diff, detail);
+        "order",
+        ranks, (unsigned long long)ref->num_tensors, (unsigned long long)ref->num_buckets,
+        (unsigned long long)other->num_tensors, (unsigned long long)other->num_buckets, first_diff,
+        detail);
 out_free:
     free(all);
     return status;
@@ -704,8 +708,7 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
 
     if ((unsigned)op >= (unsigned)TNT_OP_LAST) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
-                               "tnt_fusion_create: invalid op %d; use TNT_SUM .. TNT_AVG",
-                               (int)op);
+                               "tnt_fusion_create: invalid op %d; use TNT_SUM .. TNT_AVG", (int)op);
     }
     status = tnt_fusion_plan_check(tensors, num_tensors);
     if (status != TNT_OK) {
@@ -729,16 +732,18 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
                                  "tnt_fusion_create: out of memory for %zu tensors", num_tensors);
         goto err_free;
     }
-    status = tnt_fusion_plan(tensors, num_tensors, threshold_bytes, bucket_of,
-                             &fusion->num_buckets);
+    status =
+        tnt_fusion_plan(tensors, num_tensors, threshold_bytes, bucket_of, &fusion->num_buckets);
     if (status != TNT_OK) {
         goto err_free;
     }
-    fusion->buckets = calloc(fusion->num_buckets ? fusion->num_buckets : 1,
-                             sizeof(*fusion->buckets));
+    fusion->buckets =
+        calloc(fusion->num_buckets ? fusion->num_buckets : 1, sizeof(*fusion->buckets));
     if (fusion->buckets == NULL) {
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: out of memory for %zu "
-                                 "buckets", fusion->num_buckets);
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY,
+                                 "tnt_fusion_create: out of memory for %zu "
+                                 "buckets",
+                                 fusion->num_buckets);
         goto err_free;
     }
 
@@ -772,8 +777,8 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
     for (size_t b = 0; b < fusion->num_buckets; b++) {
         struct fusion_bucket *bucket = &fusion->buckets[b];
         const size_t elem = tnt_dtype_size(bucket->dtype);
-        const struct fusion_tensor *last = &fusion->tensors[bucket->first_tensor +
-                                                            bucket->num_tensors - 1];
+        const struct fusion_tensor *last =
+            &fusion->tensors[bucket->first_tensor + bucket->num_tensors - 1];
         /* A bucket closed by a tensor that reaches the threshold on its own
          * (the greedy plan puts such a tensor last): reduce that tensor in
          * place as its own collective instead of copying it twice. It costs
@@ -788,8 +793,9 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
         const size_t bytes = bucket->staged_count * elem;
         if (bucket->num_staged > 1) {
             if (bytes > SIZE_MAX - arena_bytes - FUSION_ALIGN) {
-                status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: the staging "
-                                         "buffers do not fit in the address space");
+                status =
+                    tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: the staging "
+                                                       "buffers do not fit in the address space");
                 goto err_free;
             }
             bucket->staging_offset = arena_bytes;
@@ -834,8 +840,9 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
     }
     free(bucket_of);
     tnt_log_debug("fusion engine: %zu tensors, %llu bytes, threshold %zu bytes, %zu buckets, "
-                  "%zu bytes of staging", num_tensors, (unsigned long long)total_bytes,
-                  threshold_bytes, fusion->num_buckets, arena_bytes);
+                  "%zu bytes of staging",
+                  num_tensors, (unsigned long long)total_bytes, threshold_bytes,
+                  fusion->num_buckets, arena_bytes);
     memset(mine, 0, sizeof(*mine));
     mine->digest = digest;
     mine->num_tensors = num_tensors;
@@ -854,8 +861,8 @@ err:
 }
 
 TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
-                                       size_t num_tensors, size_t threshold_bytes,
-                                       tnt_op_t op, tnt_fusion_t **fusion_p)
+                                       size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
+                                       tnt_fusion_t **fusion_p)
 {
     struct tnt_fusion *fusion = NULL;
     struct fusion_summary mine;

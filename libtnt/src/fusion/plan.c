@@ -32,19 +32,20 @@ tnt_status_t tnt_fusion_plan_check(const tnt_tensor_desc_t *tensors, size_t num_
 {
     if (num_tensors > 0 && tensors == NULL) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
-                               "fusion plan: tensors is NULL but num_tensors is %zu",
-                               num_tensors);
+                               "fusion plan: tensors is NULL but num_tensors is %zu", num_tensors);
     }
     for (size_t i = 0; i < num_tensors; i++) {
         if ((unsigned)tensors[i].dtype >= (unsigned)TNT_DTYPE_LAST) {
             return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                    "fusion plan: tensor %zu has invalid dtype %d; use one of "
-                                   "TNT_FLOAT32 .. TNT_INT64", i, (int)tensors[i].dtype);
+                                   "TNT_FLOAT32 .. TNT_INT64",
+                                   i, (int)tensors[i].dtype);
         }
         if (fusion_tensor_bytes(&tensors[i]) == SIZE_MAX) {
             return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                    "fusion plan: tensor %zu has %zu elements, too many bytes "
-                                   "for this machine's size_t", i, tensors[i].count);
+                                   "for this machine's size_t",
+                                   i, tensors[i].count);
         }
     }
     return TNT_OK;
@@ -55,15 +56,16 @@ TNT_API tnt_status_t tnt_fusion_plan(const tnt_tensor_desc_t *tensors, size_t nu
                                      size_t *num_buckets_p)
 {
     size_t num_buckets = 0;
-    size_t open_bytes = 0;   /* bytes in the open bucket */
-    int open = 0;            /* whether a bucket is open */
+    size_t open_bytes = 0; /* bytes in the open bucket */
+    int open = 0;          /* whether a bucket is open */
     tnt_dtype_t open_dtype = TNT_FLOAT32;
     tnt_status_t status;
 
     if (num_buckets_p == NULL || (num_tensors > 0 && bucket_of_tensor == NULL)) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "tnt_fusion_plan: bucket_of_tensor (%zu entries) and "
-                               "num_buckets_p must not be NULL", num_tensors);
+                               "num_buckets_p must not be NULL",
+                               num_tensors);
     }
     status = tnt_fusion_plan_check(tensors, num_tensors);
     if (status != TNT_OK) {
@@ -121,7 +123,8 @@ size_t tnt_fusion_threshold_from_env(void)
         if (!atomic_flag_test_and_set_explicit(&warned, memory_order_relaxed)) {
             tnt_log_env_warning("TNT_FUSION_THRESHOLD_KB='%.64s' is not a whole number of KiB "
                                 "(>= 0, 0 = one allreduce per tensor); using the default "
-                                "%zu KiB", value, TNT_FUSION_THRESHOLD_DEFAULT_BYTES / 1024);
+                                "%zu KiB",
+                                value, TNT_FUSION_THRESHOLD_DEFAULT_BYTES / 1024);
         }
         return TNT_FUSION_THRESHOLD_DEFAULT_BYTES;
     }

@@ -98,7 +98,7 @@ static inline uint64_t shard_rng_bounded(shard_rng_t *rng, uint64_t range)
 
 TNT_API tnt_range_t tnt_shard_range(uint64_t batch, int rank, int size)
 {
-    tnt_range_t range = {0, 0};
+    tnt_range_t range = { 0, 0 };
 
     if (size <= 0 || rank < 0 || rank >= size) {
         return range;
@@ -123,7 +123,8 @@ TNT_API tnt_status_t tnt_shard_permutation(uint64_t n, uint64_t seed, uint64_t *
         /* Recorded, not logged: shard code does no I/O; the caller reports. */
         return tnt_error_set(TNT_ERR_INVALID_ARG,
                              "tnt_shard_permutation: perm is NULL for n = %llu; pass an array "
-                             "of n entries", (unsigned long long)n);
+                             "of n entries",
+                             (unsigned long long)n);
     }
     for (uint64_t i = 0; i < n; i++) {
         perm[i] = i;
@@ -151,10 +152,10 @@ TNT_API uint64_t tnt_shard_num_steps(uint64_t n, uint64_t batch, int drop_remain
 TNT_API tnt_range_t tnt_shard_step_range(uint64_t n, uint64_t batch, int drop_remainder,
                                          uint64_t step, int rank, int size)
 {
-    tnt_range_t range = {0, 0};
+    tnt_range_t range = { 0, 0 };
 
-    if (size <= 0 || rank < 0 || rank >= size || step >= tnt_shard_num_steps(n, batch,
-                                                                               drop_remainder)) {
+    if (size <= 0 || rank < 0 || rank >= size ||
+        step >= tnt_shard_num_steps(n, batch, drop_remainder)) {
         return range;
     }
     /* step < num_steps implies step * batch < n: no overflow. */

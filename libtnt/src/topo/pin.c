@@ -14,11 +14,8 @@
 #include <string.h>
 
 static const char *const pin_mode_names[] = {
-    [TNT_PIN_NONE] = "none",
-    [TNT_PIN_SOCKET] = "socket",
-    [TNT_PIN_NUMA] = "numa",
-    [TNT_PIN_CORE] = "core",
-    [TNT_PIN_AUTO] = "auto",
+    [TNT_PIN_NONE] = "none", [TNT_PIN_SOCKET] = "socket", [TNT_PIN_NUMA] = "numa",
+    [TNT_PIN_CORE] = "core", [TNT_PIN_AUTO] = "auto",
 };
 #define PIN_MODE_COUNT ((int)(sizeof pin_mode_names / sizeof pin_mode_names[0]))
 
@@ -61,8 +58,8 @@ const char *tnt_pin_mode_choices(void)
     return "none, socket, numa, core, auto";
 }
 
-int tnt_pin_get_allowed(hwloc_topology_t topology, hwloc_cpuset_t allowed_out,
-                        char *errbuf, size_t errlen)
+int tnt_pin_get_allowed(hwloc_topology_t topology, hwloc_cpuset_t allowed_out, char *errbuf,
+                        size_t errlen)
 {
     hwloc_bitmap_t bound = hwloc_bitmap_alloc();
     int ret = -1;
@@ -168,8 +165,8 @@ static void pin_nodes_of(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
 
 static int pin_count_cores(hwloc_topology_t topology, hwloc_const_cpuset_t allowed)
 {
-    hwloc_obj_type_t type = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE) > 0
-                                ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+    hwloc_obj_type_t type =
+        hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
     int total = hwloc_get_nbobjs_by_type(topology, type);
     int count = 0;
 
@@ -245,7 +242,7 @@ int tnt_pin_compute(hwloc_topology_t topology, hwloc_const_cpuset_t allowed, tnt
     first = (int)((long long)local_rank * count / local_size);
     last = (int)((long long)(local_rank + 1) * count / local_size);
     if (mode != TNT_PIN_CORE || last <= first)
-        last = first + 1;   /* one object per task; shared when k < n */
+        last = first + 1; /* one object per task; shared when k < n */
     hwloc_bitmap_zero(result);
     for (int i = first; i < last; i++)
         hwloc_bitmap_or(result, result, sets[i]);
@@ -280,8 +277,8 @@ static int pin_count_objects(hwloc_topology_t topology, hwloc_obj_type_t type,
 }
 
 int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed,
-                         tnt_pin_mode_t mode, int local_rank, int local_size,
-                         char *errbuf, size_t errlen)
+                         tnt_pin_mode_t mode, int local_rank, int local_size, char *errbuf,
+                         size_t errlen)
 {
     hwloc_bitmap_t cpus = hwloc_bitmap_alloc(), nodes = hwloc_bitmap_alloc(), usable = NULL;
     long long k, n = local_size, j, sharers;
@@ -304,15 +301,23 @@ int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed
     if (mode == TNT_PIN_AUTO)
         mode = pin_count_cores(topology, usable) >= local_size ? TNT_PIN_CORE : TNT_PIN_NUMA;
     switch (mode) {
-    case TNT_PIN_SOCKET: k = pin_count_objects(topology, HWLOC_OBJ_PACKAGE, usable); break;
-    case TNT_PIN_NUMA: k = pin_count_objects(topology, HWLOC_OBJ_NUMANODE, usable); break;
-    case TNT_PIN_CORE: k = pin_count_objects(topology, HWLOC_OBJ_CORE, usable); break;
-    default: k = 1; break;   /* none: one object, the whole allowed set */
+    case TNT_PIN_SOCKET:
+        k = pin_count_objects(topology, HWLOC_OBJ_PACKAGE, usable);
+        break;
+    case TNT_PIN_NUMA:
+        k = pin_count_objects(topology, HWLOC_OBJ_NUMANODE, usable);
+        break;
+    case TNT_PIN_CORE:
+        k = pin_count_objects(topology, HWLOC_OBJ_CORE, usable);
+        break;
+    default:
+        k = 1;
+        break; /* none: one object, the whole allowed set */
     }
     if (k < 1)
         k = 1;
     if (mode == TNT_PIN_CORE && n <= k) {
-        sharers = 1;   /* disjoint core groups */
+        sharers = 1; /* disjoint core groups */
     } else {
         /* Task i uses object floor(i*k/n) (pin.h); the tasks on object j are
          * i = ceil(j*n/k) .. ceil((j+1)*n/k) - 1. */
@@ -375,7 +380,8 @@ int tnt_pin_apply(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
             pin_err(errbuf, errlen, "cannot bind memory to NUMA nodes %s: %s%s", nodes,
                     strerror(errno),
                     errno == EPERM ? " (containers often forbid set_mempolicy; drop the"
-                                     " memory pinning option)" : "");
+                                     " memory pinning option)"
+                                   : "");
             return -1;
         }
         return 0;
@@ -396,15 +402,17 @@ int tnt_pin_apply(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
     rc = pin_set_mempolicy(MPOL_PREFERRED, first_node);
     hwloc_bitmap_free(first_node);
     if (rc != 0) {
-        pin_err(errbuf, errlen, "CPUs bound to %s, but memory could not be preferred on NUMA"
-                " nodes %s: %s", cpus, nodes, strerror(errno));
+        pin_err(errbuf, errlen,
+                "CPUs bound to %s, but memory could not be preferred on NUMA"
+                " nodes %s: %s",
+                cpus, nodes, strerror(errno));
         return 1;
     }
     return 0;
 }
 
-char *tnt_pin_describe(hwloc_const_cpuset_t cpuset, hwloc_const_nodeset_t nodeset,
-                       char *buf, size_t len)
+char *tnt_pin_describe(hwloc_const_cpuset_t cpuset, hwloc_const_nodeset_t nodeset, char *buf,
+                       size_t len)
 {
     char cpus[256], nodes[128];
     int weight;

@@ -67,8 +67,8 @@ const char *tnt_pin_mode_choices(void);
  * topology's allowed CPUs (cgroups/cpusets may shrink both). Returns 0, or
  * -1 with a message in errbuf.
  */
-int tnt_pin_get_allowed(hwloc_topology_t topology, hwloc_cpuset_t allowed_out,
-                        char *errbuf, size_t errlen);
+int tnt_pin_get_allowed(hwloc_topology_t topology, hwloc_cpuset_t allowed_out, char *errbuf,
+                        size_t errlen);
 
 /*
  * Computes the CPUs (and NUMA nodes) for local task local_rank of local_size,
@@ -110,14 +110,14 @@ int tnt_pin_apply(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
  * message in errbuf (the same errors as tnt_pin_compute).
  */
 int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed,
-                         tnt_pin_mode_t mode, int local_rank, int local_size,
-                         char *errbuf, size_t errlen);
+                         tnt_pin_mode_t mode, int local_rank, int local_size, char *errbuf,
+                         size_t errlen);
 
 /*
  * One line describing a binding for verbose and dry-run output, e.g.
  * "cpus 0-3 (4), numa 0". Always NUL-terminates buf; returns buf.
  */
-char *tnt_pin_describe(hwloc_const_cpuset_t cpuset, hwloc_const_nodeset_t nodeset,
-                       char *buf, size_t len);
+char *tnt_pin_describe(hwloc_const_cpuset_t cpuset, hwloc_const_nodeset_t nodeset, char *buf,
+                       size_t len);
 
 #endif

@@ -35,7 +35,7 @@
 /* After the fast polls, waits poll (spinning for spin_ns, then with
  * sched_yield) for this long before they start sleeping. */
 #define TNT_SHM_YIELD_NS 2000000ull
-#define TNT_SHM_SPIN_NS 50000ull
+#define TNT_SHM_SPIN_NS  50000ull
 /* How often a slow waiter checks whether the peers it waits for are alive. */
 #define TNT_SHM_LIVENESS_NS 100000000ull
 /* Per-peer block read with process_vm_readv before it is reduced (measured
@@ -350,8 +350,9 @@ static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, int *fd_p)
     hdr = MAP_FAILED;
     void *addr;
     if (tnt_shm_map(fd, bytes, &addr) != TNT_OK) {
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
-                                 shm->global_ranks[shm->me], bytes, shm->name, strerror(errno));
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
+                            shm->global_ranks[shm->me], bytes, shm->name, strerror(errno));
         goto err_close;
     }
     shm->hdr = addr;
@@ -402,10 +403,10 @@ static int tnt_shm_probe_cma(struct tnt_shm *shm)
         if (j == shm->me)
             continue;
         uint64_t word = 0;
-        struct iovec local = {&word, sizeof word};
-        struct iovec remote = {
-            (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[j].probe, memory_order_relaxed),
-            sizeof word};
+        struct iovec local = { &word, sizeof word };
+        struct iovec remote = { (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[j].probe,
+                                                                        memory_order_relaxed),
+                                sizeof word };
         if (process_vm_readv(shm->pids[j], &local, 1, &remote, 1, 0) != (ssize_t)sizeof word ||
             word != TNT_SHM_MAGIC)
             return 0;
@@ -563,10 +564,10 @@ static tnt_status_t tnt_shm_broadcast_cma(struct tnt_shm *shm, void *buf, size_t
     if (status != TNT_OK)
         return status;
     if (shm->me != root) {
-        struct iovec local = {buf, bytes};
-        struct iovec remote = {
-            (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[root].sendbuf, memory_order_relaxed),
-            bytes};
+        struct iovec local = { buf, bytes };
+        struct iovec remote = { (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[root].sendbuf,
+                                                                        memory_order_relaxed),
+                                bytes };
         ssize_t got = process_vm_readv(shm->pids[root], &local, 1, &remote, 1, 0);
         if (got != (ssize_t)bytes)
             return tnt_shm_cma_error(shm, root, got < 0 ? errno : EIO, "broadcast");
@@ -625,8 +626,8 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
      * all blocks' chunks out. (The own block is already in place, which
      * also makes sendbuf inside recvbuf work.) */
     for (size_t done = 0; done < bytes_per_rank; done += shm->slot_bytes) {
-        size_t len = bytes_per_rank - done < shm->slot_bytes ? bytes_per_rank - done
-                                                              : shm->slot_bytes;
+        size_t len =
+            bytes_per_rank - done < shm->slot_bytes ? bytes_per_rank - done : shm->slot_bytes;
         memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), own + done, len);
         status = tnt_shm_phase(shm, "allgather");
         if (status != TNT_OK)

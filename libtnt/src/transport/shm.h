@@ -17,11 +17,11 @@
 typedef struct tnt_shm tnt_shm_t;
 
 typedef struct {
-    const char *name;            /* unique per job and node, "/tnt-..." */
+    const char *name; /* unique per job and node, "/tnt-..." */
     int local_rank;
     int local_size;
-    const int *global_ranks;     /* local_size entries, for error messages */
-    double timeout_s;            /* TNT_TIMEOUT */
+    const int *global_ranks; /* local_size entries, for error messages */
+    double timeout_s;        /* TNT_TIMEOUT */
 } tnt_shm_params_t;
 
 /* Collective over the local ranks. Local rank 0 reads TNT_SHM_STAGING_KB

@@ -66,9 +66,9 @@ static size_t tnt_shm_min(size_t a, size_t b)
 
 /* ---- small ------------------------------------------------------------- */
 
-static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sendbuf,
-                                            void *recvbuf, size_t count, tnt_dtype_t dtype,
-                                            tnt_op_t op, double scale)
+static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
+                                            size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                            double scale)
 {
     tnt_reduce_copy_scaled(dtype, tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, count,
                            scale);
@@ -77,8 +77,7 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
         return status;
     for (int j = 0; j < shm->n; j++)
         shm->srcs[j] = tnt_shm_slot(shm, j, shm->phase);
-    tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count,
-                     op == TNT_AVG ? shm->n : 1);
+    tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count, op == TNT_AVG ? shm->n : 1);
     return TNT_OK;
 }
 
@@ -148,8 +147,8 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
 static tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local, uint64_t remote,
                                      size_t bytes, const char *what)
 {
-    struct iovec liov = {local, bytes};
-    struct iovec riov = {(void *)(uintptr_t)remote, bytes};
+    struct iovec liov = { local, bytes };
+    struct iovec riov = { (void *)(uintptr_t)remote, bytes };
     ssize_t got = process_vm_readv(shm->pids[peer], &liov, 1, &riov, 1, 0);
     if (got == (ssize_t)bytes)
         return TNT_OK;
@@ -159,8 +158,8 @@ static tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local,
 static tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void *local,
                                       uint64_t remote, size_t bytes, const char *what)
 {
-    struct iovec liov = {(void *)local, bytes};
-    struct iovec riov = {(void *)(uintptr_t)remote, bytes};
+    struct iovec liov = { (void *)local, bytes };
+    struct iovec riov = { (void *)(uintptr_t)remote, bytes };
     ssize_t got = process_vm_writev(shm->pids[peer], &liov, 1, &riov, 1, 0);
     if (got == (ssize_t)bytes)
         return TNT_OK;
@@ -230,8 +229,8 @@ static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf,
                 continue;
             }
             char *tmp = shm->cma_tmp + (size_t)j * shm->cma_block_bytes;
-            status = tnt_shm_cma_read(shm, j, tmp, tnt_shm_peer_buf(shm, j, 0) + pos, len * es,
-                                      what);
+            status =
+                tnt_shm_cma_read(shm, j, tmp, tnt_shm_peer_buf(shm, j, 0) + pos, len * es, what);
             if (status != TNT_OK)
                 return status;
             shm->srcs[j] = tmp;

@@ -32,7 +32,7 @@
 #include <sys/types.h>
 
 #define TNT_SHM_CACHE_LINE 64
-#define TNT_SHM_MAGIC 0x314d48535f544e54ull /* "TNT_SHM1" */
+#define TNT_SHM_MAGIC      0x314d48535f544e54ull /* "TNT_SHM1" */
 
 struct tnt_shm_header {
     /* Written by local rank 0 before it publishes magic with release order;
@@ -42,7 +42,7 @@ struct tnt_shm_header {
     uint32_t reserved;
     uint64_t segment_bytes;
     uint64_t slot_bytes;
-    uint64_t small_max;      /* rank 0's choice, so all ranks agree */
+    uint64_t small_max; /* rank 0's choice, so all ranks agree */
     /* Each attaching rank increments it (acq_rel) after storing its pid;
      * rank 0 unlinks the name once it reads local_size. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint32_t attached;
@@ -61,8 +61,8 @@ struct tnt_shm_ctl {
     _Atomic uint64_t recvbuf;
     /* Identity line, written once while attaching. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic int32_t pid;
-    _Atomic int32_t cma_ok;     /* this rank can read every peer with CMA */
-    _Atomic uint64_t probe;     /* address of a word peers test-read with CMA */
+    _Atomic int32_t cma_ok; /* this rank can read every peer with CMA */
+    _Atomic uint64_t probe; /* address of a word peers test-read with CMA */
 };
 
 struct tnt_shm {
@@ -73,18 +73,18 @@ struct tnt_shm {
     size_t slot_bytes;
     int me;
     int n;
-    int *global_ranks;          /* n entries, own copy */
-    pid_t *pids;                /* n entries, copied after everyone attached */
+    int *global_ranks; /* n entries, own copy */
+    pid_t *pids;       /* n entries, copied after everyone attached */
     double timeout_s;
-    uint64_t phase;             /* last phase this rank finished */
-    uint64_t num_collectives;   /* for messages: "allreduce #12" */
-    tnt_status_t broken;        /* sticky error after a peer failed */
-    uint64_t spin_ns;           /* busy-poll this long before yielding */
-    size_t small_max;           /* bytes: up to here every rank reduces all */
+    uint64_t phase;           /* last phase this rank finished */
+    uint64_t num_collectives; /* for messages: "allreduce #12" */
+    tnt_status_t broken;      /* sticky error after a peer failed */
+    uint64_t spin_ns;         /* busy-poll this long before yielding */
+    size_t small_max;         /* bytes: up to here every rank reduces all */
     int use_cma;
-    size_t cma_block_bytes;     /* per peer, in cma_tmp */
-    char *cma_tmp;              /* (n) * cma_block_bytes, private */
-    const void **srcs;          /* n entries, scratch for tnt_reduce_n */
+    size_t cma_block_bytes; /* per peer, in cma_tmp */
+    char *cma_tmp;          /* (n) * cma_block_bytes, private */
+    const void **srcs;      /* n entries, scratch for tnt_reduce_n */
     uint64_t probe_word;
     char name[256];
 };

@@ -43,9 +43,9 @@ static _Thread_local char last_error[TNT_ERROR_MSG_MAX];
 #define TNT_LOG_PENDING_MAX 4
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static char pending[TNT_LOG_PENDING_MAX][400];
-static _Atomic int num_pending;   /* written under pending_lock */
+static _Atomic int num_pending; /* written under pending_lock */
 
-static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
+static const char *const level_names[] = { "error", "warn", "info", "debug", "trace" };
 
 int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p)
 {
@@ -127,7 +127,8 @@ static void log_read_env(void)
         char msg[400];
         snprintf(msg, sizeof(msg),
                  "warning: TNT_LOG_LEVEL='%.64s' is not one of error, warn, info, debug, trace; "
-                 "using the default 'warn'", level);
+                 "using the default 'warn'",
+                 level);
         log_level = TNT_LOG_WARN;
         pending_add(msg);
     }
@@ -143,7 +144,8 @@ static void log_read_env(void)
             char msg[400];
             snprintf(msg, sizeof(msg),
                      "warning: TNT_LOG_ON_ALL_DEVICES='%.64s' is not 0 or 1; using the default 0 "
-                     "(only rank 0 logs below error level)", all);
+                     "(only rank 0 logs below error level)",
+                     all);
             pending_add(msg);
         }
     }

@@ -11,18 +11,30 @@
 TNT_API const char *tnt_status_string(tnt_status_t status)
 {
     switch (status) {
-    case TNT_IN_PROGRESS:         return "operation in progress";
-    case TNT_OK:                  return "success";
-    case TNT_ERR_INVALID_ARG:     return "invalid argument";
-    case TNT_ERR_NO_MEMORY:       return "out of memory";
-    case TNT_ERR_TIMEOUT:         return "timed out waiting for a peer; see TNT_TIMEOUT";
-    case TNT_ERR_PEER_FAILED:     return "a peer process failed";
-    case TNT_ERR_BOOTSTRAP:       return "PMIx bootstrap failed";
-    case TNT_ERR_TRANSPORT:       return "transport error";
-    case TNT_ERR_UNSUPPORTED:     return "not supported by this build or system";
-    case TNT_ERR_MISMATCH:        return "ranks disagree";
-    case TNT_ERR_NOT_INITIALIZED: return "libtnt not initialized (call tnt_init first)";
-    case TNT_ERR_SYSTEM:          return "system call failed";
+    case TNT_IN_PROGRESS:
+        return "operation in progress";
+    case TNT_OK:
+        return "success";
+    case TNT_ERR_INVALID_ARG:
+        return "invalid argument";
+    case TNT_ERR_NO_MEMORY:
+        return "out of memory";
+    case TNT_ERR_TIMEOUT:
+        return "timed out waiting for a peer; see TNT_TIMEOUT";
+    case TNT_ERR_PEER_FAILED:
+        return "a peer process failed";
+    case TNT_ERR_BOOTSTRAP:
+        return "PMIx bootstrap failed";
+    case TNT_ERR_TRANSPORT:
+        return "transport error";
+    case TNT_ERR_UNSUPPORTED:
+        return "not supported by this build or system";
+    case TNT_ERR_MISMATCH:
+        return "ranks disagree";
+    case TNT_ERR_NOT_INITIALIZED:
+        return "libtnt not initialized (call tnt_init first)";
+    case TNT_ERR_SYSTEM:
+        return "system call failed";
     }
     return "unknown status";
 }
@@ -35,13 +47,20 @@ TNT_API const char *tnt_last_error(void)
 TNT_API size_t tnt_dtype_size(tnt_dtype_t dtype)
 {
     switch (dtype) {
-    case TNT_FLOAT32:  return 4;
-    case TNT_FLOAT64:  return 8;
-    case TNT_FLOAT16:  return 2;
-    case TNT_BFLOAT16: return 2;
-    case TNT_INT32:    return 4;
-    case TNT_INT64:    return 8;
-    case TNT_DTYPE_LAST: break;
+    case TNT_FLOAT32:
+        return 4;
+    case TNT_FLOAT64:
+        return 8;
+    case TNT_FLOAT16:
+        return 2;
+    case TNT_BFLOAT16:
+        return 2;
+    case TNT_INT32:
+        return 4;
+    case TNT_INT64:
+        return 8;
+    case TNT_DTYPE_LAST:
+        break;
     }
     return 0;
 }

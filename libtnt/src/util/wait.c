@@ -18,10 +18,10 @@
 #define TNT_TIMEOUT_DEFAULT_S 300.0
 
 /* Iterations [0, SPIN_END) spin, [SPIN_END, YIELD_END) yield, then sleep. */
-#define BACKOFF_SPIN_END   16u
-#define BACKOFF_YIELD_END  64u
-#define BACKOFF_SLEEP_MIN_NS 1000L      /* 1 us (the kernel's timer slack rounds it up) */
-#define BACKOFF_SLEEP_MAX_NS 1000000L   /* 1 ms */
+#define BACKOFF_SPIN_END     16u
+#define BACKOFF_YIELD_END    64u
+#define BACKOFF_SLEEP_MIN_NS 1000L    /* 1 us (the kernel's timer slack rounds it up) */
+#define BACKOFF_SLEEP_MAX_NS 1000000L /* 1 ms */
 
 static inline void cpu_relax(void)
 {
@@ -64,8 +64,8 @@ double tnt_env_timeout_s(void)
     if (errno != 0 || end == value || *end != '\0' || !isfinite(timeout) || timeout < 0) {
         if (!atomic_flag_test_and_set_explicit(&warned, memory_order_relaxed)) {
             tnt_log_env_warning("TNT_TIMEOUT='%.64s' is not a number of seconds (>= 0, 0 = no "
-                                "timeout); using the default %.0f s", value,
-                                TNT_TIMEOUT_DEFAULT_S);
+                                "timeout); using the default %.0f s",
+                                value, TNT_TIMEOUT_DEFAULT_S);
         }
         return TNT_TIMEOUT_DEFAULT_S;
     }
@@ -101,7 +101,7 @@ int tnt_backoff_wait(tnt_backoff_t *backoff)
         if (ns > BACKOFF_SLEEP_MAX_NS) {
             ns = BACKOFF_SLEEP_MAX_NS;
         }
-        struct timespec ts = {0, ns};
+        struct timespec ts = { 0, ns };
         nanosleep(&ts, NULL);
     }
     if (it != UINT32_MAX) {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 typedef struct {
-    uint64_t deadline_ns;   /* CLOCK_MONOTONIC; UINT64_MAX = no deadline */
+    uint64_t deadline_ns; /* CLOCK_MONOTONIC; UINT64_MAX = no deadline */
     uint32_t iteration;
 } tnt_backoff_t;
 

@@ -70,7 +70,7 @@ tnt_status_t tnt_multinode_allgather(tnt_comm_t *comm, const void *sendbuf, void
             int recv_node = (v - s - 1 + N) % N;
             size_t ns = allgather_iov(net, send_node, out, bytes, net->iov_send);
             size_t nr = allgather_iov(net, recv_node, out, bytes, net->iov_recv);
-            tnt_ucx_op_t *ops[2] = {NULL, NULL};
+            tnt_ucx_op_t *ops[2] = { NULL, NULL };
 
             status = tnt_ucx_irecvv(net->ucx, left, tnt_ucx_tag(seq, left, (uint32_t)s),
                                     net->iov_recv, nr, &ops[0]);

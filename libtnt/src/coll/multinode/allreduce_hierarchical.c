@@ -42,8 +42,7 @@ static tnt_mn_algo_t tnt_mn_select(const tnt_net_t *net, size_t segment_bytes)
     if (net->forced != TNT_MN_ALGO_AUTO) {
         return net->forced;
     }
-    return segment_bytes < net->rd_max_bytes ? TNT_MN_ALGO_RECURSIVE_DOUBLING
-                                             : TNT_MN_ALGO_RING;
+    return segment_bytes < net->rd_max_bytes ? TNT_MN_ALGO_RECURSIVE_DOUBLING : TNT_MN_ALGO_RING;
 }
 
 /* Sorted, distinct slice boundaries of every node size in the job, 0 and
@@ -97,7 +96,7 @@ static int tnt_mn_boundaries(tnt_net_t *net, size_t count)
 static int tnt_mn_slice_of(size_t count, int L, size_t x)
 {
     size_t base = count / (size_t)L, extra = count % (size_t)L;
-    size_t big = extra * (base + 1);   /* elements in the first `extra` slices */
+    size_t big = extra * (base + 1); /* elements in the first `extra` slices */
 
     if (x < big) {
         return (int)(x / (base + 1));
@@ -134,7 +133,7 @@ tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void
 
     /* 2. Across nodes, segment by segment. */
     nb = tnt_mn_boundaries(net, count);
-    net->seq += (uint32_t)nb;   /* one tag sequence per segment */
+    net->seq += (uint32_t)nb; /* one tag sequence per segment */
     tnt_mn_block(count, comm->local_rank, comm->local_size, &my_off, &my_cnt);
     for (int s = 0; s + 1 < nb; s++) {
         size_t x = net->bounds[s], y = net->bounds[s + 1];

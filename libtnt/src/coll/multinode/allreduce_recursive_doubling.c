@@ -62,17 +62,17 @@ static tnt_status_t rd_piece(const tnt_mn_group_op_t *g, unsigned char *data, si
                 return status;
             }
             return tnt_ucx_sendrecv(net->ucx, -1, 0, NULL, 0, peer,
-                                    tnt_ucx_tag(g->seq, peer, rd_step(piece, RD_ROUND_BACK)),
-                                    data, bytes, g->what);
+                                    tnt_ucx_tag(g->seq, peer, rd_step(piece, RD_ROUND_BACK)), data,
+                                    bytes, g->what);
         }
         int peer = g->members[g->me - 1];
         status = tnt_ucx_sendrecv(net->ucx, -1, 0, NULL, 0, peer,
-                                  tnt_ucx_tag(g->seq, peer, rd_step(piece, RD_ROUND_FOLD)),
-                                  tmp, bytes, g->what);
+                                  tnt_ucx_tag(g->seq, peer, rd_step(piece, RD_ROUND_FOLD)), tmp,
+                                  bytes, g->what);
         if (status != TNT_OK) {
             return status;
         }
-        const void *srcs[2] = {tmp, data};   /* lower member first */
+        const void *srcs[2] = { tmp, data }; /* lower member first */
         tnt_reduce_n_div(g->dtype, g->op, data, srcs, 2, count, p == 1 ? g->divisor : 1);
         v = g->me / 2;
     } else {
@@ -84,24 +84,23 @@ static tnt_status_t rd_piece(const tnt_mn_group_op_t *g, unsigned char *data, si
         int peer = g->members[rd_real(pv, rem)];
         int last = (mask << 1) >= p;
 
-        status = tnt_ucx_sendrecv(net->ucx, peer,
-                                  tnt_ucx_tag(g->seq, me_rank, rd_step(piece, (uint32_t)round)),
-                                  data, bytes, peer,
-                                  tnt_ucx_tag(g->seq, peer, rd_step(piece, (uint32_t)round)), tmp,
-                                  bytes, g->what);
+        status = tnt_ucx_sendrecv(
+            net->ucx, peer, tnt_ucx_tag(g->seq, me_rank, rd_step(piece, (uint32_t)round)), data,
+            bytes, peer, tnt_ucx_tag(g->seq, peer, rd_step(piece, (uint32_t)round)), tmp, bytes,
+            g->what);
         if (status != TNT_OK) {
             return status;
         }
         if (pv < v) {
-            const void *srcs[2] = {tmp, data};
+            const void *srcs[2] = { tmp, data };
             tnt_reduce_n_div(g->dtype, g->op, data, srcs, 2, count, last ? g->divisor : 1);
         } else {
-            const void *srcs[2] = {data, tmp};
+            const void *srcs[2] = { data, tmp };
             tnt_reduce_n_div(g->dtype, g->op, data, srcs, 2, count, last ? g->divisor : 1);
         }
     }
 
-    if (g->me < 2 * rem) {   /* odd member of a folded pair: hand back */
+    if (g->me < 2 * rem) { /* odd member of a folded pair: hand back */
         int peer = g->members[g->me - 1];
         return tnt_ucx_sendrecv(net->ucx, peer,
                                 tnt_ucx_tag(g->seq, me_rank, rd_step(piece, RD_ROUND_BACK)), data,

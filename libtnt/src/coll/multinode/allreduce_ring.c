@@ -33,8 +33,8 @@ typedef struct {
     int step;
     size_t chunk;
     int reducing;
-    size_t send_off, send_len;   /* bytes within buf; len 0: nothing to send */
-    size_t recv_off, recv_len;   /* bytes within buf; len 0: nothing to receive */
+    size_t send_off, send_len; /* bytes within buf; len 0: nothing to send */
+    size_t recv_off, recv_len; /* bytes within buf; len 0: nothing to receive */
 } ring_item_t;
 
 static void ring_item(const tnt_mn_group_op_t *g, size_t idx, size_t K, size_t chunk,
@@ -106,7 +106,7 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
     tnt_mn_block(g->count, 0, n, &off0, &cnt0);
     K = ring_chunks(cnt0 * esize, chunk);
     if (K == 0) {
-        return TNT_OK;   /* count == 0 */
+        return TNT_OK; /* count == 0 */
     }
     D = net->depth < 64 ? net->depth : 64;
     if ((size_t)D > K) {
@@ -155,7 +155,7 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
                 /* The partial sum from the left comes first: block b is
                  * accumulated in ring order starting at member b+1. The last
                  * reduce-scatter step completes the block: divide there. */
-                const void *srcs[2] = {net->staging + (size_t)slot * net->chunk_bytes, dst};
+                const void *srcs[2] = { net->staging + (size_t)slot * net->chunk_bytes, dst };
                 tnt_reduce_n_div(g->dtype, g->op, dst, srcs, 2, it.recv_len / esize,
                                  it.step == n - 2 ? g->divisor : 1);
             }

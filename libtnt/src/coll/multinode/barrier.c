@@ -31,8 +31,8 @@ tnt_status_t tnt_multinode_barrier(tnt_comm_t *comm)
             int to = tnt_mn_rank_at(net, (v + dist) % N, 0);
             int from = tnt_mn_rank_at(net, (v - dist + N) % N, 0);
             status = tnt_ucx_sendrecv(net->ucx, to, tnt_ucx_tag(seq, comm->rank, (uint32_t)round),
-                                      NULL, 0, from, tnt_ucx_tag(seq, from, (uint32_t)round),
-                                      NULL, 0, net->what);
+                                      NULL, 0, from, tnt_ucx_tag(seq, from, (uint32_t)round), NULL,
+                                      0, net->what);
             if (status != TNT_OK) {
                 return status;
             }

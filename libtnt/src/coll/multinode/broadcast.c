@@ -70,8 +70,8 @@ tnt_status_t tnt_multinode_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, 
             tnt_ucx_op_t **slot = &send_ops[(k % WINDOW) * 32];
 
             if (parent >= 0) {
-                status = tnt_ucx_irecv(net->ucx, parent,
-                                       tnt_ucx_tag(seq, parent, (uint32_t)k), p, len, &recv_op);
+                status = tnt_ucx_irecv(net->ucx, parent, tnt_ucx_tag(seq, parent, (uint32_t)k), p,
+                                       len, &recv_op);
                 if (status == TNT_OK) {
                     status = tnt_ucx_wait(net->ucx, &recv_op, net->what);
                 }
@@ -84,8 +84,7 @@ tnt_status_t tnt_multinode_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, 
             status = tnt_ucx_waitall(net->ucx, slot, num_children, net->what);
             for (int c = 0; c < num_children && status == TNT_OK; c++) {
                 status = tnt_ucx_isend(net->ucx, children[c],
-                                       tnt_ucx_tag(seq, comm->rank, (uint32_t)k), p, len,
-                                       &slot[c]);
+                                       tnt_ucx_tag(seq, comm->rank, (uint32_t)k), p, len, &slot[c]);
             }
             if (status != TNT_OK) {
                 tnt_ucx_waitall(net->ucx, send_ops, WINDOW * 32, net->what);

@@ -19,7 +19,7 @@
  * 4 MiB; 4 in flight keep a chunk on the wire while the previous one is
  * reduced. Staging: 4 x 1 MiB, registered once. */
 #define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)1 << 20)
-#define TNT_MN_DEPTH 4
+#define TNT_MN_DEPTH               4
 /* auto: recursive doubling for per-segment messages below this, the ring
  * above. Medians of 5 interleaved runs over UCX TCP (docs/multinode.md):
  *  - 2 nodes x 1 rank: recursive doubling (one full-duplex exchange, as many
@@ -36,9 +36,9 @@
  * The choice depends only on the segment size and job-wide layout values,
  * so every member of a group picks the same algorithm. */
 #define TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK SIZE_MAX
-#define TNT_MN_RD_MAX_BYTES_TWO_NODES ((size_t)512 << 10)
-#define TNT_MN_RD_MAX_BYTES_FEW_NODES ((size_t)1 << 20)
-#define TNT_MN_RD_MAX_BYTES_MANY_NODES ((size_t)256 << 10)
+#define TNT_MN_RD_MAX_BYTES_TWO_NODES          ((size_t)512 << 10)
+#define TNT_MN_RD_MAX_BYTES_FEW_NODES          ((size_t)1 << 20)
+#define TNT_MN_RD_MAX_BYTES_MANY_NODES         ((size_t)256 << 10)
 
 static tnt_mn_algo_t tnt_mn_algo_from_env(void)
 {
@@ -54,7 +54,8 @@ static tnt_mn_algo_t tnt_mn_algo_from_env(void)
         return TNT_MN_ALGO_RING;
     }
     tnt_log_env_warning("TNT_ALLREDUCE_ALGO='%.64s' is not one of auto, recursive_doubling, "
-                        "ring; using auto", value);
+                        "ring; using auto",
+                        value);
     return TNT_MN_ALGO_AUTO;
 }
 
@@ -72,8 +73,8 @@ static size_t tnt_mn_kib_from_env(const char *name, size_t default_bytes, size_t
     kib = strtoull(value, &end, 10);
     if (errno != 0 || end == value || *end != '\0' || kib > ((size_t)1 << 30) ||
         (size_t)kib * 1024 < min_bytes) {
-        tnt_log_env_warning("%s='%.64s' is not a size in KiB (>= %zu); using the default %zu",
-                            name, value, min_bytes / 1024, default_bytes / 1024);
+        tnt_log_env_warning("%s='%.64s' is not a size in KiB (>= %zu); using the default %zu", name,
+                            value, min_bytes / 1024, default_bytes / 1024);
         return default_bytes;
     }
     return (size_t)kib * 1024;
@@ -98,8 +99,8 @@ static uint64_t tnt_mn_spin_us_from_env(void)
     us = strtoull(value, &end, 10);
     if (errno != 0 || end == value || *end != '\0' || us > 1000000) {
         tnt_log_env_warning("TNT_UCX_SPIN_US='%.64s' is not a number of microseconds "
-                            "(0 to 1000000); using the default %d", value,
-                            TNT_MN_SPIN_US_DEFAULT);
+                            "(0 to 1000000); using the default %d",
+                            value, TNT_MN_SPIN_US_DEFAULT);
         return TNT_MN_SPIN_US_DEFAULT;
     }
     return us;
@@ -137,8 +138,8 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     fill = calloc((size_t)comm->num_nodes, sizeof(int));
     if (net->node_offset == NULL || net->rank_at == NULL || net->group == NULL ||
         net->bounds == NULL || connect == NULL || fill == NULL) {
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory for %d ranks",
-                                 comm->size);
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory for %d ranks", comm->size);
         goto err_free_tables;
     }
 
@@ -188,7 +189,8 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
                     status = tnt_error_raise(TNT_ERR_TRANSPORT,
                                              "multinode: slice rule differs from the shared-"
                                              "memory one (count %zu, slice %d of %d); this is a "
-                                             "libtnt bug", count, l, L);
+                                             "libtnt bug",
+                                             count, l, L);
                     goto err_free_tables;
                 }
             }
@@ -196,11 +198,11 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     }
 
     net->forced = tnt_mn_algo_from_env();
-    net->chunk_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_CHUNK_KB", TNT_MN_CHUNK_BYTES_DEFAULT,
-                                           4096);
+    net->chunk_bytes =
+        tnt_mn_kib_from_env("TNT_MULTINODE_CHUNK_KB", TNT_MN_CHUNK_BYTES_DEFAULT, 4096);
     {
-        size_t rd_max = comm->num_nodes > 4    ? TNT_MN_RD_MAX_BYTES_MANY_NODES
-                        : comm->num_nodes > 2  ? TNT_MN_RD_MAX_BYTES_FEW_NODES
+        size_t rd_max = comm->num_nodes > 4       ? TNT_MN_RD_MAX_BYTES_MANY_NODES
+                        : comm->num_nodes > 2     ? TNT_MN_RD_MAX_BYTES_FEW_NODES
                         : net->max_local_size > 1 ? TNT_MN_RD_MAX_BYTES_TWO_NODES
                                                   : TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK;
         net->rd_max_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_RD_MAX_KB", rd_max, 0);
@@ -226,10 +228,10 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     }
     for (int r = 0; r < comm->size; r++) {
         if (connect[r]) {
-            tnt_log_info("multinode: node %d (%s) -> rank %d on node %d over UCX %s",
-                         comm->node_id, comm->hostname, r, comm->node_of_rank[r],
+            tnt_log_info("multinode: node %d (%s) -> rank %d on node %d over UCX %s", comm->node_id,
+                         comm->hostname, r, comm->node_of_rank[r],
                          tnt_ucx_peer_transport(net->ucx, r));
-            break;   /* one line per rank is enough to show the path */
+            break; /* one line per rank is enough to show the path */
         }
     }
     free(fill);

@@ -37,16 +37,16 @@ struct tnt_net {
     uint32_t seq;
 
     /* Layout: rank_at[node_offset[n] + l] is local rank l of node n. */
-    int *node_offset;               /* num_nodes + 1 entries */
-    int *rank_at;                   /* size entries */
+    int *node_offset; /* num_nodes + 1 entries */
+    int *rank_at;     /* size entries */
     int min_local_size;
     int max_local_size;
 
     /* Scratch preallocated at init, so the data path allocates nothing. */
-    int *group;                     /* num_nodes entries: one member per node */
-    size_t *bounds;                 /* size + 2 entries: segment boundaries */
-    tnt_ucx_iov_t *iov_send;        /* max_local_size entries */
-    tnt_ucx_iov_t *iov_recv;        /* max_local_size entries */
+    int *group;              /* num_nodes entries: one member per node */
+    size_t *bounds;          /* size + 2 entries: segment boundaries */
+    tnt_ucx_iov_t *iov_send; /* max_local_size entries */
+    tnt_ucx_iov_t *iov_recv; /* max_local_size entries */
 
     /* Registered staging area: ring slots (depth x chunk) and recursive
      * doubling's receive buffer (the whole area). */
@@ -55,10 +55,10 @@ struct tnt_net {
     size_t chunk_bytes;
     int depth;
 
-    tnt_mn_algo_t forced;           /* TNT_ALLREDUCE_ALGO */
-    size_t rd_max_bytes;            /* auto: recursive doubling below this */
+    tnt_mn_algo_t forced; /* TNT_ALLREDUCE_ALGO */
+    size_t rd_max_bytes;  /* auto: recursive doubling below this */
 
-    char what[96];                  /* "allreduce #12 (ring)" for errors */
+    char what[96]; /* "allreduce #12 (ring)" for errors */
 };
 
 /* One allreduce among n ranks, one per node (members[me] is this rank), on

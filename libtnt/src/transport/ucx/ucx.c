@@ -22,10 +22,10 @@
 /* The tag layout: seq (24 bits) | source rank (20 bits) | step (20 bits). */
 #define TNT_UCX_TAG_RANK_BITS 20
 #define TNT_UCX_TAG_STEP_BITS 20
-#define TNT_UCX_MAX_RANKS (1 << TNT_UCX_TAG_RANK_BITS)
+#define TNT_UCX_MAX_RANKS     (1 << TNT_UCX_TAG_RANK_BITS)
 /* Sequence numbers reserved for the wire-up and goodbye handshakes. */
-#define TNT_UCX_SEQ_WIREUP 0xFFFFFFu
-#define TNT_UCX_SEQ_GOODBYE 0xFFFFFEu
+#define TNT_UCX_SEQ_WIREUP    0xFFFFFFu
+#define TNT_UCX_SEQ_GOODBYE   0xFFFFFEu
 #define TNT_UCX_TRANSPORT_MAX 96
 
 struct tnt_ucx_op {
@@ -33,14 +33,14 @@ struct tnt_ucx_op {
     int peer;
     int is_recv;
     int in_use;
-    int pending;             /* UCX still owns the request */
-    size_t bytes;            /* expected size of a receive */
-    ucs_status_t status;     /* final UCX status once !pending */
+    int pending;         /* UCX still owns the request */
+    size_t bytes;        /* expected size of a receive */
+    ucs_status_t status; /* final UCX status once !pending */
     ucp_tag_recv_info_t info;
 };
 
 struct tnt_ucx_peer {
-    tnt_ucx_t *ucx;          /* error callback argument points here */
+    tnt_ucx_t *ucx; /* error callback argument points here */
     int rank;
     ucp_ep_h ep;
     /* Set by the endpoint error callback, which UCX runs from
@@ -57,16 +57,16 @@ struct tnt_ucx {
     double timeout_s;
     ucp_context_h context;
     ucp_worker_h worker;
-    int efd;                         /* worker wake-up fd, -1 if unavailable */
-    uint64_t spin_ns;                /* busy-poll this long before blocking */
-    struct tnt_ucx_peer *peers;      /* size entries; ep NULL when not connected */
+    int efd;                    /* worker wake-up fd, -1 if unavailable */
+    uint64_t spin_ns;           /* busy-poll this long before blocking */
+    struct tnt_ucx_peer *peers; /* size entries; ep NULL when not connected */
     int num_connected;
 
     /* Request pool: slot i is [UCX's request | struct tnt_ucx_op]; the op
      * is what we pass as ucp_request_param_t.request. */
     unsigned char *pool;
     size_t slot_bytes;
-    size_t ucp_request_bytes;        /* rounded up so the op stays aligned */
+    size_t ucp_request_bytes; /* rounded up so the op stays aligned */
     int free_slots[TNT_UCX_POOL_SLOTS];
     int num_free;
 
@@ -74,8 +74,8 @@ struct tnt_ucx {
     size_t staging_bytes;
     ucp_mem_h staging_memh;
 
-    tnt_status_t failed;             /* first failure; TNT_OK while healthy */
-    int poisoned;                    /* endpoints force-closed after a failure */
+    tnt_status_t failed; /* first failure; TNT_OK while healthy */
+    int poisoned;        /* endpoints force-closed after a failure */
     uint64_t bytes_sent;
     uint64_t bytes_received;
 };
@@ -133,8 +133,7 @@ static void tnt_ucx_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     if (!peer->failed) {
         peer->failed = 1;
         peer->error = status;
-        tnt_log_debug("ucx: endpoint to rank %d failed: %s", peer->rank,
-                      ucs_status_string(status));
+        tnt_log_debug("ucx: endpoint to rank %d failed: %s", peer->rank, ucs_status_string(status));
     }
 }
 
@@ -252,8 +251,8 @@ static void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer)
             continue;
         }
         if (used + n + 2 < sizeof(peer->transport)) {
-            used += (size_t)snprintf(peer->transport + used, sizeof(peer->transport) - used,
-                                     "%s%s", used ? "," : "", name);
+            used += (size_t)snprintf(peer->transport + used, sizeof(peer->transport) - used, "%s%s",
+                                     used ? "," : "", name);
         }
     }
     free(text);
@@ -277,8 +276,8 @@ static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
     }
     lens = calloc((size_t)ucx->size, sizeof(*lens));
     if (lens == NULL) {
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d addresses",
-                                 ucx->size);
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d addresses", ucx->size);
         goto err_release_address;
     }
     /* Addresses can differ in length (different devices per node), so the
@@ -325,7 +324,8 @@ static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
             status = tnt_error_raise(TNT_ERR_TRANSPORT,
                                      "ucx: cannot create an endpoint to rank %d: %s; check "
                                      "UCX_TLS / UCX_NET_DEVICES (ucx_info -d lists the "
-                                     "transports this node has)", r, ucs_status_string(us));
+                                     "transports this node has)",
+                                     r, ucs_status_string(us));
             goto err_free_blobs;
         }
         ucx->num_connected++;
@@ -371,8 +371,8 @@ static tnt_status_t tnt_ucx_handshake(tnt_ucx_t *ucx, uint32_t seq, const char *
                 return status;
             }
             n++;
-            status = tnt_ucx_isend(ucx, r, tnt_ucx_tag(seq, ucx->rank, 0), &sent, sizeof(sent),
-                                   &ops[n]);
+            status =
+                tnt_ucx_isend(ucx, r, tnt_ucx_tag(seq, ucx->rank, 0), &sent, sizeof(sent), &ops[n]);
             if (status != TNT_OK) {
                 tnt_ucx_waitall(ucx, ops, n, what);
                 return status;
@@ -416,8 +416,8 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     ucx->failed = TNT_OK;
     ucx->peers = calloc((size_t)params->size, sizeof(*ucx->peers));
     if (ucx->peers == NULL) {
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d peers",
-                                 params->size);
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d peers", params->size);
         goto err_free_ucx;
     }
     for (int r = 0; r < params->size; r++) {
@@ -429,7 +429,8 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     if (us != UCS_OK) {
         status = tnt_error_raise(TNT_ERR_TRANSPORT,
                                  "ucx: reading the UCX configuration failed: %s; check the "
-                                 "UCX_* environment variables", ucs_status_string(us));
+                                 "UCX_* environment variables",
+                                 ucs_status_string(us));
         goto err_free_peers;
     }
     memset(&ucp_params, 0, sizeof(ucp_params));
@@ -443,7 +444,8 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     if (us != UCS_OK) {
         status = tnt_error_raise(TNT_ERR_TRANSPORT,
                                  "ucx: ucp_init failed: %s; is UCX installed with a usable "
-                                 "transport (ucx_info -d)? check UCX_TLS", ucs_status_string(us));
+                                 "transport (ucx_info -d)? check UCX_TLS",
+                                 ucs_status_string(us));
         goto err_free_peers;
     }
 
@@ -479,7 +481,7 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
         goto err_free_pool;
     }
     if (ucp_worker_get_efd(ucx->worker, &ucx->efd) != UCS_OK) {
-        ucx->efd = -1;   /* fall back to sleeping backoff */
+        ucx->efd = -1; /* fall back to sleeping backoff */
     }
 
     /* Staging memory for receives that collectives reduce from: registered
@@ -488,9 +490,9 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     if (ucx->staging_bytes > 0) {
         if (posix_memalign(&ucx->staging, 4096, ucx->staging_bytes) != 0) {
             ucx->staging = NULL;
-            status = tnt_error_raise(TNT_ERR_NO_MEMORY,
-                                     "ucx: out of memory for %zu B of staging memory",
-                                     ucx->staging_bytes);
+            status =
+                tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %zu B of staging memory",
+                                ucx->staging_bytes);
             goto err_destroy_worker;
         }
         memset(ucx->staging, 0, ucx->staging_bytes);
@@ -519,8 +521,7 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     for (int r = 0; r < ucx->size; r++) {
         if (ucx->peers[r].ep != NULL) {
             tnt_ucx_describe_ep(&ucx->peers[r]);
-            tnt_log_debug("ucx: rank %d -> rank %d via %s", ucx->rank, r,
-                          ucx->peers[r].transport);
+            tnt_log_debug("ucx: rank %d -> rank %d via %s", ucx->rank, r, ucx->peers[r].transport);
         }
     }
     *ucx_p = ucx;
@@ -548,7 +549,7 @@ err_free_ucx:
 
 void tnt_ucx_destroy(tnt_ucx_t *ucx)
 {
-    ucp_request_param_t param = {.op_attr_mask = 0};
+    ucp_request_param_t param = { .op_attr_mask = 0 };
     tnt_backoff_t backoff;
 
     if (ucx == NULL) {
@@ -660,8 +661,8 @@ static tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer)
         ucx->failed = TNT_ERR_PEER_FAILED;
         return tnt_error_raise(TNT_ERR_PEER_FAILED,
                                "ucx: connection to rank %d broke (%s); did it exit or crash? "
-                               "its own output names the cause", peer,
-                               ucs_status_string(ucx->peers[peer].error));
+                               "its own output names the cause",
+                               peer, ucs_status_string(ucx->peers[peer].error));
     }
     return TNT_OK;
 }
@@ -669,13 +670,13 @@ static tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer)
 static void tnt_ucx_start(struct tnt_ucx_op *op, ucs_status_ptr_t ret)
 {
     if (ret == NULL) {
-        op->pending = 0;      /* completed immediately */
+        op->pending = 0; /* completed immediately */
         op->status = UCS_OK;
     } else if (UCS_PTR_IS_ERR(ret)) {
         op->pending = 0;
         op->status = UCS_PTR_STATUS(ret);
     } else {
-        op->pending = 1;      /* ret is our own op (user-provided request) */
+        op->pending = 1; /* ret is our own op (user-provided request) */
     }
 }
 
@@ -756,8 +757,8 @@ static tnt_status_t tnt_ucx_post_recv(tnt_ucx_t *ucx, int peer, uint64_t tag, vo
     }
     op->is_recv = 1;
     op->info.length = bytes;
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO |
-                         UCP_OP_ATTR_FIELD_DATATYPE;
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FIELD_DATATYPE;
     param.request = op;
     param.datatype = datatype;
     param.recv_info.tag_info = &op->info;
@@ -922,8 +923,8 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
                     status = tnt_error_raise(
                         TNT_ERR_PEER_FAILED,
                         "%s: connection to rank %d broke (%s); did it exit or crash? its own "
-                        "output names the cause", what, peer,
-                        ucs_status_string(ucx->peers[peer].error));
+                        "output names the cause",
+                        what, peer, ucs_status_string(ucx->peers[peer].error));
                     break;
                 }
             }
@@ -981,8 +982,9 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             ucx->failed = TNT_ERR_TIMEOUT;
             status = tnt_error_raise(TNT_ERR_TIMEOUT,
                                      "%s: rank %d did not answer within %g s; is it still "
-                                     "running? see TNT_TIMEOUT", what, peer, ucx->timeout_s);
-            continue;   /* the failure branch above cancels and reaps */
+                                     "running? see TNT_TIMEOUT",
+                                     what, peer, ucx->timeout_s);
+            continue; /* the failure branch above cancels and reaps */
         }
         /* Spin a few rounds (plus spin_ns of busy-polling when configured),
          * then sleep on the worker's event fd. Busy-polling answers in
@@ -1013,7 +1015,7 @@ tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const 
                               size_t send_bytes, int src, uint64_t recv_tag, void *recvbuf,
                               size_t recv_bytes, const char *what)
 {
-    tnt_ucx_op_t *ops[2] = {NULL, NULL};
+    tnt_ucx_op_t *ops[2] = { NULL, NULL };
     tnt_status_t status = TNT_OK;
 
     if (src >= 0) {

@@ -38,15 +38,15 @@ typedef struct tnt_ucx tnt_ucx_t;
 typedef struct tnt_ucx_op tnt_ucx_op_t;
 
 typedef struct {
-    tnt_boot_t *boot;          /* for the address exchange (collective) */
+    tnt_boot_t *boot; /* for the address exchange (collective) */
     int rank;
     int size;
     /* size entries: nonzero for ranks this rank connects to (ranks on other
      * nodes). Every rank must pass a symmetric relation. */
     const unsigned char *connect;
-    double timeout_s;          /* TNT_TIMEOUT, bounds every wait; 0 = none */
-    size_t staging_bytes;      /* registered staging area (tnt_ucx_staging) */
-    uint64_t spin_us;          /* busy-poll this long before blocking (0: no) */
+    double timeout_s;     /* TNT_TIMEOUT, bounds every wait; 0 = none */
+    size_t staging_bytes; /* registered staging area (tnt_ucx_staging) */
+    uint64_t spin_us;     /* busy-poll this long before blocking (0: no) */
 } tnt_ucx_params_t;
 
 /* Collective over all ranks (calls tnt_boot_allgather twice, even on ranks
