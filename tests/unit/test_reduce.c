@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 
 static uint64_t rng_state = 12345;
 

@@ -11,7 +11,7 @@
 #include "coll/coll.h"
 
 #include "coll/multinode.h"
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 #include "transport/shm.h"
 #include "util/log.h"
 

@@ -49,7 +49,7 @@
 #include "fusion/fusion.h"
 
 #include "coll/coll.h"
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 #include "core/comm.h"
 #include "util/log.h"
 

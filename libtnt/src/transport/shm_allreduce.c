@@ -24,7 +24,7 @@
  * not depend on timing. The hot loops do no allocation; the CMA path makes
  * one process_vm_readv per peer and 64 KiB block (a few per MiB).
  */
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 #include "transport/shm_impl.h"
 #include "util/log.h"
 

@@ -25,7 +25,7 @@
  */
 #include "coll/multinode/multinode_impl.h"
 
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 #include "transport/shm.h"
 #include "util/log.h"
 

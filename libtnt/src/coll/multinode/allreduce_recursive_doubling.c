@@ -16,7 +16,7 @@
  */
 #include "coll/multinode/multinode_impl.h"
 
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 
 /* Tag step: piece * 64 + round (round < 64 covers 2^62 members); rounds
  * -1 and "last" (fold in / hand back) use 62 and 63. */

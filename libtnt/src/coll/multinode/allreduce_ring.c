@@ -15,7 +15,7 @@
  */
 #include "coll/multinode/multinode_impl.h"
 
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 
 static int ring_mod(int a, int n)
 {

@@ -2,9 +2,13 @@
  * Reduction kernels, one per dtype x op, written so that GCC vectorises them
  * at -O2/-O3 (restrict pointers, simple counted loops). float16 and bfloat16
  * are widened to float32, combined across all sources, and rounded once.
+ *
+ * The kernels are the lowest layer beside util (like UCC's ec/ component):
+ * both transports (the shared-memory reduce-scatter) and the collectives use
+ * them, so they include nothing of libtnt but the public header.
  */
-#ifndef TNT_COLL_REDUCE_H
-#define TNT_COLL_REDUCE_H
+#ifndef TNT_REDUCE_REDUCE_H
+#define TNT_REDUCE_REDUCE_H
 
 #include <tnt/tnt.h>
 #include <stddef.h>

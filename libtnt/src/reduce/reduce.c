@@ -29,7 +29,7 @@
  * one compares false (a NaN in the first source propagates, later NaNs are
  * ignored: deterministic, like the order).
  */
-#include "coll/reduce.h"
+#include "reduce/reduce.h"
 
 #include <stdint.h>
 #include <string.h>
