@@ -1,7 +1,7 @@
 /*
  * The communicator and the progress engine: the glue between bootstrap,
  * transports and the public API. Layering (lower never includes higher):
- *   util <- pmix/client (boot) <- transport (shm, net) <- coll <- fusion <- core (API)
+ *   util <- reduce, boot <- transport (shm, net) <- coll <- fusion <- core (API)
  * coll/ and fusion/ may include this header for the struct and the progress
  * queue; transports must not.
  */
@@ -13,7 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../../../pmix/client/tnt_boot.h"
+#include "boot/boot.h"
 
 struct tnt_shm;
 struct tnt_net;

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../../../pmix/client/tnt_boot.h"
+#include "boot/boot.h"
 
 typedef struct tnt_ucx tnt_ucx_t;
 /* A posted send or receive: a slot of the preallocated request pool. */

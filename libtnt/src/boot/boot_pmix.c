@@ -1,16 +1,17 @@
 /*
- * PMIx implementation of the bootstrap interface (tnt_boot.h).
+ * PMIx implementation of the bootstrap interface (boot/boot.h).
  *
  * Every launcher we support (tarantella, OpenMPI's mpirun, srun --mpi=pmix)
  * hosts a PMIx server and exports PMIX_NAMESPACE/PMIX_RANK plus a server URI
  * to its children. Without those variables, or when PMIx_Init cannot reach
- * the server, the process runs as a singleton.
+ * the server, tnt_boot_pmix_create says so and tnt_boot_init falls back to
+ * the singleton.
  *
  * Fences are issued non-blocking and waited for with our own deadline
  * (TNT_TIMEOUT), so a missing rank produces an error instead of a hang even
  * with a PMIx server that ignores PMIX_TIMEOUT.
  */
-#include "tnt_boot.h"
+#include "boot/boot.h"
 
 #include "util/log.h"
 #include "util/wait.h"
@@ -24,10 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
-struct tnt_boot {
-    struct tnt_boot_info info;
+struct tnt_boot_pmix {
+    struct tnt_boot super; /* first: a tnt_boot_t * is a struct tnt_boot_pmix * */
     pmix_proc_t myproc;
-    int pmix_initialized;
     double timeout_s;
     uint64_t allgather_seq; /* per-call key suffix, identical on all ranks */
     uint64_t barrier_seq;   /* for error messages */
@@ -138,7 +138,7 @@ static pmix_status_t get_long(const pmix_proc_t *proc, const char *key, long *ou
 /* The hostname a rank's PMIx server reports for it. Reserved keys such as
  * PMIX_HOSTNAME are job-level data held by the local server; PMIX_OPTIONAL
  * keeps PMIx from asking remote servers for it when absent. */
-static pmix_status_t get_hostname(const tnt_boot_t *boot, int rank, char *buf, size_t len)
+static pmix_status_t get_hostname(const struct tnt_boot_pmix *boot, int rank, char *buf, size_t len)
 {
     pmix_proc_t proc;
     pmix_info_t info;
@@ -169,79 +169,34 @@ static void self_hostname(char *buf, size_t len)
     buf[len - 1] = '\0';
 }
 
-/* SLURM_NTASKS (or the older SLURM_NPROCS) as a number, 0 if absent. */
-static long slurm_ntasks(void)
+static const struct tnt_boot_ops pmix_ops;
+
+tnt_status_t tnt_boot_pmix_create(double timeout_s, char *why, size_t why_len, tnt_boot_t **boot_p)
 {
-    const char *names[] = { "SLURM_NTASKS", "SLURM_NPROCS" };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const char *v = getenv(names[i]);
-        if (v != NULL && *v != '\0') {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (end != v && n > 0) {
-                return n;
-            }
-        }
-    }
-    return 0;
-}
-
-static void become_singleton(tnt_boot_t *boot, const char *why)
-{
-    struct tnt_boot_info *info = &boot->info;
-
-    info->rank = 0;
-    info->size = 1;
-    info->local_rank = 0;
-    info->local_size = 1;
-    info->is_singleton = 1;
-    snprintf(info->job_id, sizeof(info->job_id), "singleton-%ld", (long)getpid());
-    self_hostname(info->hostname, sizeof(info->hostname));
-
-    /* Exactly one warning per process: SLURM's task count is the stronger
-     * hint (every task of the step is now computing alone). */
-    long ntasks = slurm_ntasks();
-    if (ntasks > 1) {
-        const char *procid = getenv("SLURM_PROCID");
-        tnt_log_warn("SLURM started %ld tasks but task %s found no PMIx server (%s), so each task "
-                     "runs alone as a singleton of size 1; launch with 'srun --tarantella ...' or "
-                     "'srun --mpi=pmix ...' (admins: set MpiDefault=pmix in slurm.conf)",
-                     ntasks, procid != NULL ? procid : "?", why);
-    } else if (getenv("PMIX_NAMESPACE") != NULL) {
-        tnt_log_warn("running as a singleton of size 1: %s", why);
-    } else {
-        tnt_log_debug("no PMIx server in the environment (PMIX_NAMESPACE unset): running as a "
-                      "singleton of size 1");
-    }
-}
-
-tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
-{
-    tnt_boot_t *boot = calloc(1, sizeof(*boot));
-    char why[256];
+    struct tnt_boot_pmix *boot;
     pmix_status_t rc;
 
+    if (getenv("PMIX_NAMESPACE") == NULL || getenv("PMIX_RANK") == NULL) {
+        snprintf(why, why_len,
+                 "no PMIx server in the environment (PMIX_NAMESPACE/PMIX_RANK are "
+                 "not set)");
+        return TNT_BOOT_PMIX_ABSENT;
+    }
+    boot = calloc(1, sizeof(*boot));
     if (boot == NULL) {
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "bootstrap: out of memory");
     }
+    boot->super.ops = &pmix_ops;
     boot->timeout_s = timeout_s;
-
-    if (getenv("PMIX_NAMESPACE") == NULL || getenv("PMIX_RANK") == NULL) {
-        become_singleton(boot, "PMIX_NAMESPACE/PMIX_RANK are not set");
-        *boot_p = boot;
-        return TNT_OK;
-    }
 
     rc = PMIx_Init(&boot->myproc, NULL, 0);
     if (rc != PMIX_SUCCESS) {
-        snprintf(why, sizeof(why), "PMIx_Init failed: %s", PMIx_Error_string(rc));
-        become_singleton(boot, why);
-        *boot_p = boot;
-        return TNT_OK;
+        snprintf(why, why_len, "PMIx_Init failed: %s", PMIx_Error_string(rc));
+        free(boot);
+        return TNT_BOOT_PMIX_ABSENT;
     }
-    boot->pmix_initialized = 1;
 
-    struct tnt_boot_info *info = &boot->info;
+    struct tnt_boot_info *info = &boot->super.info;
     pmix_proc_t wildcard;
     long v;
     info->rank = (int)boot->myproc.rank;
@@ -273,7 +228,7 @@ tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
      * hostname layout; -1 when the server does not provide them. */
     info->local_rank = get_long(&boot->myproc, PMIX_LOCAL_RANK, &v) == PMIX_SUCCESS ? (int)v : -1;
     info->local_size = get_long(&wildcard, PMIX_LOCAL_SIZE, &v) == PMIX_SUCCESS ? (int)v : -1;
-    *boot_p = boot;
+    *boot_p = &boot->super;
     return TNT_OK;
 
 err_finalize:
@@ -282,32 +237,15 @@ err_finalize:
     return TNT_ERR_BOOTSTRAP;
 }
 
-void tnt_boot_finalize(tnt_boot_t *boot)
+static void pmix_finalize(tnt_boot_t *super)
 {
-    if (boot == NULL) {
-        return;
-    }
-    if (boot->pmix_initialized) {
-        PMIx_Finalize(NULL, 0);
-    }
-    free(boot);
+    PMIx_Finalize(NULL, 0);
+    free(super);
 }
 
-const struct tnt_boot_info *tnt_boot_info(const tnt_boot_t *boot)
+static tnt_status_t pmix_peer_hostname(tnt_boot_t *super, int rank, char *buf, size_t len)
 {
-    return &boot->info;
-}
-
-tnt_status_t tnt_boot_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_t len)
-{
-    if (rank < 0 || rank >= boot->info.size || buf == NULL || len == 0) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "bootstrap: no rank %d in a job of size %d",
-                               rank, boot->info.size);
-    }
-    if (rank == boot->info.rank) {
-        snprintf(buf, len, "%s", boot->info.hostname);
-        return TNT_OK;
-    }
+    const struct tnt_boot_pmix *boot = (const struct tnt_boot_pmix *)super;
     pmix_status_t rc = get_hostname(boot, rank, buf, len);
     if (rc != PMIX_SUCCESS) {
         return tnt_error_raise(TNT_ERR_BOOTSTRAP,
@@ -359,9 +297,10 @@ static void probe_done(pmix_status_t status, pmix_value_t *kv, void *cbdata)
  * returns their number, or returns 0 with missing empty when that cannot be
  * told (no peer answered, so the server may not support fetching data before
  * a fence). */
-static int probe_missing(tnt_boot_t *boot, const char *key, char *missing, size_t len)
+static int probe_missing(struct tnt_boot_pmix *boot, const char *key, char *missing, size_t len)
 {
-    const int size = boot->info.size;
+    const int size = boot->super.info.size;
+    const int my_rank = boot->super.info.rank;
     struct probe_state *st = calloc(1, sizeof(*st));
     int timeout = PROBE_TIMEOUT_S;
     tnt_backoff_t backoff;
@@ -378,10 +317,10 @@ static int probe_missing(tnt_boot_t *boot, const char *key, char *missing, size_
         goto out_free;
     }
     PMIX_INFO_LOAD(&st->info, PMIX_TIMEOUT, &timeout, PMIX_INT);
-    st->arrived[boot->info.rank] = 1;
+    st->arrived[my_rank] = 1;
     atomic_store_explicit(&st->pending, 0, memory_order_relaxed);
     for (int r = 0; r < size; r++) {
-        if (r == boot->info.rank) {
+        if (r == my_rank) {
             continue;
         }
         pmix_proc_t proc;
@@ -402,7 +341,7 @@ static int probe_missing(tnt_boot_t *boot, const char *key, char *missing, size_
 
     int answered = 0;
     for (int r = 0; r < size; r++) {
-        if (r != boot->info.rank) {
+        if (r != my_rank) {
             answered += st->arrived[r];
             num_missing += !st->arrived[r];
         }
@@ -439,7 +378,8 @@ out_free:
  * collect is set, bounded by TNT_TIMEOUT. what names the operation in
  * errors ("allgather #3"); key is what every rank Put and Committed just
  * before, used to find the missing ranks on a timeout. */
-static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what, const char *key)
+static tnt_status_t fence(struct tnt_boot_pmix *boot, int collect, const char *what,
+                          const char *key)
 {
     struct fence_state *st = calloc(1, sizeof(*st));
     bool collect_b = collect != 0;
@@ -484,7 +424,7 @@ static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what, const
                                    "bootstrap %s: not every one of the %d ranks arrived within "
                                    "%.0f s; are they all still running, and did they call "
                                    "tnt_init? see TNT_TIMEOUT",
-                                   what, boot->info.size, boot->timeout_s);
+                                   what, boot->super.info.size, boot->timeout_s);
         }
     }
     rc = st->status;
@@ -509,9 +449,10 @@ static tnt_status_t fence(tnt_boot_t *boot, int collect, const char *what, const
     return TNT_OK;
 }
 
-tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, size_t bytes)
+static tnt_status_t pmix_allgather(tnt_boot_t *super, const void *in, void *out, size_t bytes)
 {
-    const struct tnt_boot_info *info = &boot->info;
+    struct tnt_boot_pmix *boot = (struct tnt_boot_pmix *)super;
+    const struct tnt_boot_info *info = &super->info;
     uint64_t seq = boot->allgather_seq++;
     char key[64];
     char what[64];
@@ -519,12 +460,6 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
     pmix_status_t rc;
     tnt_status_t status;
 
-    if (info->is_singleton || info->size == 1) {
-        if (bytes > 0) {
-            memmove(out, in, bytes);
-        }
-        return TNT_OK;
-    }
     snprintf(key, sizeof(key), "tnt.ag.%llu", (unsigned long long)seq);
     snprintf(what, sizeof(what), "allgather #%llu", (unsigned long long)seq);
 
@@ -582,16 +517,14 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
     return status;
 }
 
-tnt_status_t tnt_boot_barrier(tnt_boot_t *boot)
+static tnt_status_t pmix_barrier(tnt_boot_t *super)
 {
+    struct tnt_boot_pmix *boot = (struct tnt_boot_pmix *)super;
     char what[64];
     char key[64];
     pmix_value_t value;
     pmix_status_t rc;
 
-    if (boot->info.is_singleton || boot->info.size == 1) {
-        return TNT_OK;
-    }
     snprintf(key, sizeof(key), "tnt.bar.%llu", (unsigned long long)boot->barrier_seq);
     snprintf(what, sizeof(what), "barrier #%llu", (unsigned long long)boot->barrier_seq++);
     /* A one-byte marker, only so that a timeout can tell who arrived. */
@@ -619,19 +552,25 @@ static void *abort_watchdog(void *arg)
     _exit((int)(intptr_t)arg);
 }
 
-void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)
+/* Returns only if the server did not end this process; tnt_boot_abort then
+ * exits. */
+static void pmix_abort(tnt_boot_t *super, int exit_code, const char *message)
 {
-    if (exit_code == 0) {
-        exit_code = 1; /* an abort is a failure, whatever the caller says */
+    pthread_t watchdog;
+    (void)super;
+    if (pthread_create(&watchdog, NULL, abort_watchdog, (void *)(intptr_t)exit_code) == 0) {
+        pthread_detach(watchdog);
     }
-    if (boot != NULL && boot->pmix_initialized) {
-        pthread_t watchdog;
-        if (pthread_create(&watchdog, NULL, abort_watchdog, (void *)(intptr_t)exit_code) == 0) {
-            pthread_detach(watchdog);
-        }
-        /* The server (launcher, mpirun, slurmstepd) kills every rank of the
-         * job, normally including this one. */
-        PMIx_Abort(exit_code, message != NULL ? message : "tnt_abort", NULL, 0);
-    }
-    _exit(exit_code);
+    /* The server (launcher, mpirun, slurmstepd) kills every rank of the job,
+     * normally including this one. */
+    PMIx_Abort(exit_code, message, NULL, 0);
 }
+
+static const struct tnt_boot_ops pmix_ops = {
+    .name = "pmix",
+    .allgather = pmix_allgather,
+    .barrier = pmix_barrier,
+    .peer_hostname = pmix_peer_hostname,
+    .abort = pmix_abort,
+    .finalize = pmix_finalize,
+};

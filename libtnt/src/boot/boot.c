@@ -1,0 +1,88 @@
+/*
+ * The implementation-independent half of the bootstrap: argument checks, the
+ * size-1 shortcuts every implementation would otherwise repeat, and the
+ * choice between PMIx and the singleton for a real process.
+ */
+#include "boot/boot.h"
+
+#include "util/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
+{
+    char why[256];
+    tnt_status_t status = tnt_boot_pmix_create(timeout_s, why, sizeof(why), boot_p);
+    if (status != TNT_BOOT_PMIX_ABSENT) {
+        return status;
+    }
+    /* A job that named a PMIx server but cannot reach it was meant to have
+     * peers; a plain `python train.py` was not. */
+    return tnt_boot_singleton_create(why, getenv("PMIX_NAMESPACE") != NULL, boot_p);
+}
+
+void tnt_boot_finalize(tnt_boot_t *boot)
+{
+    if (boot != NULL) {
+        boot->ops->finalize(boot);
+    }
+}
+
+const struct tnt_boot_info *tnt_boot_info(const tnt_boot_t *boot)
+{
+    return &boot->info;
+}
+
+tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, size_t bytes)
+{
+    if (bytes > 0 && (in == NULL || out == NULL)) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "bootstrap allgather: NULL buffer");
+    }
+    if (boot->info.size == 1) {
+        if (bytes > 0) {
+            memmove(out, in, bytes);
+        }
+        return TNT_OK;
+    }
+    return boot->ops->allgather(boot, in, out, bytes);
+}
+
+tnt_status_t tnt_boot_barrier(tnt_boot_t *boot)
+{
+    if (boot->info.size == 1) {
+        return TNT_OK;
+    }
+    return boot->ops->barrier(boot);
+}
+
+tnt_status_t tnt_boot_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_t len)
+{
+    if (rank < 0 || rank >= boot->info.size || buf == NULL || len == 0) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "bootstrap: no rank %d in a job of size %d",
+                               rank, boot->info.size);
+    }
+    if (rank == boot->info.rank) {
+        snprintf(buf, len, "%s", boot->info.hostname);
+        return TNT_OK;
+    }
+    return boot->ops->peer_hostname(boot, rank, buf, len);
+}
+
+void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)
+{
+    if (exit_code == 0) {
+        exit_code = 1; /* an abort is a failure, whatever the caller says */
+    }
+    if (message == NULL) {
+        message = "tnt_abort";
+    }
+    if (boot != NULL) {
+        boot->ops->abort(boot, exit_code, message);
+    }
+    /* No launcher to ask (singleton, no bootstrap yet), or it did not end
+     * this process. */
+    _exit(exit_code);
+}

@@ -1,0 +1,112 @@
+/*
+ * The singleton bootstrap: a process that runs alone (size 1). The wrappers
+ * in boot.c answer every collective of a size-1 job themselves, so the
+ * operations here are never reached with a peer.
+ */
+#include "boot/boot.h"
+
+#include "util/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static tnt_status_t singleton_allgather(tnt_boot_t *boot, const void *in, void *out, size_t bytes)
+{
+    (void)boot;
+    (void)in;
+    (void)out;
+    (void)bytes;
+    return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap: a singleton has no peers to gather");
+}
+
+static tnt_status_t singleton_barrier(tnt_boot_t *boot)
+{
+    (void)boot;
+    return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap: a singleton has no peers to wait for");
+}
+
+static tnt_status_t singleton_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_t len)
+{
+    (void)boot;
+    (void)buf;
+    (void)len;
+    return tnt_error_raise(TNT_ERR_INVALID_ARG, "bootstrap: a singleton has no rank %d", rank);
+}
+
+/* Nobody else to stop: tnt_boot_abort exits the process. */
+static void singleton_abort(tnt_boot_t *boot, int exit_code, const char *message)
+{
+    (void)boot;
+    (void)exit_code;
+    (void)message;
+}
+
+static void singleton_finalize(tnt_boot_t *boot)
+{
+    free(boot);
+}
+
+static const struct tnt_boot_ops singleton_ops = {
+    .name = "singleton",
+    .allgather = singleton_allgather,
+    .barrier = singleton_barrier,
+    .peer_hostname = singleton_peer_hostname,
+    .abort = singleton_abort,
+    .finalize = singleton_finalize,
+};
+
+/* SLURM_NTASKS (or the older SLURM_NPROCS) as a number, 0 if absent. */
+static long slurm_ntasks(void)
+{
+    const char *names[] = { "SLURM_NTASKS", "SLURM_NPROCS" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v != NULL && *v != '\0') {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (end != v && n > 0) {
+                return n;
+            }
+        }
+    }
+    return 0;
+}
+
+tnt_status_t tnt_boot_singleton_create(const char *why, int warn, tnt_boot_t **boot_p)
+{
+    tnt_boot_t *boot = calloc(1, sizeof(*boot));
+    if (boot == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "bootstrap: out of memory");
+    }
+    struct tnt_boot_info *info = &boot->info;
+
+    boot->ops = &singleton_ops;
+    info->rank = 0;
+    info->size = 1;
+    info->local_rank = 0;
+    info->local_size = 1;
+    info->is_singleton = 1;
+    snprintf(info->job_id, sizeof(info->job_id), "singleton-%ld", (long)getpid());
+    if (gethostname(info->hostname, sizeof(info->hostname)) != 0) {
+        snprintf(info->hostname, sizeof(info->hostname), "localhost");
+    }
+    info->hostname[sizeof(info->hostname) - 1] = '\0';
+
+    /* Exactly one warning per process: SLURM's task count is the stronger
+     * hint (every task of the step is now computing alone). */
+    long ntasks = slurm_ntasks();
+    if (ntasks > 1) {
+        const char *procid = getenv("SLURM_PROCID");
+        tnt_log_warn("SLURM started %ld tasks but task %s found no PMIx server (%s), so each task "
+                     "runs alone as a singleton of size 1; launch with 'srun --tarantella ...' or "
+                     "'srun --mpi=pmix ...' (admins: set MpiDefault=pmix in slurm.conf)",
+                     ntasks, procid != NULL ? procid : "?", why);
+    } else if (warn) {
+        tnt_log_warn("running as a singleton of size 1: %s", why);
+    } else {
+        tnt_log_debug("running as a singleton of size 1: %s", why);
+    }
+    *boot_p = boot;
+    return TNT_OK;
+}
