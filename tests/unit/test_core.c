@@ -1,8 +1,9 @@
 /*
  * Unit tests of the core glue that need no other process: logging and the
  * last error, TNT_TIMEOUT parsing and the bounded backoff, status strings,
- * the progress queue (order, wake-up, drain, error hand-over, finalize) and
- * the collective dispatch of a one-rank communicator (and of a broken one).
+ * the progress queue (order, wake-up, drain, error hand-over per request,
+ * finalize) and the collective dispatch of a one-rank communicator (and of a
+ * broken one).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -215,6 +216,45 @@ static void test_progress_error_handover(void **state)
     free(comm);
 }
 
+static tnt_status_t fail_with_user_message(tnt_comm_t *comm, struct tnt_request *req)
+{
+    (void)comm;
+    return tnt_error_raise(TNT_ERR_TIMEOUT, "%s", (const char *)req->args.user);
+}
+
+/* Two requests fail, one after the other, before anybody waits: each wait
+ * reports its own request's cause, not the latest failure of the queue. */
+static void test_progress_error_per_request(void **state)
+{
+    (void)state;
+    tnt_comm_t *comm = fake_comm(2);
+    struct tnt_request first = { .execute = fail_with_user_message,
+                                 .args.user = "rank 1 did not join allreduce #4" };
+    struct tnt_request second = { .execute = fail_with_user_message,
+                                  .args.user = "rank 3 did not join barrier #5" };
+    struct tnt_request ok = { .execute = record, .args.user = (void *)(intptr_t)1 };
+
+    atomic_store(&next_slot, 0);
+    assert_int_equal(tnt_progress_post(comm, &first), TNT_OK);
+    assert_int_equal(tnt_progress_post(comm, &second), TNT_OK);
+    assert_int_equal(tnt_progress_post(comm, &ok), TNT_OK);
+    /* Posting order is execution order: all three have finished. */
+    tnt_error_clear();
+    assert_int_equal(tnt_progress_wait(comm, &ok), TNT_OK);
+    assert_string_equal(tnt_last_error(), "");
+
+    assert_int_equal(tnt_progress_wait(comm, &first), TNT_ERR_TIMEOUT);
+    assert_non_null(strstr(tnt_last_error(), "allreduce #4"));
+    assert_null(strstr(tnt_last_error(), "barrier #5"));
+    assert_int_equal(tnt_progress_wait(comm, &second), TNT_ERR_TIMEOUT);
+    assert_non_null(strstr(tnt_last_error(), "barrier #5"));
+    /* Waiting again gives the same answer (tnt_test then tnt_wait does). */
+    assert_int_equal(tnt_progress_wait(comm, &first), TNT_ERR_TIMEOUT);
+    assert_non_null(strstr(tnt_last_error(), "allreduce #4"));
+    assert_int_equal(tnt_progress_finalize(comm), TNT_OK);
+    free(comm);
+}
+
 static void test_progress_finalize_drains(void **state)
 {
     (void)state;
@@ -289,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_progress_order),
         cmocka_unit_test(test_progress_error_handover),
+        cmocka_unit_test(test_progress_error_per_request),
         cmocka_unit_test(test_progress_finalize_drains),
         cmocka_unit_test(test_coll_size1),
         cmocka_unit_test(test_coll_broken_fails_fast),

@@ -19,6 +19,9 @@ struct tnt_shm;
 struct tnt_net;
 struct tnt_request;
 
+/* The longest message a request keeps (as long as tnt_last_error()'s). */
+#define TNT_REQUEST_ERROR_MAX 1024
+
 /* One operation run by the progress thread. Requests are executed strictly in
  * posting order, which is what keeps collectives matched across ranks. The
  * memory is owned by whoever posted it: tnt_allreduce_post() allocates one
@@ -31,6 +34,11 @@ struct tnt_request {
      * finished and its results are in place; waiters read it with acquire
      * order, so the result buffers happen-before the waiter's next access. */
     _Atomic int status;
+    /* tnt_last_error() of the progress thread when execute() failed, so a
+     * waiter reports this request's own cause and never another's. Written
+     * before status (the release store above orders it); a fixed buffer
+     * because posting must not allocate. */
+    char error[TNT_REQUEST_ERROR_MAX];
     int heap_allocated;       /* freed by tnt_wait() when set */
     tnt_comm_t *comm;         /* set by tnt_progress_post() */
     struct tnt_request *next; /* queue link, owned by the progress queue */
@@ -97,9 +105,6 @@ struct tnt_comm {
     struct tnt_request *queue_tail;
     _Atomic uint64_t posted;    /* requests enqueued */
     _Atomic uint64_t completed; /* requests finished by the progress thread */
-    /* tnt_last_error() of the progress thread's latest failed request; a
-     * waiter copies it into its own thread's last error. Under progress_lock. */
-    char progress_error[1024];
 };
 
 /* Set up and tear down the queue (tnt_init / tnt_finalize). Finalize drains
@@ -109,7 +114,9 @@ tnt_status_t tnt_progress_init(tnt_comm_t *comm);
 tnt_status_t tnt_progress_finalize(tnt_comm_t *comm);
 /* Enqueues a caller-owned request for the progress thread. */
 tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req);
-/* Waits (bounded, backing off) for one request to finish; does not free it. */
+/* Waits (bounded, backing off) for one request to finish; does not free it.
+ * When the request failed, its own message becomes this thread's
+ * tnt_last_error(). */
 tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req);
 /* Waits until every posted request has finished (blocking collectives call
  * this first so that they run after earlier nonblocking ones). */

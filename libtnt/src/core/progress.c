@@ -53,7 +53,6 @@ tnt_status_t tnt_progress_init(tnt_comm_t *comm)
     comm->waiters = 0;
     atomic_init(&comm->posted, 0);
     atomic_init(&comm->completed, 0);
-    comm->progress_error[0] = '\0';
     return TNT_OK;
 
 err_progress_cond:
@@ -85,15 +84,15 @@ static void *progress_main(void *arg)
 
         tnt_error_clear();
         tnt_status_t status = req->execute(comm, req);
-
-        pthread_mutex_lock(&comm->progress_lock);
         if (status < 0) {
-            snprintf(comm->progress_error, sizeof(comm->progress_error), "%s",
+            snprintf(req->error, sizeof(req->error), "%s",
                      tnt_error_message()[0] != '\0' ? tnt_error_message()
                                                     : tnt_status_string(status));
         }
-        /* Release: everything execute() wrote (results, coll_seq, transport
-         * state) happens-before a drainer's acquire load of completed and a
+
+        pthread_mutex_lock(&comm->progress_lock);
+        /* Release: everything execute() wrote (results, req->error, coll_seq,
+         * transport state) happens-before a drainer's acquire load of completed and a
          * waiter's acquire load of status. The request may be freed by its
          * owner as soon as status is stored, so it is not touched after. */
         atomic_fetch_add_explicit(&comm->completed, 1, memory_order_release);
@@ -234,17 +233,6 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
     return status;
 }
 
-/* Copies the progress thread's message for a failed request into the calling
- * thread's tnt_last_error(). */
-static void restore_error(tnt_comm_t *comm)
-{
-    char msg[sizeof(comm->progress_error)];
-    pthread_mutex_lock(&comm->progress_lock);
-    memcpy(msg, comm->progress_error, sizeof(msg));
-    pthread_mutex_unlock(&comm->progress_lock);
-    tnt_error_restore(msg);
-}
-
 tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req)
 {
     struct wait_target t = { req, 0 };
@@ -252,9 +240,11 @@ tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req)
     if (status != TNT_OK) {
         return status;
     }
+    /* Acquire: pairs with the progress thread's release store of status,
+     * so req->error is complete when status says the request failed. */
     status = atomic_load_explicit(&req->status, memory_order_acquire);
     if (status < 0) {
-        restore_error(comm);
+        tnt_error_restore(req->error);
     }
     return status;
 }
