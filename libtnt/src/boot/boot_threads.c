@@ -143,11 +143,17 @@ static tnt_status_t group_round(struct tnt_boot_threads *boot, const char *kind,
         }
         group->kind = kind;
         group->bytes = bytes;
-    } else if (group->kind != kind || group->bytes != bytes) {
+    } else if (strcmp(group->kind, kind) != 0) {
         group_fail(group, TNT_ERR_MISMATCH,
-                   "bootstrap %s: rank %d contributed %zu bytes to a %s, the ranks before it "
-                   "%zu bytes to a %s; the ranks are not running the same code path",
-                   what, rank, bytes, kind, group->bytes, group->kind);
+                   "bootstrap %s: rank %d entered it while the ranks before it entered a %s; "
+                   "the ranks are not running the same code path",
+                   what, rank, group->kind);
+        goto out_failed;
+    } else if (group->bytes != bytes) {
+        group_fail(group, TNT_ERR_MISMATCH,
+                   "bootstrap %s: rank %d contributed %zu bytes, the ranks before it %zu; the "
+                   "ranks are not running the same code path",
+                   what, rank, bytes, group->bytes);
         goto out_failed;
     }
     if (bytes > 0) {

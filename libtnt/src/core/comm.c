@@ -1,5 +1,5 @@
 /*
- * tnt_init / tnt_finalize: bootstrap through PMIx, work out which ranks share
+ * tnt_init / tnt_finalize: bootstrap (PMIx or a singleton), work out which ranks share
  * a node (from the hostnames the ranks report, never from PMIX_NODEID), then
  * connect the node's ranks through one shared-memory segment and the nodes
  * through the multi-node transport.
@@ -126,25 +126,34 @@ static void check_local_layout(const tnt_comm_t *comm, const struct tnt_boot_inf
 
 TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p)
 {
-    tnt_comm_t *comm;
-    struct peer_id *peers = NULL;
-    struct peer_id me;
-    tnt_status_t status;
+    tnt_boot_t *boot;
 
     if (comm_p == NULL) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_init: comm_p is NULL");
     }
     tnt_error_clear();
+    const double timeout_s = tnt_env_timeout_s();
+    tnt_status_t status = tnt_boot_init(timeout_s, &boot);
+    if (status != TNT_OK) {
+        return status;
+    }
+    return tnt_comm_create(boot, timeout_s, comm_p);
+}
+
+tnt_status_t tnt_comm_create(tnt_boot_t *boot, double timeout_s, tnt_comm_t **comm_p)
+{
+    tnt_comm_t *comm;
+    struct peer_id *peers = NULL;
+    struct peer_id me;
+    tnt_status_t status;
+
     comm = calloc(1, sizeof(*comm));
     if (comm == NULL) {
+        tnt_boot_finalize(boot);
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory");
     }
-    comm->timeout_s = tnt_env_timeout_s();
-
-    status = tnt_boot_init(comm->timeout_s, &comm->boot);
-    if (status != TNT_OK) {
-        goto err_free_comm;
-    }
+    comm->timeout_s = timeout_s;
+    comm->boot = boot;
     const struct tnt_boot_info *info = tnt_boot_info(comm->boot);
     comm->rank = info->rank;
     comm->size = info->size;
@@ -217,7 +226,6 @@ err_progress:
     tnt_progress_finalize(comm);
 err_boot:
     tnt_boot_finalize(comm->boot);
-err_free_comm:
     free(comm);
     return status;
 }

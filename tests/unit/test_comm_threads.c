@@ -1,0 +1,158 @@
+/*
+ * The communicator without a launcher: several ranks as threads of this
+ * process, bootstrapped by boot/boot_threads.h, go through what tnt_init
+ * does after the bootstrap (layout, shared-memory segment) and run the
+ * public collectives over the shared-memory transport.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "boot/boot_threads.h"
+#include "core/comm.h"
+
+#define NUM_RANKS      4
+#define COUNT          4099 /* not a multiple of the rank count: uneven slices */
+#define TIMEOUT_S      20
+#define JOIN_TIMEOUT_S 60
+
+struct rank_ctx {
+    tnt_boot_threads_group_t *group;
+    int rank;
+    pthread_t thread;
+    char failure[1024]; /* empty when every check passed */
+};
+
+static void fail_rank(struct rank_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail_rank(struct rank_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->failure, sizeof(ctx->failure), fmt, ap);
+    va_end(ap);
+}
+
+static int collectives(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    static _Thread_local float in[COUNT], out[COUNT];
+    const int rank = ctx->rank;
+
+    if (tnt_rank(comm) != rank || tnt_size(comm) != NUM_RANKS || tnt_local_rank(comm) != rank ||
+        tnt_local_size(comm) != NUM_RANKS || tnt_num_nodes(comm) != 1 || tnt_node_id(comm) != 0) {
+        fail_rank(ctx, "layout: rank %d of %d, local %d of %d, node %d of %d", tnt_rank(comm),
+                  tnt_size(comm), tnt_local_rank(comm), tnt_local_size(comm), tnt_node_id(comm),
+                  tnt_num_nodes(comm));
+        return -1;
+    }
+    for (int i = 0; i < COUNT; i++) {
+        in[i] = (float)(rank + 1) * (float)(i % 17);
+    }
+    if (tnt_allreduce(comm, in, out, COUNT, TNT_FLOAT32, TNT_SUM) != TNT_OK) {
+        fail_rank(ctx, "allreduce: %s", tnt_last_error());
+        return -1;
+    }
+    /* 1 + 2 + 3 + 4 = 10: exact in float32. */
+    for (int i = 0; i < COUNT; i++) {
+        if (out[i] != 10.0f * (float)(i % 17)) {
+            fail_rank(ctx, "allreduce: element %d is %g", i, (double)out[i]);
+            return -1;
+        }
+    }
+
+    int64_t value = rank == 2 ? 424242 : -1;
+    if (tnt_broadcast(comm, &value, sizeof(value), 2) != TNT_OK || value != 424242) {
+        fail_rank(ctx, "broadcast: %lld: %s", (long long)value, tnt_last_error());
+        return -1;
+    }
+
+    int32_t mine = 100 + rank, all[NUM_RANKS];
+    if (tnt_allgather(comm, &mine, all, sizeof(mine)) != TNT_OK) {
+        fail_rank(ctx, "allgather: %s", tnt_last_error());
+        return -1;
+    }
+    for (int r = 0; r < NUM_RANKS; r++) {
+        if (all[r] != 100 + r) {
+            fail_rank(ctx, "allgather: block %d is %d", r, all[r]);
+            return -1;
+        }
+    }
+
+    /* Nonblocking, through the progress thread of each rank's communicator. */
+    double x = rank, max = -1;
+    tnt_request_t *req;
+    if (tnt_allreduce_post(comm, &x, &max, 1, TNT_FLOAT64, TNT_MAX, &req) != TNT_OK ||
+        tnt_wait(req) != TNT_OK || max != NUM_RANKS - 1) {
+        fail_rank(ctx, "allreduce_post: %g: %s", max, tnt_last_error());
+        return -1;
+    }
+    if (tnt_barrier(comm) != TNT_OK) {
+        fail_rank(ctx, "barrier: %s", tnt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static void *rank_main(void *arg)
+{
+    struct rank_ctx *ctx = arg;
+    tnt_boot_t *boot;
+    tnt_comm_t *comm;
+
+    if (tnt_boot_threads_create(ctx->group, ctx->rank, &boot) != TNT_OK) {
+        fail_rank(ctx, "boot: %s", tnt_last_error());
+        return NULL;
+    }
+    if (tnt_comm_create(boot, TIMEOUT_S, &comm) != TNT_OK) {
+        fail_rank(ctx, "tnt_comm_create: %s", tnt_last_error());
+        return NULL;
+    }
+    collectives(ctx, comm);
+    tnt_finalize(comm);
+    return NULL;
+}
+
+static void test_comm_threads_collectives(void **state)
+{
+    (void)state;
+    tnt_boot_threads_group_t *group;
+    struct rank_ctx ranks[NUM_RANKS];
+
+    assert_int_equal(tnt_boot_threads_group_create(NUM_RANKS, NULL, TIMEOUT_S, &group), TNT_OK);
+    memset(ranks, 0, sizeof(ranks));
+    for (int r = 0; r < NUM_RANKS; r++) {
+        ranks[r].group = group;
+        ranks[r].rank = r;
+        assert_int_equal(pthread_create(&ranks[r].thread, NULL, rank_main, &ranks[r]), 0);
+    }
+    for (int r = 0; r < NUM_RANKS; r++) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += JOIN_TIMEOUT_S;
+        assert_int_equal(pthread_timedjoin_np(ranks[r].thread, NULL, &deadline), 0);
+    }
+    for (int r = 0; r < NUM_RANKS; r++) {
+        if (ranks[r].failure[0] != '\0') {
+            fail_msg("rank %d: %s", r, ranks[r].failure);
+        }
+    }
+    tnt_boot_threads_group_destroy(group);
+}
+
+int main(void)
+{
+    setenv("TNT_LOG_LEVEL", "error", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_comm_threads_collectives),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
