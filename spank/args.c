@@ -304,3 +304,27 @@ char *tnt_spank_config_format(const tnt_spank_config_t *config, char *buf, size_
 #undef FMT_APPEND
     return buf;
 }
+
+/* The one instance per process; see tnt_spank_state_t. */
+tnt_spank_state_t tnt_spank_state;
+
+int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited, const char *own,
+                      tnt_spank_config_t *config, char *errbuf, size_t errlen)
+{
+    tnt_spank_config_t next = *defaults;
+    char inner[512];
+
+    if (inherited != NULL && tnt_spank_args_parse(inherited, &next, inner, sizeof inner) != 0) {
+        snprintf(errbuf, errlen, "the allocation's --tarantella=%s (from sbatch/salloc): %s",
+                 inherited, inner);
+        return -1;
+    }
+    /* help is for the command line it was typed on, never inherited. */
+    next.help = 0;
+    if (own != NULL && tnt_spank_args_parse(own, &next, inner, sizeof inner) != 0) {
+        snprintf(errbuf, errlen, "--tarantella=%s: %s", own, inner);
+        return -1;
+    }
+    *config = next;
+    return 0;
+}

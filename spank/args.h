@@ -1,8 +1,9 @@
 /*
- * Option parsing for spank_tarantella.so: the `--tarantella[=KEY=VALUE,...]`
- * sub-options and the plugstack.conf arguments (site defaults). Pure string
- * handling, no Slurm calls, so tests/unit/test_spank_args.c covers it
- * completely.
+ * The arguments of spank_tarantella.so, as in pyxis's args.c: the
+ * `--tarantella[=KEY=VALUE,...]` sub-options, the plugstack.conf arguments
+ * (site defaults), how they combine, and the plugin's option state that the
+ * per-context files share. Pure string handling, no Slurm calls, so
+ * tests/unit/test_spank_args.c covers it completely.
  */
 #ifndef TNT_SPANK_ARGS_H
 #define TNT_SPANK_ARGS_H
@@ -66,11 +67,37 @@ int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errb
 int tnt_spank_plugstack_parse(int argc, char *const argv[], tnt_spank_config_t *defaults,
                               char *errbuf, size_t errlen);
 
+/* Resolves defaults + inherited (the allocation's option, NULL: none) + own
+ * (this step's option, NULL: none; "" for a bare --tarantella) into *config.
+ * Both the inherited and the own value must parse; errors name the bad
+ * value. Returns 0 or -1. */
+int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited, const char *own,
+                      tnt_spank_config_t *config, char *errbuf, size_t errlen);
+
 /* The canonical "pin=core,pin-memory,fusion=64,..." form of a configuration
  * (only what differs from unset), for log lines. Returns buf. */
 char *tnt_spank_config_format(const tnt_spank_config_t *config, char *buf, size_t len);
 
 /* The text --tarantella=help prints. */
 const char *tnt_spank_help_text(void);
+
+/* State of the plugin in this process (srun, sbatch, salloc or one
+ * slurmstepd), written by the option callback and the hooks of each
+ * context. Slurm calls the hooks from one thread, so no locking. */
+typedef struct {
+    int initialized;             /* slurm_spank_init ran (idempotence) */
+    tnt_spank_config_t defaults; /* plugstack.conf arguments */
+    tnt_spank_config_t config;   /* resolved for this step/job */
+    int option_seen;             /* the option callback ran */
+    /* slurmstepd: the option as forwarded by srun, resolved in post_opt once
+     * the step's environment (the allocation's option) can be read. */
+    char remote_arg[1024];
+    int remote_arg_null; /* forwarded as a bare --tarantella */
+    int remote_arg_too_long;
+    /* srun: SLURM_MPI_TYPE=pmix was set by slurm_spank_init. */
+    int mpi_type_set_by_us;
+} tnt_spank_state_t;
+
+extern tnt_spank_state_t tnt_spank_state;
 
 #endif

@@ -10,7 +10,7 @@
 
 SPANK_PLUGIN(tarantella, 1);
 
-tnt_spank_state_t tnt_spank_state;
+static int option_cb(int val, const char *optarg, int remote);
 
 /*
  * has_arg 2: the value is optional and must be attached (--tarantella=...),
@@ -27,29 +27,8 @@ static struct spank_option tnt_spank_option = {
     "--tarantella=help explains them.",
     2,
     0,
-    tnt_spank_option_cb,
+    option_cb,
 };
-
-int tnt_spank_resolve(const tnt_spank_config_t *defaults, const char *inherited, const char *own,
-                      tnt_spank_config_t *config, char *errbuf, size_t errlen)
-{
-    tnt_spank_config_t next = *defaults;
-    char inner[512];
-
-    if (inherited != NULL && tnt_spank_args_parse(inherited, &next, inner, sizeof inner) != 0) {
-        snprintf(errbuf, errlen, "the allocation's --tarantella=%s (from sbatch/salloc): %s",
-                 inherited, inner);
-        return -1;
-    }
-    /* help is for the command line it was typed on, never inherited. */
-    next.help = 0;
-    if (own != NULL && tnt_spank_args_parse(own, &next, inner, sizeof inner) != 0) {
-        snprintf(errbuf, errlen, "--tarantella=%s: %s", own, inner);
-        return -1;
-    }
-    *config = next;
-    return 0;
-}
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
@@ -78,7 +57,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     return 0;
 }
 
-int tnt_spank_option_cb(int val, const char *optarg, int remote)
+/* The option callback for every context. */
+static int option_cb(int val, const char *optarg, int remote)
 {
     switch (spank_context()) {
     case S_CTX_LOCAL:

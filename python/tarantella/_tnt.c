@@ -5,7 +5,7 @@
  * and torch dtypes onto libtnt's, checks shapes across ranks and builds the
  * user-facing API; this module only moves buffers in and out of libtnt.
  *
- * Rules followed here (see STYLE.md, python-xxhash):
+ * Rules followed here, after python-xxhash's src/_xxhash.c:
  *  - multi-phase initialisation; the exception table and the Fusion type live
  *    in the module state;
  *  - the GIL is released around every call into libtnt that can block or do

@@ -34,6 +34,14 @@ _DTYPE_NAMES = {_tnt.FLOAT32: "float32", _tnt.FLOAT64: "float64", _tnt.FLOAT16: 
                 _tnt.BFLOAT16: "bfloat16", _tnt.INT32: "int32", _tnt.INT64: "int64"}
 _torch_dtypes = None
 
+# allgather_concat reduces nothing, so it also moves these numpy dtypes, as
+# raw bytes (predictions can be bool or small integers). The codes are only
+# for the agreement check, beyond libtnt's dtype codes.
+_CONCAT_ONLY_DTYPES = {np.dtype(t): 100 + i for i, t in enumerate(
+    (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64, np.complex64,
+     np.complex128))}
+_DTYPE_NAMES.update({code: dt.name for dt, code in _CONCAT_ONLY_DTYPES.items()})
+
 # Descriptor kinds, so that ranks calling different collectives are caught.
 _K_ALLREDUCE, _K_BROADCAST, _K_ALLGATHER, _K_ALLGATHER_CONCAT, _K_PARAMS = 1, 2, 3, 4, 5
 _KIND_NAMES = {1: "allreduce", 2: "broadcast", 3: "allgather", 4: "allgather_concat",
@@ -275,10 +283,18 @@ def allgather(x, check=True):
 def allgather_concat(x):
     """Concatenates every rank's ``x`` along the first dimension, in rank
     order; the first dimension may differ between ranks (e.g. predictions of
-    uneven shards), the other dimensions and the dtype must agree."""
+    uneven shards), the other dimensions and the dtype must agree. Besides
+    the dtypes of the other collectives, numpy arrays of bool, int8, uint8,
+    int16, uint16, uint32, uint64, complex64 and complex128 work too."""
     if getattr(x, "ndim", 0) < 1:
         raise InvalidArgumentError("allgather_concat: need at least one dimension")
-    v, code, kind = _view(x, "allgather_concat", writable=False)
+    if isinstance(x, np.ndarray) and x.dtype in _CONCAT_ONLY_DTYPES:
+        if not x.flags.c_contiguous:
+            raise InvalidArgumentError("allgather_concat: array is not C-contiguous; use "
+                                       "np.ascontiguousarray")
+        v, code, kind = x.reshape(-1), _CONCAT_ONLY_DTYPES[x.dtype], "numpy"
+    else:
+        v, code, kind = _view(x, "allgather_concat", writable=False)
     size = _tnt.size()
     rest = tuple(int(d) for d in x.shape[1:])
     # Row lengths first; the agreement check covers dtype and trailing dims.

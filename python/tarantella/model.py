@@ -18,13 +18,13 @@ What happens on N ranks (and why it reproduces the serial run):
 * Output (progress bar, summary, warnings) appears on the master rank only,
   unless TNT_OUTPUT_ON_ALL_DEVICES is set; checkpoints are written by the
   master only, atomically, while the other ranks wait.
+
+This module is the model itself; the shard order comes from
+data.DistributedSampler, collective saving from saving.py, losses and
+metrics from losses.py and metrics.py.
 """
-import copy
 import io
-import math
 import os
-import sys
-import tempfile
 import time
 import warnings
 
@@ -32,6 +32,15 @@ import numpy as np
 import torch
 
 from . import callbacks as tnt_callbacks
+from ._comm import (any_rank as _any_rank, broadcast_bytes as _broadcast_bytes,
+                    rank as _rank, size as _size, sum_over_ranks as _sum_over_ranks,
+                    _pkg)
+from .collectives import allgather_concat
+from .data import DistributedSampler
+from .losses import loss_reduction as _loss_reduction, make_loss as _make_loss
+from .metrics import Metric as _Metric, Stats as _Stats
+# collective_save/collective_read have always been importable from here.
+from .saving import collective_read, collective_save  # noqa: F401
 
 __all__ = ["Model"]
 
@@ -41,25 +50,8 @@ _BATCHNORM_MIN_MICRO_BATCH = 16
 
 
 # --------------------------------------------------------------------------
-# Communication: thin wrappers over the package's collectives. They are the
-# only place this module talks to other ranks, and they all short-circuit on
-# one rank so that plain `python3 script.py` needs no peers.
+# Output: the master rank prints, or every rank with a prefix.
 # --------------------------------------------------------------------------
-
-def _pkg():
-    # Imported lazily: tarantella/__init__.py imports this module while it is
-    # itself being initialised.
-    import tarantella
-    return tarantella
-
-
-def _rank():
-    return _pkg().get_rank()
-
-
-def _size():
-    return _pkg().get_size()
-
 
 def _output_on_all_devices():
     value = os.environ.get("TNT_OUTPUT_ON_ALL_DEVICES", "")
@@ -76,145 +68,6 @@ def _out(msg):
         print(msg, flush=True)
     elif _output_on_all_devices():
         print("[%d] %s" % (_rank(), msg) if _size() > 1 else msg, flush=True)
-
-
-def _sum_over_ranks(values):
-    """Sums a float64 vector over the ranks. The per-rank vectors are
-    gathered and added in rank order on every rank, so the result is
-    identical bit for bit everywhere (callbacks then decide the same)."""
-    local = np.ascontiguousarray(values, dtype=np.float64)
-    if _size() == 1:
-        return local.copy()
-    gathered = _pkg().allgather(local, check=False).reshape(_size(), -1)
-    total = np.zeros_like(local)
-    for r in range(gathered.shape[0]):
-        total += gathered[r]
-    return total
-
-
-def _any_rank(flag):
-    """True on every rank when ``flag`` is true on some rank."""
-    if _size() == 1:
-        return bool(flag)
-    buf = np.array([1 if flag else 0], dtype=np.int32)
-    return bool(_pkg().allreduce(buf, op="max", check=False)[0])
-
-
-def _broadcast_bytes(data):
-    """Master's ``data`` (bytes, or None for a failure) on every rank; None
-    everywhere when the master had none. Every rank must call it."""
-    if _size() == 1:
-        return data
-    tnt = _pkg()
-    length = np.array([-1 if data is None else len(data)], dtype=np.int64)
-    length = tnt.broadcast(length, root=0, check=False)
-    n = int(length[0])
-    if n < 0:
-        return None
-    buf = np.frombuffer(data, dtype=np.uint8).copy() if _rank() == 0 else np.empty(n, np.uint8)
-    if n > 0:
-        # Raw bytes: the extension's broadcast moves any buffer in place.
-        from . import _tnt
-        _tnt.broadcast(buf, 0)
-    return buf.tobytes()
-
-
-def _allgather_rows(local, counts):
-    """Concatenates the per-rank arrays (rank order) on every rank. Rank r
-    has ``counts[r]`` rows; rows are padded to the largest count for the
-    equal-size allgather and the padding dropped again."""
-    size = _size()
-    if size == 1:
-        return local
-    from . import _tnt
-    width = max(counts)
-    rest = local.shape[1:]
-    padded = np.zeros((width,) + rest, dtype=local.dtype)
-    padded[:local.shape[0]] = local
-    # Gathered as raw bytes, so any dtype (float, int, bool outputs) works.
-    gathered = np.empty((size,) + padded.shape, dtype=padded.dtype)
-    _tnt.allgather(padded.reshape(-1).view(np.uint8), gathered.reshape(-1).view(np.uint8))
-    return np.concatenate([gathered[r, :counts[r]] for r in range(size)], axis=0)
-
-
-# --------------------------------------------------------------------------
-# Saving: one writer, atomic, collective.
-# --------------------------------------------------------------------------
-
-def _atomic_write(path, write):
-    """Writes through ``write(fileobj)`` into a temp file next to ``path``,
-    fsyncs it, renames it over ``path`` and fsyncs the directory. A crash at
-    any point leaves either the old file or the complete new one."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass  # some filesystems cannot fsync a directory; the rename stands
-    finally:
-        os.close(dfd)
-
-
-def collective_save(path, write, all_devices=False, what="save"):
-    """Collective save: the master (or every rank with ``all_devices``)
-    writes ``path`` atomically while the others wait; afterwards every rank
-    knows whether some writer failed, and all of them raise if so. Only the
-    writers touch the file system and the one collective is issued by every
-    rank, so no rank can be left waiting for another."""
-    from .errors import TarantellaError
-    writer = all_devices or _rank() == 0
-    error = None
-    if writer:
-        try:
-            _atomic_write(path, write)
-        except Exception as e:  # reported below on every rank
-            error = e
-    failed = _any_rank(error is not None)
-    if error is not None:
-        raise error
-    if failed:
-        raise TarantellaError("%s(%r): the writing rank failed (see its error message); "
-                              "the previous file, if any, is unchanged" % (what, os.fspath(path)))
-
-
-def collective_read(path, what="load"):
-    """Bytes of ``path`` as read by the master rank, on every rank (other
-    ranks need not see the file). Every rank raises if the master cannot
-    read it."""
-    from .errors import TarantellaError
-    data, error = None, None
-    if _rank() == 0:
-        try:
-            with open(os.fspath(path), "rb") as f:
-                data = f.read()
-        except OSError as e:
-            error = e
-    data = _broadcast_bytes(data)
-    if error is not None:
-        raise error
-    if data is None:
-        raise TarantellaError("%s(%r): the master rank could not read the file (see its error "
-                              "message)" % (what, os.fspath(path)))
-    return data
 
 
 # --------------------------------------------------------------------------
@@ -273,161 +126,6 @@ class _Data:
         if isinstance(xb, torch.Tensor) and xb.dtype == torch.float64:
             xb = xb.float()
         return xb, yb
-
-
-def _epoch_order(n, shuffle, seed, epoch):
-    """Global sample order of one epoch: libtnt's seeded permutation (the
-    same on every rank and for every rank count) or 0..n-1."""
-    if not shuffle:
-        return np.arange(n, dtype=np.int64)
-    from . import _tnt
-    from .data import epoch_seed
-    perm = np.empty(n, dtype=np.uint64)
-    # The same per-epoch seed as tnt.data.DistributedSampler, so a custom
-    # loop and fit() visit the samples in the same order.
-    _tnt.shard_permutation(n, epoch_seed(seed, epoch), perm)
-    return perm.astype(np.int64)
-
-
-def _num_steps(n, batch, drop_remainder):
-    from . import _tnt
-    return int(_tnt.shard_num_steps(n, batch, bool(drop_remainder)))
-
-
-def _step_positions(n, batch, drop_remainder, step, rank, size):
-    """(local positions, global batch length) of ``rank`` at ``step``."""
-    from . import _tnt
-    begin, end = _tnt.shard_step_range(n, batch, bool(drop_remainder), step, rank, size)
-    g0 = step * batch
-    g1 = min(g0 + batch, n)
-    return range(begin, end), g1 - g0
-
-
-# --------------------------------------------------------------------------
-# Losses and metrics
-# --------------------------------------------------------------------------
-
-_LOSSES = {
-    # Torch modules output logits, so the Keras names map to the logit forms.
-    "sparse_categorical_crossentropy": lambda: torch.nn.CrossEntropyLoss(),
-    "categorical_crossentropy": lambda: torch.nn.CrossEntropyLoss(),
-    "binary_crossentropy": lambda: torch.nn.BCEWithLogitsLoss(),
-    "mse": lambda: torch.nn.MSELoss(),
-    "mean_squared_error": lambda: torch.nn.MSELoss(),
-    "mae": lambda: torch.nn.L1Loss(),
-    "mean_absolute_error": lambda: torch.nn.L1Loss(),
-    "huber": lambda: torch.nn.HuberLoss(),
-    "nll": lambda: torch.nn.NLLLoss(),
-}
-
-
-def _make_loss(loss):
-    if isinstance(loss, str):
-        try:
-            return _LOSSES[loss.lower()]()
-        except KeyError:
-            raise ValueError("compile: unknown loss %r; use one of %s, a torch.nn loss module "
-                             "or a callable(y_pred, y_true)" % (loss, ", ".join(sorted(_LOSSES))))
-    if callable(loss):
-        return loss
-    raise TypeError("compile: loss must be a name, a torch.nn loss module or a callable")
-
-
-def _loss_reduction(loss_fn):
-    """'mean' or 'sum': how a batch loss scales with the batch. Decides the
-    per-rank gradient weight (share of the batch for 'mean', 1 for 'sum')."""
-    reduction = getattr(loss_fn, "reduction", "mean")
-    if reduction not in ("mean", "sum"):
-        raise ValueError("compile: the loss must reduce to a scalar ('mean' or 'sum'), "
-                         "not reduction=%r" % reduction)
-    return reduction
-
-
-class _Metric:
-    """A metric as (sum over samples, number of samples) of one batch, so
-    that ranks and batches combine exactly."""
-
-    def __init__(self, spec, binary_threshold):
-        self.spec = spec
-        self.threshold = binary_threshold
-        if isinstance(spec, str):
-            name = spec.lower()
-            kinds = {
-                "accuracy": "accuracy", "acc": "accuracy",
-                "sparse_categorical_accuracy": "sparse_categorical_accuracy",
-                "categorical_accuracy": "categorical_accuracy",
-                "binary_accuracy": "binary_accuracy",
-                "mse": "mse", "mean_squared_error": "mse",
-                "mae": "mae", "mean_absolute_error": "mae",
-            }
-            if name not in kinds:
-                raise ValueError("compile: unknown metric %r; use one of %s or a callable"
-                                 % (spec, ", ".join(sorted(kinds))))
-            self.kind = kinds[name]
-            self.name = "accuracy" if name in ("accuracy", "acc") else spec
-        elif callable(spec):
-            self.kind = "callable"
-            self.name = getattr(spec, "__name__", None) or type(spec).__name__.lower()
-        else:
-            raise TypeError("compile: a metric must be a name or a callable, got %r" % (spec,))
-
-    @torch.no_grad()
-    def __call__(self, y_pred, y_true):
-        kind = self.kind
-        if kind == "callable":
-            if isinstance(self.spec, torch.nn.Module):
-                value = self.spec(y_pred, y_true)  # torch order, like losses
-            else:
-                value = self.spec(y_true, y_pred)  # Keras order: fn(y_true, y_pred)
-            value = torch.as_tensor(value, dtype=torch.float64)
-            n = y_pred.shape[0] if y_pred.ndim else 1
-            if value.ndim == 0:
-                return float(value) * n, n
-            return float(value.sum()), value.numel()
-        if kind == "accuracy":
-            if y_pred.ndim >= 2 and y_pred.shape[-1] > 1:
-                kind = "categorical_accuracy" if y_true.shape == y_pred.shape \
-                    else "sparse_categorical_accuracy"
-            else:
-                kind = "binary_accuracy"
-        if kind == "sparse_categorical_accuracy":
-            pred = y_pred.argmax(dim=-1)
-            correct = pred == y_true.reshape(pred.shape).to(pred.dtype)
-            return float(correct.sum()), correct.numel()
-        if kind == "categorical_accuracy":
-            correct = y_pred.argmax(dim=-1) == y_true.argmax(dim=-1)
-            return float(correct.sum()), correct.numel()
-        if kind == "binary_accuracy":
-            pred = (y_pred > self.threshold).reshape(-1)
-            correct = pred == (y_true.reshape(-1) > 0.5)
-            return float(correct.sum()), correct.numel()
-        diff = y_pred.double() - y_true.double().reshape(y_pred.shape)
-        per_sample = diff.abs() if kind == "mae" else diff * diff
-        return float(per_sample.sum()), per_sample.numel()
-
-
-class _Stats:
-    """Running sums of one epoch (this rank): loss * samples, samples, and a
-    (sum, count) pair per metric. ``vector()`` is what ranks combine."""
-
-    def __init__(self, metrics):
-        self.metrics = metrics
-        self.values = np.zeros(2 + 2 * len(metrics), dtype=np.float64)
-
-    def add(self, loss_sum, n, metric_pairs):
-        self.values[0] += loss_sum
-        self.values[1] += n
-        for i, (s, c) in enumerate(metric_pairs):
-            self.values[2 + 2 * i] += s
-            self.values[3 + 2 * i] += c
-
-    def logs(self, values=None, prefix=""):
-        v = self.values if values is None else values
-        logs = {prefix + "loss": float(v[0] / v[1]) if v[1] > 0 else float("nan")}
-        for i, m in enumerate(self.metrics):
-            c = v[3 + 2 * i]
-            logs[prefix + m.name] = float(v[2 + 2 * i] / c) if c > 0 else float("nan")
-        return logs
 
 
 # --------------------------------------------------------------------------
@@ -749,7 +447,6 @@ class Model:
         data = _Data(x, y)
         if tnt_distribute_dataset:
             batch = self._global_batch(batch_size, tnt_micro_batch_size)
-            n_global = data.n
             micro = batch // size
         else:
             # Own data per rank: batch_size (or tnt_micro_batch_size) is
@@ -766,19 +463,19 @@ class Model:
             shuffle_seed = int(seed[0])
 
         if tnt_distribute_dataset:
-            steps = _num_steps(n_global, batch, drop_remainder) if n_global > 0 else 0
+            sampler = DistributedSampler(data.n, batch, shuffle=shuffle, seed=shuffle_seed,
+                                         drop_remainder=drop_remainder, rank=rank, size=size)
+            steps = len(sampler)
         else:
-            # Each rank brings its own data: all ranks take as many steps as
-            # the rank with the most; the others contribute empty steps.
+            # Each rank brings its own data, cut into micro-batches as one
+            # rank alone would cut it: all ranks take as many steps as the
+            # rank with the most; the others contribute empty steps.
             rank_ns = [int(v) for v in _sum_over_ranks(np.eye(size)[rank] * data.n)]
-            steps = max(_num_steps(n_r, batch, drop_remainder) if n_r > 0 else 0
-                        for n_r in rank_ns)
-
-            def own_len(n_r, step):
-                b0 = step * batch
-                if b0 + batch <= n_r:
-                    return batch
-                return 0 if drop_remainder or b0 >= n_r else n_r - b0
+            rank_samplers = [DistributedSampler(n_r, batch, shuffle=shuffle, seed=shuffle_seed,
+                                                drop_remainder=drop_remainder, rank=0, size=1)
+                             for n_r in rank_ns]
+            sampler = rank_samplers[rank]
+            steps = max(len(s) for s in rank_samplers)
         if steps_per_epoch is not None:
             steps = min(steps, int(steps_per_epoch))
         if steps == 0:
@@ -806,19 +503,16 @@ class Model:
         for epoch in range(initial_epoch, epochs):
             self.module.train()
             stats = _Stats(self.compiled_metrics)
-            order = _epoch_order(data.n, shuffle, shuffle_seed, epoch)
+            sampler.set_epoch(epoch)
             cbs.call("on_epoch_begin", epoch, global_logs={}, local_logs={})
             for step in range(steps):
                 if tnt_distribute_dataset:
-                    positions, global_n = _step_positions(n_global, batch, drop_remainder,
-                                                          step, rank, size)
-                    idx = order[positions.start:positions.stop]
+                    idx, global_n = sampler.step_info(step)
                 else:
                     # Own data per rank: the global batch is the sum of the
                     # ranks' micro-batches at this step.
-                    b0 = step * batch
-                    idx = order[b0:b0 + own_len(data.n, step)]
-                    global_n = sum(own_len(n_r, step) for n_r in rank_ns)
+                    idx = sampler.step_info(step)[0] if step < len(sampler) else []
+                    global_n = sum(s.step_count(step) for s in rank_samplers)
                 local_n = len(idx)
                 if batch_sync:
                     cbs.call("on_train_batch_begin", step, global_logs={}, local_logs={})
@@ -953,13 +647,13 @@ class Model:
                              local_logs={"outputs": out})
         finally:
             self.module.train(was_training)
-        result = self._assemble(outputs, data.n, end - begin, tnt_distribute_dataset)
+        result = self._assemble(outputs, tnt_distribute_dataset)
         cbs.call("on_predict_end", global_logs={}, local_logs={})
         if not tnt_predict_on_all_ranks and _rank() != 0:
             return None
         return result
 
-    def _assemble(self, outputs, n, local_n, distribute):
+    def _assemble(self, outputs, distribute):
         """Concatenates the per-batch outputs (tensor or tuple of tensors)
         and, when distributed, the per-rank shards in rank order."""
         first = outputs[0] if outputs else None
@@ -968,8 +662,6 @@ class Model:
         arrays = [torch.cat(list(c)).cpu().numpy() if c else None for c in columns]
         if not distribute or _size() == 1:
             return tuple(arrays) if multi else arrays[0]
-        from . import _tnt
-        counts = [(lambda r: r[1] - r[0])(_tnt.shard_range(n, r, _size())) for r in range(_size())]
         # Every rank needs each column's trailing shape and dtype; a rank
         # with an empty shard takes them from the master.
         meta = None
@@ -984,7 +676,7 @@ class Model:
         for col, (shape, dtype) in enumerate(meta):
             local = arrays[col] if col < len(arrays) and arrays[col] is not None \
                 else np.zeros((0,) + tuple(shape), dtype=np.dtype(dtype))
-            gathered.append(_allgather_rows(local, counts))
+            gathered.append(allgather_concat(local))
         if multi or len(gathered) > 1:
             return tuple(gathered)
         return gathered[0]

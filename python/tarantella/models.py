@@ -70,7 +70,7 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True,
     Collective: call it on every rank. The master writes (every rank with
     ``tnt_save_all_devices``); the write is atomic, so a crash leaves the
     previous file intact; all ranks return once the file is complete."""
-    from .model import collective_save
+    from .saving import collective_save
     filepath = os.fspath(filepath)
     if not overwrite and os.path.exists(filepath):
         raise FileExistsError("save_model: %s exists and overwrite=False" % filepath)
@@ -107,7 +107,8 @@ def load_model(filepath, custom_objects=None, compile=True):
     saved compiled and ``compile`` is True. Collective: call it on every
     rank. ``custom_objects`` maps names to classes/functions for modules
     whose classes were renamed since saving."""
-    from .model import Model, collective_read
+    from .model import Model
+    from .saving import collective_read
     data = collective_read(filepath, what="load_model")
     if custom_objects:
         payload = _load_with_custom_objects(data, custom_objects)

@@ -259,6 +259,46 @@ static void test_format_truncates(void **state)
     assert_int_equal(strncmp(buf, "pin=socket,", 11), 0);
 }
 
+/* Site defaults, then the allocation's option, then the step's own, key by
+ * key; help is never inherited; a bad value names where it came from and
+ * leaves *config as it was. */
+static void test_resolve(void **state)
+{
+    tnt_spank_config_t defaults, c, before;
+    char err[768];
+
+    (void)state;
+    tnt_spank_config_default(&defaults);
+    defaults.fusion_kb = 64;
+    assert_int_equal(
+        tnt_spank_resolve(&defaults, "pin=socket,verbose,help", "pin=core", &c, err, sizeof err),
+        0);
+    assert_int_equal(c.enabled, 1);
+    assert_int_equal(c.pin, TNT_PIN_CORE);
+    assert_int_equal(c.verbose, 1);
+    assert_int_equal(c.fusion_kb, 64);
+    assert_int_equal(c.help, 0);
+    /* Neither given: the defaults, not enabled. */
+    assert_int_equal(tnt_spank_resolve(&defaults, NULL, NULL, &c, err, sizeof err), 0);
+    assert_int_equal(c.enabled, 0);
+    assert_int_equal(c.fusion_kb, 64);
+    /* A bare --tarantella enables with the defaults. */
+    assert_int_equal(tnt_spank_resolve(&defaults, NULL, "", &c, err, sizeof err), 0);
+    assert_int_equal(c.enabled, 1);
+    assert_int_equal(tnt_spank_resolve(&defaults, NULL, "help", &c, err, sizeof err), 0);
+    assert_int_equal(c.help, 1);
+
+    before = c;
+    assert_int_equal(tnt_spank_resolve(&defaults, "pin=bogus", "pin=core", &c, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "the allocation's --tarantella=pin=bogus (from sbatch/salloc)"));
+    assert_non_null(strstr(err, "invalid value 'bogus' for pin"));
+    assert_memory_equal(&c, &before, sizeof c);
+    assert_int_equal(tnt_spank_resolve(&defaults, "pin=core", "fusion=x", &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--tarantella=fusion=x: "));
+    assert_memory_equal(&c, &before, sizeof c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_too_long),
         cmocka_unit_test(test_plugstack),
         cmocka_unit_test(test_format_truncates),
+        cmocka_unit_test(test_resolve),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,6 +79,26 @@ for kind, dtypes in (("numpy", NP), ("torch", TORCH)):
         expect(c, np.concatenate([np.full((r + 1, 2), r) for r in range(size)]),
                "%s %s allgather_concat" % (kind, dt))
 
+# allgather_concat also moves numpy dtypes that libtnt does not reduce (as
+# raw bytes), and keeps them.
+for dt in (np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64,
+           np.complex64, np.complex128):
+    def part(r):
+        return (np.arange((r + 1) * 3).reshape(r + 1, 3) % 3 - 1).astype(dt)
+    c = tnt.allgather_concat(part(rank))
+    want = np.concatenate([part(r) for r in range(size)])
+    assert c.dtype == want.dtype and np.array_equal(c, want), (dt, c, want)
+    checks += 1
+# A rank passing another dtype gets MismatchError naming both.
+try:
+    tnt.allgather_concat(np.ones((2, 2), np.bool_ if rank == size - 1 else np.uint8))
+except tnt.MismatchError as e:
+    assert "bool" in str(e) and "uint8" in str(e), str(e)
+    checks += 1
+else:
+    if size > 1:
+        raise AssertionError("no MismatchError for allgather_concat with differing dtypes")
+
 # Python scalars and a large buffer (exercise the staged / big paths).
 assert tnt.allreduce(rank + 1) == size * (size + 1) // 2
 assert tnt.allreduce(0.5, op="max") == 0.5

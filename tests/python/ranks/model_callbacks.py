@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 import tarantella as tnt
-import tarantella.model as tnt_model
+import tarantella.saving as tnt_saving
 
 OUT = sys.argv[1]
 RANK, SIZE = tnt.get_rank(), tnt.get_size()
@@ -31,7 +31,7 @@ result = {}
 
 # Counting writers: every call of the atomic writer on this rank.
 writes = []
-_orig_atomic_write = tnt_model._atomic_write
+_orig_atomic_write = tnt_saving._atomic_write
 
 
 def counting_atomic_write(path, write):
@@ -39,7 +39,7 @@ def counting_atomic_write(path, write):
     _orig_atomic_write(path, write)
 
 
-tnt_model._atomic_write = counting_atomic_write
+tnt_saving._atomic_write = counting_atomic_write
 
 # 1. Built-in callbacks with rank-averaged logs; History, CSV, checkpoints,
 #    LR schedule, plateau, per-epoch logs seen by a Lambda callback.
