@@ -4,7 +4,7 @@
 # Every command runs under `timeout` and every test has a ctest TIMEOUT.
 add_executable(bootstrap_check ${CMAKE_CURRENT_LIST_DIR}/bootstrap_check.c)
 # Only the installed API: link the shared library like a user would.
-target_link_libraries(bootstrap_check PRIVATE tnt m)
+target_link_libraries(bootstrap_check PRIVATE tnt tnt_test_common m)
 
 set(_bs_check $<TARGET_FILE:bootstrap_check>)
 set(_bs_expect ${CMAKE_CURRENT_LIST_DIR}/expect_output.sh)
