@@ -4,16 +4,14 @@
 # Every command runs under `timeout` and every test has a ctest TIMEOUT.
 add_executable(bootstrap_check ${CMAKE_CURRENT_LIST_DIR}/bootstrap_check.c)
 # Only the installed API: link the shared library like a user would.
-target_link_libraries(bootstrap_check PRIVATE tnt m)
+target_link_libraries(bootstrap_check PRIVATE tnt tnt_test_common m)
 
 set(_bs_check $<TARGET_FILE:bootstrap_check>)
 set(_bs_expect ${CMAKE_CURRENT_LIST_DIR}/expect_output.sh)
 # Run every test in a clean launcher environment, even when ctest itself runs
 # inside a SLURM allocation or under a PMIx launcher.
-set(_bs_clean_env env -u PMIX_NAMESPACE -u PMIX_RANK -u PMIX_SERVER_URI4 -u PMIX_SERVER_URI41
-  -u PMIX_SERVER_URI3 -u PMIX_SERVER_URI2 -u PMIX_SERVER_URI21 -u SLURM_NTASKS -u SLURM_NPROCS
-  -u SLURM_JOB_ID -u SLURM_JOBID -u SLURM_STEP_ID -u SLURM_PROCID -u TNT_TIMEOUT
-  -u TNT_LOG_LEVEL -u TNT_LOG_ON_ALL_DEVICES)
+set(_bs_clean_env ${TNT_TEST_CLEAN_ENV} -u TNT_TIMEOUT -u TNT_LOG_LEVEL
+  -u TNT_LOG_ON_ALL_DEVICES)
 
 function(tnt_bootstrap_test name timeout)
   add_test(NAME integration.bootstrap.${name} COMMAND ${ARGN})

@@ -7,10 +7,8 @@ add_executable(collectives_check ${CMAKE_CURRENT_LIST_DIR}/collectives_check.c)
 target_link_libraries(collectives_check PRIVATE tnt)
 
 set(_coll_check $<TARGET_FILE:collectives_check>)
-set(_coll_env env -u PMIX_NAMESPACE -u PMIX_RANK -u PMIX_SERVER_URI4 -u PMIX_SERVER_URI41
-  -u PMIX_SERVER_URI3 -u PMIX_SERVER_URI2 -u PMIX_SERVER_URI21 -u SLURM_NTASKS -u SLURM_NPROCS
-  -u SLURM_JOB_ID -u SLURM_JOBID -u SLURM_STEP_ID -u SLURM_PROCID -u TNT_SHM_CMA
-  -u TNT_SHM_STAGING_KB TNT_TIMEOUT=60)
+# The same clean launcher environment as bootstrap.cmake (TNT_TEST_CLEAN_ENV).
+set(_coll_env ${TNT_TEST_CLEAN_ENV} -u TNT_SHM_CMA -u TNT_SHM_STAGING_KB TNT_TIMEOUT=60)
 
 function(tnt_collectives_test name timeout)
   add_test(NAME integration.collectives.${name} COMMAND ${ARGN})

@@ -3,7 +3,7 @@
 # installed). TNT_TIMEOUT=20 makes a hang fail in seconds, well inside the
 # ctest TIMEOUT.
 add_executable(fusion_check ${CMAKE_CURRENT_SOURCE_DIR}/fusion_check.c)
-target_link_libraries(fusion_check PRIVATE tnt m)
+target_link_libraries(fusion_check PRIVATE tnt tnt_test_common m)
 
 set(_fusion_env "TNT_TIMEOUT=20;TNT_FUSION_THRESHOLD_KB=4")
 find_program(TNT_MPIRUN mpirun)

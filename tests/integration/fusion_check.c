@@ -31,15 +31,9 @@
 
 static int g_rank = -1;
 
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "fusion_check rank %d: %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, "\n");                                                        \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+#define CHECK_PROGRAM "fusion_check"
+#define CHECK_RANK    g_rank
+#include "check.h"
 
 /* ---- 16-bit float conversions, exact for the small values used here ---- */
 

@@ -7,7 +7,7 @@
 # rank could not remove are removed by the launcher. Every case waits with
 # a bound and has a ctest TIMEOUT; together they take about 15 s here.
 add_executable(launcher_pmix_client ${CMAKE_CURRENT_LIST_DIR}/launcher_pmix_client.c)
-target_link_libraries(launcher_pmix_client PRIVATE PkgConfig::PMIX)
+target_link_libraries(launcher_pmix_client PRIVATE PkgConfig::PMIX tnt_test_common)
 add_executable(launcher_tnt_loop ${CMAKE_CURRENT_LIST_DIR}/launcher_tnt_loop.c)
 target_link_libraries(launcher_tnt_loop PRIVATE tnt)
 

@@ -31,16 +31,10 @@
 
 #include <pmix.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (!(cond)) {                                             \
-            fprintf(stderr, "launcher_pmix_client: " __VA_ARGS__); \
-            fprintf(stderr, "\n");                                 \
-            failures++;                                            \
-        }                                                          \
-    } while (0)
+/* Ranks are named in the messages that need one. */
+#define CHECK_PROGRAM "launcher_pmix_client"
+#define CHECK_RANK    -1
+#include "check.h"
 
 static long value_as_long(const pmix_value_t *v)
 {
@@ -71,7 +65,7 @@ static long get_long(const pmix_proc_t *proc, const char *key)
     if (rc != PMIX_SUCCESS) {
         fprintf(stderr, "launcher_pmix_client: Get(%s, rank %u) failed: %s\n", key, proc->rank,
                 PMIx_Error_string(rc));
-        failures++;
+        check_failures++;
         return -1;
     }
     out = value_as_long(val);
@@ -156,8 +150,8 @@ int main(int argc, char **argv)
             continue;
         snprintf(name, sizeof name, "%.*s", (int)(eq - argv[i]), argv[i]);
         have = getenv(name);
-        CHECK(have != NULL && strcmp(have, eq + 1) == 0, "env %s is '%s', expected '%s'", name,
-              have != NULL ? have : "(unset)", eq + 1);
+        EXPECT(have != NULL && strcmp(have, eq + 1) == 0, "env %s is '%s', expected '%s'", name,
+               have != NULL ? have : "(unset)", eq + 1);
     }
 
     /* Before anything else, so that a rank stopped by the launcher while it
@@ -176,12 +170,12 @@ int main(int argc, char **argv)
     PMIX_LOAD_PROCID(&wildcard, me.nspace, PMIX_RANK_WILDCARD);
     node_of((int)me.rank, size, nodes, &node, &local, &local_size);
 
-    CHECK(get_long(&wildcard, PMIX_JOB_SIZE) == size, "PMIX_JOB_SIZE != %d", size);
+    EXPECT(get_long(&wildcard, PMIX_JOB_SIZE) == size, "PMIX_JOB_SIZE != %d", size);
     /* mpirun reports its slot count as the universe size. */
-    CHECK(get_long(&wildcard, PMIX_UNIV_SIZE) >= size, "PMIX_UNIV_SIZE < %d", size);
-    CHECK(get_long(&me, PMIX_LOCAL_RANK) == local, "rank %u: PMIX_LOCAL_RANK != %d", me.rank,
-          local);
-    CHECK(get_long(&me, PMIX_NODE_RANK) == local, "rank %u: PMIX_NODE_RANK != %d", me.rank, local);
+    EXPECT(get_long(&wildcard, PMIX_UNIV_SIZE) >= size, "PMIX_UNIV_SIZE < %d", size);
+    EXPECT(get_long(&me, PMIX_LOCAL_RANK) == local, "rank %u: PMIX_LOCAL_RANK != %d", me.rank,
+           local);
+    EXPECT(get_long(&me, PMIX_NODE_RANK) == local, "rank %u: PMIX_NODE_RANK != %d", me.rank, local);
     /* Node-level keys resolve through the node arrays by the client's own
      * PMIX_HOSTNAME, so every simulated node sees its own values. */
     {
@@ -189,17 +183,17 @@ int main(int argc, char **argv)
         char expect_peers[4096];
         size_t pos = 0;
 
-        CHECK(got == local_size, "rank %u: PMIX_LOCAL_SIZE %ld != %d", me.rank, got, local_size);
+        EXPECT(got == local_size, "rank %u: PMIX_LOCAL_SIZE %ld != %d", me.rank, got, local_size);
         for (int l = 0; l < local_size && pos < sizeof expect_peers; l++)
             pos += (size_t)snprintf(expect_peers + pos, sizeof expect_peers - pos,
                                     l == 0 ? "%d" : ",%d", (int)me.rank - local + l);
         val = NULL;
         rc = PMIx_Get(&wildcard, PMIX_LOCAL_PEERS, NULL, 0, &val);
-        CHECK(rc == PMIX_SUCCESS && val->type == PMIX_STRING &&
-                  strcmp(val->data.string, expect_peers) == 0,
-              "rank %u: PMIX_LOCAL_PEERS '%s', expected '%s'", me.rank,
-              rc == PMIX_SUCCESS && val->type == PMIX_STRING ? val->data.string : "?",
-              expect_peers);
+        EXPECT(rc == PMIX_SUCCESS && val->type == PMIX_STRING &&
+                   strcmp(val->data.string, expect_peers) == 0,
+               "rank %u: PMIX_LOCAL_PEERS '%s', expected '%s'", me.rank,
+               rc == PMIX_SUCCESS && val->type == PMIX_STRING ? val->data.string : "?",
+               expect_peers);
         if (val != NULL)
             PMIX_VALUE_RELEASE(val);
     }
@@ -217,11 +211,11 @@ int main(int argc, char **argv)
         PMIX_LOAD_PROCID(&peer, me.nspace, (pmix_rank_t)r);
         val = NULL;
         rc = PMIx_Get(&peer, PMIX_HOSTNAME, &info, 1, &val);
-        CHECK(rc == PMIX_SUCCESS && val->type == PMIX_STRING &&
-                  strcmp(val->data.string, expect_host) == 0,
-              "rank %u: PMIX_HOSTNAME of rank %d is '%s' (%s), expected '%s'", me.rank, r,
-              rc == PMIX_SUCCESS && val->type == PMIX_STRING ? val->data.string : "?",
-              PMIx_Error_string(rc), expect_host);
+        EXPECT(rc == PMIX_SUCCESS && val->type == PMIX_STRING &&
+                   strcmp(val->data.string, expect_host) == 0,
+               "rank %u: PMIX_HOSTNAME of rank %d is '%s' (%s), expected '%s'", me.rank, r,
+               rc == PMIX_SUCCESS && val->type == PMIX_STRING ? val->data.string : "?",
+               PMIx_Error_string(rc), expect_host);
         if (val != NULL)
             PMIX_VALUE_RELEASE(val);
     }
@@ -232,13 +226,13 @@ int main(int argc, char **argv)
     PMIX_VALUE_LOAD(&value, payload, PMIX_STRING);
     rc = PMIx_Put(PMIX_GLOBAL, "tnt.test.payload", &value);
     PMIX_VALUE_DESTRUCT(&value);
-    CHECK(rc == PMIX_SUCCESS, "Put failed: %s", PMIx_Error_string(rc));
+    EXPECT(rc == PMIX_SUCCESS, "Put failed: %s", PMIx_Error_string(rc));
     rc = PMIx_Commit();
-    CHECK(rc == PMIX_SUCCESS, "Commit failed: %s", PMIx_Error_string(rc));
+    EXPECT(rc == PMIX_SUCCESS, "Commit failed: %s", PMIx_Error_string(rc));
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
     rc = PMIx_Fence(NULL, 0, &info, 1);
     PMIX_INFO_DESTRUCT(&info);
-    CHECK(rc == PMIX_SUCCESS, "Fence failed: %s", PMIx_Error_string(rc));
+    EXPECT(rc == PMIX_SUCCESS, "Fence failed: %s", PMIx_Error_string(rc));
     for (int r = 0; r < size; r++) {
         char expect[128];
 
@@ -246,7 +240,7 @@ int main(int argc, char **argv)
         PMIX_LOAD_PROCID(&peer, me.nspace, (pmix_rank_t)r);
         val = NULL;
         rc = PMIx_Get(&peer, "tnt.test.payload", NULL, 0, &val);
-        CHECK(
+        EXPECT(
             rc == PMIX_SUCCESS && val->type == PMIX_STRING && strcmp(val->data.string, expect) == 0,
             "rank %u: payload of rank %d wrong or missing (%s)", me.rank, r, PMIx_Error_string(rc));
         if (val != NULL)
@@ -254,7 +248,7 @@ int main(int argc, char **argv)
     }
     /* A second, non-collecting fence: a plain barrier. */
     rc = PMIx_Fence(NULL, 0, NULL, 0);
-    CHECK(rc == PMIX_SUCCESS, "barrier Fence failed: %s", PMIx_Error_string(rc));
+    EXPECT(rc == PMIX_SUCCESS, "barrier Fence failed: %s", PMIx_Error_string(rc));
 
     if ((int)me.rank == abort_rank) {
         char message[64];
@@ -278,7 +272,7 @@ int main(int argc, char **argv)
             ;
     }
     PMIx_Finalize(NULL, 0);
-    if (failures > 0)
+    if (check_failures > 0)
         return 1;
     printf("rank %u ok\n", me.rank);
     return 0;

@@ -8,7 +8,7 @@
 # the ctest TIMEOUT.
 add_executable(multinode_check ${CMAKE_CURRENT_LIST_DIR}/multinode_check.c)
 # The static library: the check reads the transport's counters (internal).
-target_link_libraries(multinode_check PRIVATE tnt_static m)
+target_link_libraries(multinode_check PRIVATE tnt_static tnt_test_common m)
 target_include_directories(multinode_check PRIVATE ${PROJECT_SOURCE_DIR}/libtnt/src
   ${CMAKE_CURRENT_LIST_DIR})
 

@@ -32,23 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            fprintf(stderr, "multinode_check rank %d: FAIL %s:%d: ", g_rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                                         \
-            fprintf(stderr, "\n");                                                                \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
-
-#define CHECK_OK(call)                                                                       \
-    do {                                                                                     \
-        tnt_status_t s_ = (call);                                                            \
-        CHECK(s_ == TNT_OK, "%s -> %s: %s", #call, tnt_status_string(s_), tnt_last_error()); \
-    } while (0)
-
 static int g_rank = -1;
+
+#define CHECK_PROGRAM "multinode_check"
+#define CHECK_RANK    g_rank
+#include "check.h"
 
 static double now_s(void)
 {

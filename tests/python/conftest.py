@@ -39,6 +39,13 @@ if _pkg_dir not in sys.path:
     sys.path.insert(0, _pkg_dir)
 
 
+# The variables by which a launcher tells a process that it is a rank of a
+# job; the one list shared with the CMake tests (TNT_TEST_CLEAN_ENV).
+with open(os.path.join(REPO_DIR, "tests", "common", "launcher_env_vars.txt")) as _f:
+    LAUNCHER_ENV_VARS = tuple(line.strip() for line in _f
+                              if line.strip() and not line.startswith("#"))
+
+
 def tnt_env(extra=None):
     """Environment for a child process: PYTHONPATH points at the build tree's
     package, and TNT_TIMEOUT defaults to 30 s so a lost peer fails quickly

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import PYTHON, check, tnt_env
+from conftest import LAUNCHER_ENV_VARS, PYTHON, check, tnt_env
 
 import tarantella as tnt  # noqa: E402  (a missing build must fail, not skip)
 
@@ -34,8 +34,7 @@ def test_plain_python_script_is_singleton(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("import tarantella as tnt, torch\n"
                       "print(tnt.get_rank(), tnt.get_size(), float(tnt.allreduce(torch.ones(2)).sum()))\n")
-    env = tnt_env({k: None for k in ("PMIX_RANK", "PMIX_NAMESPACE", "PMIX_SERVER_URI41",
-                                     "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "OMPI_COMM_WORLD_SIZE")})
+    env = tnt_env({k: None for k in LAUNCHER_ENV_VARS})
     out = subprocess.run([PYTHON, str(script)], env=env, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0, out.stderr

@@ -142,15 +142,11 @@ static int run_ranks(int n, rank_fn fn, void *arg)
     return run_ranks_env(n, fn, arg, 120, 60, -1);
 }
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                  \
-            fputc('\n', stderr);                                           \
-            return 1;                                                      \
-        }                                                                  \
-    } while (0)
+/* Checks inside a rank function: a failed one ends that forked rank with
+ * exit status 1, which run_ranks counts. */
+#define CHECK_PROGRAM "test_shm"
+#define CHECK_RANK    rank
+#include "check.h"
 
 /* ---- allreduce matrix ---------------------------------------------------- */
 

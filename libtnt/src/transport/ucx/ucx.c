@@ -137,23 +137,22 @@ static void tnt_ucx_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     }
 }
 
-/* Force-closes every endpoint after the first failure. The peers' endpoints
- * to this rank then fail too (their TCP connection or QP breaks), so every
- * rank of the job learns about the failure within milliseconds instead of
- * each waiting out TNT_TIMEOUT on a neighbour that has given up. */
-static void tnt_ucx_poison(tnt_ucx_t *ucx)
+/* Closes every endpoint still open: forced when `force` or when the peer's
+ * endpoint already failed (completes locally), gracefully otherwise (flushes
+ * what is still in flight to the peer). The closes together wait at most
+ * timeout_s; a request UCX still holds after that is left to it. */
+static void tnt_ucx_close_eps(tnt_ucx_t *ucx, int force, double timeout_s)
 {
-    ucp_request_param_t param = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-        .flags = UCP_EP_CLOSE_FLAG_FORCE,
-    };
+    tnt_backoff_t backoff;
 
-    if (ucx->poisoned) {
-        return;
-    }
-    ucx->poisoned = 1;
+    tnt_backoff_init(&backoff, timeout_s);
     for (int r = 0; r < ucx->size; r++) {
         struct tnt_ucx_peer *peer = &ucx->peers[r];
+        int force_this = force || peer->failed;
+        ucp_request_param_t param = {
+            .op_attr_mask = force_this ? UCP_OP_ATTR_FIELD_FLAGS : 0,
+            .flags = force_this ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+        };
         ucs_status_ptr_t req;
 
         if (peer->ep == NULL) {
@@ -161,21 +160,33 @@ static void tnt_ucx_poison(tnt_ucx_t *ucx)
         }
         req = ucp_ep_close_nbx(peer->ep, &param);
         peer->ep = NULL;
-        if (req != NULL && !UCS_PTR_IS_ERR(req)) {
-            /* A forced close completes locally; bound it anyway. */
-            tnt_backoff_t backoff;
-            tnt_backoff_init(&backoff, 5.0);
-            while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-                ucp_worker_progress(ucx->worker);
-                if (tnt_backoff_wait(&backoff) != 0) {
-                    break;
-                }
-            }
-            if (ucp_request_check_status(req) != UCS_INPROGRESS) {
-                ucp_request_free(req);
+        if (req == NULL || UCS_PTR_IS_ERR(req)) {
+            continue;
+        }
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(ucx->worker);
+            if (tnt_backoff_wait(&backoff) != 0) {
+                break;
             }
         }
+        if (ucp_request_check_status(req) != UCS_INPROGRESS) {
+            ucp_request_free(req);
+        }
     }
+}
+
+/* Force-closes every endpoint after the first failure. The peers' endpoints
+ * to this rank then fail too (their TCP connection or QP breaks), so every
+ * rank of the job learns about the failure within milliseconds instead of
+ * each waiting out TNT_TIMEOUT on a neighbour that has given up. */
+static void tnt_ucx_poison(tnt_ucx_t *ucx)
+{
+    if (ucx->poisoned) {
+        return;
+    }
+    ucx->poisoned = 1;
+    /* A forced close completes locally; bound it anyway. */
+    tnt_ucx_close_eps(ucx, 1, 5.0);
 }
 
 static tnt_status_t tnt_ucx_status_of(ucs_status_t status)
@@ -258,8 +269,12 @@ static void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer)
     free(text);
 }
 
+/* Gathers every rank's worker address. Addresses can differ in length
+ * (different devices per node), so the lengths go first and the blobs are
+ * padded to the longest: on success *all_p holds size blobs of *stride_p
+ * bytes each, rank r's at r * stride, and the caller frees it. */
 static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
-                                               const unsigned char *connect)
+                                               unsigned char **all_p, size_t *stride_p)
 {
     ucp_address_t *address = NULL;
     size_t address_len = 0;
@@ -280,8 +295,6 @@ static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
             tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d addresses", ucx->size);
         goto err_release_address;
     }
-    /* Addresses can differ in length (different devices per node), so the
-     * lengths go first and the blobs are padded to the longest. */
     my_len = address_len;
     status = tnt_boot_allgather(boot, &my_len, lens, sizeof(my_len));
     if (status != TNT_OK) {
@@ -302,35 +315,12 @@ static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
     if (status != TNT_OK) {
         goto err_free_blobs;
     }
-
-    for (int r = 0; r < ucx->size; r++) {
-        struct tnt_ucx_peer *peer = &ucx->peers[r];
-        ucp_ep_params_t ep_params;
-
-        if (!connect[r] || r == ucx->rank) {
-            continue;
-        }
-        memset(&ep_params, 0, sizeof(ep_params));
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep_params.address = (const ucp_address_t *)(all + (size_t)r * max_len);
-        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        ep_params.err_handler.cb = tnt_ucx_ep_error_cb;
-        ep_params.err_handler.arg = peer;
-        us = ucp_ep_create(ucx->worker, &ep_params, &peer->ep);
-        if (us != UCS_OK) {
-            peer->ep = NULL;
-            status = tnt_error_raise(TNT_ERR_TRANSPORT,
-                                     "ucx: cannot create an endpoint to rank %d: %s; check "
-                                     "UCX_TLS / UCX_NET_DEVICES (ucx_info -d lists the "
-                                     "transports this node has)",
-                                     r, ucs_status_string(us));
-            goto err_free_blobs;
-        }
-        ucx->num_connected++;
-    }
-    status = TNT_OK;
+    free(mine);
+    free(lens);
+    ucp_worker_release_address(ucx->worker, address);
+    *all_p = all;
+    *stride_p = (size_t)max_len;
+    return TNT_OK;
 
 err_free_blobs:
     free(all);
@@ -339,6 +329,59 @@ err_free_lens:
     free(lens);
 err_release_address:
     ucp_worker_release_address(ucx->worker, address);
+    return status;
+}
+
+/* Creates an endpoint to every rank r with connect[r] set, from the gathered
+ * addresses (rank r's at addresses + r * stride). Endpoints created before a
+ * failure stay open for the caller to close. */
+static tnt_status_t tnt_ucx_create_eps(tnt_ucx_t *ucx, const unsigned char *connect,
+                                       const unsigned char *addresses, size_t stride)
+{
+    for (int r = 0; r < ucx->size; r++) {
+        struct tnt_ucx_peer *peer = &ucx->peers[r];
+        ucp_ep_params_t ep_params;
+        ucs_status_t us;
+
+        if (!connect[r] || r == ucx->rank) {
+            continue;
+        }
+        memset(&ep_params, 0, sizeof(ep_params));
+        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.address = (const ucp_address_t *)(addresses + (size_t)r * stride);
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep_params.err_handler.cb = tnt_ucx_ep_error_cb;
+        ep_params.err_handler.arg = peer;
+        us = ucp_ep_create(ucx->worker, &ep_params, &peer->ep);
+        if (us != UCS_OK) {
+            peer->ep = NULL;
+            return tnt_error_raise(TNT_ERR_TRANSPORT,
+                                   "ucx: cannot create an endpoint to rank %d: %s; check "
+                                   "UCX_TLS / UCX_NET_DEVICES (ucx_info -d lists the "
+                                   "transports this node has)",
+                                   r, ucs_status_string(us));
+        }
+        ucx->num_connected++;
+    }
+    return TNT_OK;
+}
+
+/* Exchanges addresses with every rank (collective) and creates the endpoints
+ * this rank needs. */
+static tnt_status_t tnt_ucx_connect(tnt_ucx_t *ucx, tnt_boot_t *boot, const unsigned char *connect)
+{
+    unsigned char *addresses = NULL;
+    size_t stride = 0;
+    tnt_status_t status;
+
+    status = tnt_ucx_exchange_addresses(ucx, boot, &addresses, &stride);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = tnt_ucx_create_eps(ucx, connect, addresses, stride);
+    free(addresses);
     return status;
 }
 
@@ -388,23 +431,11 @@ static tnt_status_t tnt_ucx_handshake(tnt_ucx_t *ucx, uint32_t seq, const char *
     return TNT_OK;
 }
 
-tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
+/* The tnt_ucx_t and its peer table, with nothing of UCX's yet. */
+static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
 {
-    ucp_config_t *config = NULL;
-    ucp_params_t ucp_params;
-    ucp_worker_params_t worker_params;
-    ucp_context_attr_t context_attr;
-    ucp_mem_map_params_t map_params;
-    tnt_ucx_t *ucx;
-    ucs_status_t us;
-    tnt_status_t status;
+    tnt_ucx_t *ucx = calloc(1, sizeof(*ucx));
 
-    if (params->size > TNT_UCX_MAX_RANKS) {
-        return tnt_error_raise(TNT_ERR_UNSUPPORTED,
-                               "ucx: %d ranks exceed the %d that the tag layout supports",
-                               params->size, TNT_UCX_MAX_RANKS);
-    }
-    ucx = calloc(1, sizeof(*ucx));
     if (ucx == NULL) {
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory");
     }
@@ -416,58 +447,86 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     ucx->failed = TNT_OK;
     ucx->peers = calloc((size_t)params->size, sizeof(*ucx->peers));
     if (ucx->peers == NULL) {
-        status =
-            tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d peers", params->size);
-        goto err_free_ucx;
+        free(ucx);
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d peers", params->size);
     }
     for (int r = 0; r < params->size; r++) {
         ucx->peers[r].ucx = ucx;
         ucx->peers[r].rank = r;
     }
+    *ucx_p = ucx;
+    return TNT_OK;
+}
+
+static void tnt_ucx_free(tnt_ucx_t *ucx)
+{
+    free(ucx->peers);
+    free(ucx);
+}
+
+/* The UCP context (from the UCX_* environment) and the size of UCX's part
+ * of each request, which the request pool needs. */
+static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
+{
+    ucp_config_t *config = NULL;
+    ucp_params_t ucp_params;
+    ucp_context_attr_t context_attr;
+    ucs_status_t us;
 
     us = ucp_config_read(NULL, NULL, &config);
     if (us != UCS_OK) {
-        status = tnt_error_raise(TNT_ERR_TRANSPORT,
-                                 "ucx: reading the UCX configuration failed: %s; check the "
-                                 "UCX_* environment variables",
-                                 ucs_status_string(us));
-        goto err_free_peers;
+        return tnt_error_raise(TNT_ERR_TRANSPORT,
+                               "ucx: reading the UCX configuration failed: %s; check the "
+                               "UCX_* environment variables",
+                               ucs_status_string(us));
     }
     memset(&ucp_params, 0, sizeof(ucp_params));
     ucp_params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                             UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     ucp_params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
     ucp_params.mt_workers_shared = 0;
-    ucp_params.estimated_num_eps = (size_t)params->size;
+    ucp_params.estimated_num_eps = (size_t)ucx->size;
     us = ucp_init(&ucp_params, config, &ucx->context);
     ucp_config_release(config);
     if (us != UCS_OK) {
-        status = tnt_error_raise(TNT_ERR_TRANSPORT,
-                                 "ucx: ucp_init failed: %s; is UCX installed with a usable "
-                                 "transport (ucx_info -d)? check UCX_TLS",
-                                 ucs_status_string(us));
-        goto err_free_peers;
+        return tnt_error_raise(TNT_ERR_TRANSPORT,
+                               "ucx: ucp_init failed: %s; is UCX installed with a usable "
+                               "transport (ucx_info -d)? check UCX_TLS",
+                               ucs_status_string(us));
     }
 
     context_attr.field_mask = UCP_ATTR_FIELD_REQUEST_SIZE;
     us = ucp_context_query(ucx->context, &context_attr);
     if (us != UCS_OK) {
-        status = tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_context_query failed: %s",
-                                 ucs_status_string(us));
-        goto err_cleanup_context;
+        ucp_cleanup(ucx->context);
+        return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_context_query failed: %s",
+                               ucs_status_string(us));
     }
     ucx->ucp_request_bytes = (context_attr.request_size + 63) & ~(size_t)63;
+    return TNT_OK;
+}
+
+/* TNT_UCX_POOL_SLOTS request slots, all free. */
+static tnt_status_t tnt_ucx_pool_create(tnt_ucx_t *ucx)
+{
     ucx->slot_bytes = ucx->ucp_request_bytes + ((sizeof(struct tnt_ucx_op) + 63) & ~(size_t)63);
     if (posix_memalign((void **)&ucx->pool, 64, ucx->slot_bytes * TNT_UCX_POOL_SLOTS) != 0) {
         ucx->pool = NULL;
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for the request pool");
-        goto err_cleanup_context;
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for the request pool");
     }
     memset(ucx->pool, 0, ucx->slot_bytes * TNT_UCX_POOL_SLOTS);
     for (int i = 0; i < TNT_UCX_POOL_SLOTS; i++) {
         ucx->free_slots[i] = TNT_UCX_POOL_SLOTS - 1 - i;
     }
     ucx->num_free = TNT_UCX_POOL_SLOTS;
+    return TNT_OK;
+}
+
+/* The worker and, where UCX offers one, its wake-up fd. */
+static tnt_status_t tnt_ucx_worker_create(tnt_ucx_t *ucx)
+{
+    ucp_worker_params_t worker_params;
+    ucs_status_t us;
 
     memset(&worker_params, 0, sizeof(worker_params));
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
@@ -476,41 +535,88 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     us = ucp_worker_create(ucx->context, &worker_params, &ucx->worker);
     if (us != UCS_OK) {
-        status = tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_worker_create failed: %s",
-                                 ucs_status_string(us));
-        goto err_free_pool;
+        return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_worker_create failed: %s",
+                               ucs_status_string(us));
     }
     if (ucp_worker_get_efd(ucx->worker, &ucx->efd) != UCS_OK) {
         ucx->efd = -1; /* fall back to sleeping backoff */
     }
+    return TNT_OK;
+}
 
-    /* Staging memory for receives that collectives reduce from: registered
-     * once, so RDMA transports never register on the data path. */
-    ucx->staging_bytes = params->staging_bytes;
-    if (ucx->staging_bytes > 0) {
-        if (posix_memalign(&ucx->staging, 4096, ucx->staging_bytes) != 0) {
-            ucx->staging = NULL;
-            status =
-                tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %zu B of staging memory",
-                                ucx->staging_bytes);
-            goto err_destroy_worker;
-        }
-        memset(ucx->staging, 0, ucx->staging_bytes);
-        memset(&map_params, 0, sizeof(map_params));
-        map_params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-        map_params.address = ucx->staging;
-        map_params.length = ucx->staging_bytes;
-        us = ucp_mem_map(ucx->context, &map_params, &ucx->staging_memh);
-        if (us != UCS_OK) {
-            status = tnt_error_raise(TNT_ERR_TRANSPORT,
-                                     "ucx: registering %zu B of staging memory failed: %s; "
-                                     "check the locked-memory limit (ulimit -l)",
-                                     ucx->staging_bytes, ucs_status_string(us));
-            goto err_free_staging;
-        }
+/* Staging memory for receives that collectives reduce from: registered
+ * once, so RDMA transports never register on the data path. None when bytes
+ * is 0. */
+static tnt_status_t tnt_ucx_staging_create(tnt_ucx_t *ucx, size_t bytes)
+{
+    ucp_mem_map_params_t map_params;
+    ucs_status_t us;
+
+    ucx->staging_bytes = bytes;
+    if (bytes == 0) {
+        return TNT_OK;
     }
+    if (posix_memalign(&ucx->staging, 4096, bytes) != 0) {
+        ucx->staging = NULL;
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %zu B of staging memory",
+                               bytes);
+    }
+    memset(ucx->staging, 0, bytes);
+    memset(&map_params, 0, sizeof(map_params));
+    map_params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    map_params.address = ucx->staging;
+    map_params.length = bytes;
+    us = ucp_mem_map(ucx->context, &map_params, &ucx->staging_memh);
+    if (us != UCS_OK) {
+        free(ucx->staging);
+        ucx->staging = NULL;
+        return tnt_error_raise(TNT_ERR_TRANSPORT,
+                               "ucx: registering %zu B of staging memory failed: %s; "
+                               "check the locked-memory limit (ulimit -l)",
+                               bytes, ucs_status_string(us));
+    }
+    return TNT_OK;
+}
 
-    status = tnt_ucx_exchange_addresses(ucx, params->boot, params->connect);
+static void tnt_ucx_staging_destroy(tnt_ucx_t *ucx)
+{
+    if (ucx->staging_memh != NULL) {
+        ucp_mem_unmap(ucx->context, ucx->staging_memh);
+    }
+    free(ucx->staging);
+}
+
+tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
+{
+    tnt_ucx_t *ucx = NULL;
+    tnt_status_t status;
+
+    if (params->size > TNT_UCX_MAX_RANKS) {
+        return tnt_error_raise(TNT_ERR_UNSUPPORTED,
+                               "ucx: %d ranks exceed the %d that the tag layout supports",
+                               params->size, TNT_UCX_MAX_RANKS);
+    }
+    status = tnt_ucx_alloc(params, &ucx);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = tnt_ucx_context_create(ucx);
+    if (status != TNT_OK) {
+        goto err_free_ucx;
+    }
+    status = tnt_ucx_pool_create(ucx);
+    if (status != TNT_OK) {
+        goto err_cleanup_context;
+    }
+    status = tnt_ucx_worker_create(ucx);
+    if (status != TNT_OK) {
+        goto err_free_pool;
+    }
+    status = tnt_ucx_staging_create(ucx, params->staging_bytes);
+    if (status != TNT_OK) {
+        goto err_destroy_worker;
+    }
+    status = tnt_ucx_connect(ucx, params->boot, params->connect);
     if (status != TNT_OK) {
         goto err_close_eps;
     }
@@ -529,29 +635,20 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
 
 err_close_eps:
     tnt_ucx_poison(ucx);
-    if (ucx->staging_memh != NULL) {
-        ucp_mem_unmap(ucx->context, ucx->staging_memh);
-    }
-err_free_staging:
-    free(ucx->staging);
+    tnt_ucx_staging_destroy(ucx);
 err_destroy_worker:
     ucp_worker_destroy(ucx->worker);
 err_free_pool:
     free(ucx->pool);
 err_cleanup_context:
     ucp_cleanup(ucx->context);
-err_free_peers:
-    free(ucx->peers);
 err_free_ucx:
-    free(ucx);
+    tnt_ucx_free(ucx);
     return status;
 }
 
 void tnt_ucx_destroy(tnt_ucx_t *ucx)
 {
-    ucp_request_param_t param = { .op_attr_mask = 0 };
-    tnt_backoff_t backoff;
-
     if (ucx == NULL) {
         return;
     }
@@ -570,40 +667,12 @@ void tnt_ucx_destroy(tnt_ucx_t *ucx)
         tnt_ucx_poison(ucx);
     }
     /* Graceful close: flushes what is still in flight to each peer. */
-    tnt_backoff_init(&backoff, ucx->timeout_s > 0 && ucx->timeout_s < 10 ? ucx->timeout_s : 10);
-    for (int r = 0; r < ucx->size; r++) {
-        struct tnt_ucx_peer *peer = &ucx->peers[r];
-        ucs_status_ptr_t req;
-
-        if (peer->ep == NULL) {
-            continue;
-        }
-        param.op_attr_mask = peer->failed ? UCP_OP_ATTR_FIELD_FLAGS : 0;
-        param.flags = peer->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-        req = ucp_ep_close_nbx(peer->ep, &param);
-        peer->ep = NULL;
-        if (req == NULL || UCS_PTR_IS_ERR(req)) {
-            continue;
-        }
-        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-            ucp_worker_progress(ucx->worker);
-            if (tnt_backoff_wait(&backoff) != 0) {
-                break;
-            }
-        }
-        if (ucp_request_check_status(req) != UCS_INPROGRESS) {
-            ucp_request_free(req);
-        }
-    }
-    if (ucx->staging_memh != NULL) {
-        ucp_mem_unmap(ucx->context, ucx->staging_memh);
-    }
-    free(ucx->staging);
+    tnt_ucx_close_eps(ucx, 0, ucx->timeout_s > 0 && ucx->timeout_s < 10 ? ucx->timeout_s : 10);
+    tnt_ucx_staging_destroy(ucx);
     ucp_worker_destroy(ucx->worker);
     free(ucx->pool);
     ucp_cleanup(ucx->context);
-    free(ucx->peers);
-    free(ucx);
+    tnt_ucx_free(ucx);
 }
 
 void *tnt_ucx_staging(tnt_ucx_t *ucx, size_t *bytes_p)
@@ -880,6 +949,117 @@ static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const ch
     return status;
 }
 
+/* Reaps every op in ops[0..n) that has finished (NULLing its entry) and
+ * keeps the first error in *status. Returns how many finished. */
+static int tnt_ucx_reap_finished(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what,
+                                 tnt_status_t *status)
+{
+    int finished = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
+            tnt_status_t s = tnt_ucx_reap(ucx, ops[i], what);
+            if (*status == TNT_OK) {
+                *status = s;
+            }
+            ops[i] = NULL;
+            finished++;
+        }
+    }
+    return finished;
+}
+
+/* A dead peer: its pending receives would never complete. Fails the
+ * transport when an unfinished op goes to or comes from a peer whose
+ * endpoint broke. */
+static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        if (ops[i] != NULL && ucx->peers[ops[i]->peer].failed) {
+            int peer = ops[i]->peer;
+            ucx->failed = TNT_ERR_PEER_FAILED;
+            return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                                   "%s: connection to rank %d broke (%s); did it exit or crash? "
+                                   "its own output names the cause",
+                                   what, peer, ucs_status_string(ucx->peers[peer].error));
+        }
+    }
+    return TNT_OK;
+}
+
+/* After a failure: cancels every op still pending, poisons the endpoints so
+ * the rest of the job notices, and reaps the cancelled requests, which
+ * complete during progress, so no buffer is touched after the wait
+ * returns. */
+static void tnt_ucx_abandon(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, int remaining)
+{
+    tnt_backoff_t reap;
+
+    for (int i = 0; i < n; i++) {
+        if (ops[i] != NULL && ops[i]->pending) {
+            ucp_request_cancel(ucx->worker, ops[i]);
+        }
+    }
+    tnt_ucx_poison(ucx);
+    tnt_backoff_init(&reap, 5.0);
+    while (remaining > 0) {
+        ucp_worker_progress(ucx->worker);
+        for (int i = 0; i < n; i++) {
+            if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
+                pool_put(ucx, ops[i]);
+                ops[i] = NULL;
+                remaining--;
+            }
+        }
+        if (remaining > 0 && tnt_backoff_wait(&reap) != 0) {
+            /* UCX kept them: leak the slots rather than reuse memory UCX
+             * may still write (the transport is dead anyway). */
+            for (int i = 0; i < n; i++) {
+                ops[i] = NULL;
+            }
+            remaining = 0;
+        }
+    }
+}
+
+/* No progress for timeout_s: fails the transport, naming the peer of the
+ * first unfinished op. */
+static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    int peer = -1;
+
+    for (int i = 0; i < n && peer < 0; i++) {
+        if (ops[i] != NULL) {
+            peer = ops[i]->peer;
+        }
+    }
+    ucx->failed = TNT_ERR_TIMEOUT;
+    return tnt_error_raise(TNT_ERR_TIMEOUT,
+                           "%s: rank %d did not answer within %g s; is it still running? see "
+                           "TNT_TIMEOUT",
+                           what, peer, ucx->timeout_s);
+}
+
+/* One idle round of a wait: a few short backoff rounds, then (for at most
+ * spin_ns since spin_start) busy-polling, then sleeping on the worker's event
+ * fd. Busy-polling answers in microseconds when every rank has a core of its
+ * own, but on an oversubscribed host it takes the CPU from the very rank
+ * being waited for: measured with 4 ranks on 2 vCPUs, blocking right away
+ * was ~20% faster for 8 B - 64 KiB than yielding for 200 us, and 50-500 us
+ * of spinning was 1.5-10x slower; with 2 ranks on 2 vCPUs 50 us of spinning
+ * cut 8 B latency from ~50 to ~15 us. Hence off by default, TNT_UCX_SPIN_US
+ * for dedicated cores. */
+static void tnt_ucx_idle(tnt_ucx_t *ucx, tnt_backoff_t *backoff, uint64_t spin_start)
+{
+    if (backoff->iteration < 16) {
+        (void)tnt_backoff_wait(backoff);
+    } else if (ucx->spin_ns > 0 && tnt_time_ns() - spin_start < ucx->spin_ns) {
+        return;
+    } else {
+        tnt_ucx_block(ucx, backoff);
+    }
+}
+
 tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
 {
     tnt_status_t status = TNT_OK;
@@ -894,73 +1074,24 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
     spin_start = tnt_time_ns();
     while (remaining > 0) {
         int progressed = 0;
-        int finished = 0;
+        int finished;
 
         while (ucp_worker_progress(ucx->worker) != 0) {
             progressed = 1;
         }
-        for (int i = 0; i < n; i++) {
-            if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
-                tnt_status_t s = tnt_ucx_reap(ucx, ops[i], what);
-                if (status == TNT_OK) {
-                    status = s;
-                }
-                ops[i] = NULL;
-                remaining--;
-                finished = 1;
-            }
-        }
+        finished = tnt_ucx_reap_finished(ucx, ops, n, what, &status);
+        remaining -= finished;
         if (remaining == 0) {
             break;
         }
-        /* A dead peer: its pending receives would never complete, so cancel
-         * everything still pending and make the rest of the job notice. */
         if (status == TNT_OK) {
-            for (int i = 0; i < n; i++) {
-                if (ops[i] != NULL && ucx->peers[ops[i]->peer].failed) {
-                    int peer = ops[i]->peer;
-                    ucx->failed = TNT_ERR_PEER_FAILED;
-                    status = tnt_error_raise(
-                        TNT_ERR_PEER_FAILED,
-                        "%s: connection to rank %d broke (%s); did it exit or crash? its own "
-                        "output names the cause",
-                        what, peer, ucs_status_string(ucx->peers[peer].error));
-                    break;
-                }
-            }
+            status = tnt_ucx_check_peers(ucx, ops, n, what);
         }
         if (status != TNT_OK || ucx->failed != TNT_OK) {
             if (status == TNT_OK) {
                 status = tnt_error_set(ucx->failed, "%s: the job already failed", what);
             }
-            for (int i = 0; i < n; i++) {
-                if (ops[i] != NULL && ops[i]->pending) {
-                    ucp_request_cancel(ucx->worker, ops[i]);
-                }
-            }
-            tnt_ucx_poison(ucx);
-            /* Cancelled requests complete during progress; reap them all so
-             * no buffer is touched after we return. */
-            tnt_backoff_t reap;
-            tnt_backoff_init(&reap, 5.0);
-            while (remaining > 0) {
-                ucp_worker_progress(ucx->worker);
-                for (int i = 0; i < n; i++) {
-                    if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
-                        pool_put(ucx, ops[i]);
-                        ops[i] = NULL;
-                        remaining--;
-                    }
-                }
-                if (remaining > 0 && tnt_backoff_wait(&reap) != 0) {
-                    /* UCX kept them: leak the slots rather than reuse memory
-                     * UCX may still write (the transport is dead anyway). */
-                    for (int i = 0; i < n; i++) {
-                        ops[i] = NULL;
-                    }
-                    remaining = 0;
-                }
-            }
+            tnt_ucx_abandon(ucx, ops, n, remaining);
             return status;
         }
         if (progressed || finished) {
@@ -973,35 +1104,10 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             continue;
         }
         if (backoff.deadline_ns != UINT64_MAX && tnt_time_ns() >= backoff.deadline_ns) {
-            int peer = -1;
-            for (int i = 0; i < n && peer < 0; i++) {
-                if (ops[i] != NULL) {
-                    peer = ops[i]->peer;
-                }
-            }
-            ucx->failed = TNT_ERR_TIMEOUT;
-            status = tnt_error_raise(TNT_ERR_TIMEOUT,
-                                     "%s: rank %d did not answer within %g s; is it still "
-                                     "running? see TNT_TIMEOUT",
-                                     what, peer, ucx->timeout_s);
+            status = tnt_ucx_timed_out(ucx, ops, n, what);
             continue; /* the failure branch above cancels and reaps */
         }
-        /* Spin a few rounds (plus spin_ns of busy-polling when configured),
-         * then sleep on the worker's event fd. Busy-polling answers in
-         * microseconds when every rank has a core of its own, but on an
-         * oversubscribed host it takes the CPU from the very rank being
-         * waited for: measured with 4 ranks on 2 vCPUs, blocking right away
-         * was ~20% faster for 8 B - 64 KiB than yielding for 200 us, and
-         * 50-500 us of spinning was 1.5-10x slower; with 2 ranks on 2 vCPUs
-         * 50 us of spinning cut 8 B latency from ~50 to ~15 us. Hence
-         * off by default, TNT_UCX_SPIN_US for dedicated cores. */
-        if (backoff.iteration < 16) {
-            (void)tnt_backoff_wait(&backoff);
-        } else if (ucx->spin_ns > 0 && tnt_time_ns() - spin_start < ucx->spin_ns) {
-            continue;
-        } else {
-            tnt_ucx_block(ucx, &backoff);
-        }
+        tnt_ucx_idle(ucx, &backoff, spin_start);
     }
     return status;
 }
