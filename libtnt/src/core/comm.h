@@ -18,6 +18,7 @@
 struct tnt_shm;
 struct tnt_net;
 struct tnt_request;
+struct tnt_settings;
 
 /* One operation run by the progress thread. Requests are executed strictly in
  * posting order, which is what keeps collectives matched across ranks. The
@@ -60,6 +61,9 @@ struct tnt_comm {
     int node_id;
     int num_nodes;
     double timeout_s; /* TNT_TIMEOUT */
+    /* Every TNT_* variable, parsed and checked once by tnt_init
+     * (util/settings.h); the layers read their values from here. */
+    struct tnt_settings *settings;
     char hostname[TNT_BOOT_HOSTNAME_MAX];
 
     /* Layout of ranks over nodes (size entries each unless noted). Nodes are
