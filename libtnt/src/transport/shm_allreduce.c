@@ -7,7 +7,7 @@
  *    every rank reduces all n slots itself. One synchronisation; the
  *    redundant arithmetic is cheap at these sizes.
  *  - CMA (Linux cross-memory attach, process_vm_readv/writev): every rank
- *    reduces its own slice (tnt_shm_slice) by reading the peers' user
+ *    reduces its own slice (tnt_slice) by reading the peers' user
  *    buffers directly, block by block into a private L2-sized buffer,
  *    writes the result block into its recvbuf and, while it is still in
  *    cache, into every peer's recvbuf. One copy of each peer's data in each

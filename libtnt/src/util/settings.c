@@ -177,7 +177,7 @@ static void setting_describe_valid(const setting_desc_t *desc, char *buf, size_t
         snprintf(buf, len, "a whole number of KiB from %.0f to %.0f", desc->min, desc->max);
         break;
     case SETTING_SECONDS:
-        snprintf(buf, len, "a number of seconds from %g to %g", desc->min, desc->max);
+        snprintf(buf, len, "a number of seconds from %.15g to %.15g", desc->min, desc->max);
         break;
     case SETTING_INT:
         snprintf(buf, len, "a whole number from %.0f to %.0f", desc->min, desc->max);
