@@ -66,7 +66,11 @@ static const setting_choice_t algo_choices[] = {
  * advancing: 1 GiB of shared-memory staging per rank and 1 GiB chunks are
  * far beyond what pays; the fusion bound is the plugin's (4 GiB,
  * spank/args.h); TNT_TIMEOUT above 1e9 s means "no timeout", for which 0
- * is the way to say it. docs/environment.md documents the same values. */
+ * is the way to say it. TNT_UCX_SPIN_US is off by default because spinning
+ * hurts badly on oversubscribed hosts (CI, simulated nodes); about 50 pays
+ * when every rank has its own core (docs/multinode.md). TNT_SHM_SMALL_KB and
+ * TNT_MULTINODE_RD_MAX_KB default to values the layers choose by layout.
+ * docs/environment.md documents the same names and values. */
 static const setting_desc_t settings_table[] = {
     { "TNT_TIMEOUT", SETTING_SECONDS, "300", 0, 1e9, NULL, FIELD(timeout_s), "0 = no timeout" },
     { "TNT_LOG_LEVEL", SETTING_CHOICE, "warn", 0, 0, log_level_choices, FIELD(log_level), NULL },
