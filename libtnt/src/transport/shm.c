@@ -20,10 +20,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* The staging area per local rank (both slots together) defaults to 4 MiB
- * (util/settings.c): a few MiB keep the segment small (8 ranks: 32 MiB)
- * while making each pipeline step long enough that the phase
- * synchronisation costs little. */
 /* Up to this size every rank copies its whole vector into its slot and
  * reduces all n slots itself: one phase instead of two (measured with
  * tests/bench/allreduce_bench, see docs/benchmarks.md). TNT_SHM_SMALL_KB
@@ -415,8 +411,11 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
         shm->global_ranks[j] = params->global_ranks ? params->global_ranks[j] : j;
 
     if (shm->me == 0) {
-        /* The settings bound the staging size (64 KiB to 1 GiB), so the
-         * segment size below cannot wrap and every slot holds a page. */
+        /* Staging per rank, both slots together: 4 MiB by default, which
+         * keeps the segment small (8 ranks: 32 MiB) while making each
+         * pipeline step long enough that the phase synchronisation costs
+         * little. The settings bound it (64 KiB to 1 GiB), so the segment
+         * size cannot wrap and every slot holds at least a page. */
         shm->slot_bytes = tnt_shm_align(params->settings->shm_staging_bytes / 2, 4096);
         /* With more ranks the n-fold redundant reduction costs more. On 2
          * ranks the one-phase path measured 3x faster than the staged one
