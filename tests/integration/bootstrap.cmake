@@ -1,5 +1,5 @@
 # Bootstrap and public C API, end to end: singleton, the SLURM-singleton
-# warning, bad environment values, argument errors, OpenMPI's mpirun with 1, 2
+# warning, bad environment values (rejected by tnt_init), argument errors, OpenMPI's mpirun with 1, 2
 # and 4 ranks, the TNT_TIMEOUT path, and the tarantella launcher.
 # Every command runs under `timeout` and every test has a ctest TIMEOUT.
 add_executable(bootstrap_check ${CMAKE_CURRENT_LIST_DIR}/bootstrap_check.c)
@@ -29,10 +29,11 @@ tnt_bootstrap_test(singleton_slurm_warning 30
   ${_bs_clean_env} SLURM_NTASKS=4 ${_bs_expect} 1
   "srun --tarantella.*srun --mpi=pmix.*MpiDefault=pmix" --
   timeout 20 ${_bs_check} --launcher none)
-# Bad values: one clear line each, naming the variable and the default used.
+# Bad values fail tnt_init: one clear error line each, naming the variable,
+# the value and the valid values (they used to warn and use the default).
 tnt_bootstrap_test(bad_env 30
-  ${_bs_clean_env} TNT_TIMEOUT=abc TNT_LOG_LEVEL=loud ${_bs_expect} 2
-  "TNT_TIMEOUT='abc' is not a number.*default 300 s|TNT_LOG_LEVEL='loud'.*default 'warn'" --
+  ${_bs_clean_env} TNT_TIMEOUT=abc TNT_LOG_LEVEL=loud ${_bs_expect} --fail 2
+  "error: TNT_TIMEOUT='abc' is not valid: expected a number of seconds from 0 to 1000000000.*default 300|error: TNT_LOG_LEVEL='loud' is not valid: expected one of error, warn.*default warn" --
   timeout 20 ${_bs_check} --launcher none)
 
 find_program(TNT_MPIRUN mpirun)
@@ -50,9 +51,10 @@ if(TNT_MPIRUN)
       ${_bs_clean_env} timeout 50 ${_bs_mpirun} -np ${_np}
       ${_bs_check} --launcher ompi --expect-size ${_np} --expect-nodes 1 ${_bs_args})
   endforeach()
-  # A bad value is reported once per job (rank 0), not once per rank.
+  # A bad value fails the job at tnt_init under mpirun too (not a hang):
+  # every rank that gets to print names it (mpirun may stop the other first).
   tnt_bootstrap_test(bad_env_np2 60
-    ${_bs_clean_env} TNT_TIMEOUT=abc ${_bs_expect} 1 "TNT_TIMEOUT='abc'" --
+    ${_bs_clean_env} TNT_TIMEOUT=abc ${_bs_expect} --fail 1+ "error: TNT_TIMEOUT='abc' is not valid" --
     timeout 50 ${_bs_mpirun} -x TNT_TIMEOUT -np 2 ${_bs_check} --launcher ompi)
   # TNT_TIMEOUT: rank 1 skips a barrier; ranks 0 and 2 must fail it within a
   # few seconds with a message naming "barrier #N" and rank 1 (checked inside
@@ -82,6 +84,23 @@ set(_bs_tarantella ${PROJECT_BINARY_DIR}/bin/tarantella)
 tnt_bootstrap_test(tarantella_np2 60
   ${_bs_clean_env} timeout 50 ${_bs_tarantella} -n 2 --python-interpreter "" --
   ${_bs_check} --launcher tnt --expect-size 2 --expect-nodes 1 --check-args)
+# Bad TNT_* values through the launcher: the job fails at tnt_init (exit
+# status, not a timeout) with the variable, the value and the valid range.
+# TNT_SHM_STAGING_KB=-1 once wrapped the segment size (a write out of
+# bounds) and 2^54 KiB made the slot size 0 (copy loops that never
+# advanced); a bad choice and a bad boolean are the other kinds.
+tnt_bootstrap_test(tarantella_bad_staging_negative 60
+  ${_bs_clean_env} TNT_SHM_STAGING_KB=-1 ${_bs_expect} --fail 1+
+  "error: TNT_SHM_STAGING_KB='-1' is not valid: expected a whole number of KiB from 64 to 1048576" --
+  timeout 50 ${_bs_tarantella} -n 2 --python-interpreter "" -- ${_bs_check} --launcher tnt)
+tnt_bootstrap_test(tarantella_bad_staging_huge 60
+  ${_bs_clean_env} TNT_SHM_STAGING_KB=18014398509481984 ${_bs_expect} --fail 1+
+  "error: TNT_SHM_STAGING_KB='18014398509481984' is out of range: expected a whole number of KiB from 64 to 1048576" --
+  timeout 50 ${_bs_tarantella} -n 2 --python-interpreter "" -- ${_bs_check} --launcher tnt)
+tnt_bootstrap_test(tarantella_bad_choice_and_bool 60
+  ${_bs_clean_env} TNT_ALLREDUCE_ALGO=fast TNT_SHM_CMA=maybe ${_bs_expect} --fail 2+
+  "error: TNT_ALLREDUCE_ALGO='fast' is not valid: expected one of auto, recursive_doubling, rd, ring|error: TNT_SHM_CMA='maybe' is not valid: expected 1 or 0" --
+  timeout 50 ${_bs_tarantella} -n 2 --python-interpreter "" -- ${_bs_check} --launcher tnt)
 if(TNT_WITH_UCX)
   tnt_bootstrap_test(tarantella_nodes2 60
     ${_bs_clean_env} timeout 50 ${_bs_tarantella} -n 4 --simulate-nodes 2

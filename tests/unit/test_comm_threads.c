@@ -18,6 +18,7 @@
 
 #include "boot/boot_threads.h"
 #include "core/comm.h"
+#include "util/settings.h"
 
 #define NUM_RANKS      4
 #define COUNT          4099 /* not a multiple of the rank count: uneven slices */
@@ -106,13 +107,20 @@ static void *rank_main(void *arg)
 {
     struct rank_ctx *ctx = arg;
     tnt_boot_t *boot;
+    tnt_settings_t *settings;
     tnt_comm_t *comm;
 
+    if (tnt_settings_create(&settings) != TNT_OK) {
+        fail_rank(ctx, "settings: %s", tnt_last_error());
+        return NULL;
+    }
+    settings->timeout_s = TIMEOUT_S;
     if (tnt_boot_threads_create(ctx->group, ctx->rank, &boot) != TNT_OK) {
+        tnt_settings_destroy(settings);
         fail_rank(ctx, "boot: %s", tnt_last_error());
         return NULL;
     }
-    if (tnt_comm_create(boot, TIMEOUT_S, &comm) != TNT_OK) {
+    if (tnt_comm_create(boot, settings, &comm) != TNT_OK) {
         fail_rank(ctx, "tnt_comm_create: %s", tnt_last_error());
         return NULL;
     }

@@ -1,9 +1,9 @@
 /*
  * Unit tests of the core glue that need no other process: logging and the
- * last error, TNT_TIMEOUT parsing and the bounded backoff, status strings,
- * the progress queue (order, wake-up, drain, error hand-over per request,
- * finalize) and the collective dispatch of a one-rank communicator (and of a
- * broken one).
+ * last error, TNT_TIMEOUT through the settings and the bounded backoff,
+ * status strings, the progress queue (order, wake-up, drain, error hand-over
+ * per request, finalize) and the collective dispatch of a one-rank
+ * communicator (and of a broken one).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +18,7 @@
 #include "coll/coll.h"
 #include "core/comm.h"
 #include "util/log.h"
+#include "util/settings.h"
 #include "util/wait.h"
 
 static void test_log_level_parse(void **state)
@@ -36,26 +37,43 @@ static void test_log_level_parse(void **state)
     assert_int_equal(tnt_log_level_parse(NULL, &level), -1);
 }
 
+/* TNT_TIMEOUT through the settings parser tnt_init uses (test_settings.c
+ * covers the parser as a whole). */
+static double timeout_from(const char *value, tnt_status_t *status_p)
+{
+    tnt_settings_t settings;
+    if (value != NULL) {
+        setenv("TNT_TIMEOUT", value, 1);
+    } else {
+        unsetenv("TNT_TIMEOUT");
+    }
+    settings.timeout_s = -1;
+    *status_p = tnt_settings_load(&settings);
+    unsetenv("TNT_TIMEOUT");
+    return settings.timeout_s;
+}
+
 static void test_env_timeout(void **state)
 {
     (void)state;
-    unsetenv("TNT_TIMEOUT");
-    assert_true(tnt_env_timeout_s() == 300.0);
-    setenv("TNT_TIMEOUT", "30", 1);
-    assert_true(tnt_env_timeout_s() == 30.0);
-    setenv("TNT_TIMEOUT", "2.5", 1);
-    assert_true(tnt_env_timeout_s() == 2.5);
-    setenv("TNT_TIMEOUT", "0", 1);
-    assert_true(tnt_env_timeout_s() == 0.0);
-    setenv("TNT_TIMEOUT", "45s", 1);
-    assert_true(tnt_env_timeout_s() == 45.0);
-    /* Bad values fall back to the default (and warn once). */
+    tnt_status_t status;
+    assert_true(timeout_from(NULL, &status) == 300.0);
+    assert_int_equal(status, TNT_OK);
+    assert_true(timeout_from("30", &status) == 30.0);
+    assert_true(timeout_from("2.5", &status) == 2.5);
+    assert_true(timeout_from("0", &status) == 0.0);
+    assert_true(timeout_from("45s", &status) == 45.0);
+    assert_int_equal(status, TNT_OK);
+    /* Bad values are rejected, naming the variable, the value and the range
+     * (they used to fall back to the default with a warning). */
     static const char *bad[] = { "abc", "-1", "10x", "nan", "inf", "1e999" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        setenv("TNT_TIMEOUT", bad[i], 1);
-        assert_true(tnt_env_timeout_s() == 300.0);
+        (void)timeout_from(bad[i], &status);
+        assert_int_equal(status, TNT_ERR_INVALID_ARG);
+        assert_non_null(strstr(tnt_last_error(), "TNT_TIMEOUT='"));
+        assert_non_null(strstr(tnt_last_error(), bad[i]));
+        assert_non_null(strstr(tnt_last_error(), "seconds from 0 to"));
     }
-    unsetenv("TNT_TIMEOUT");
 }
 
 static void test_backoff_deadline(void **state)

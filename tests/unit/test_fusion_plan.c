@@ -186,22 +186,28 @@ static void test_bad_args(void **state)
 static void test_threshold_env(void **state)
 {
     (void)state;
-    unsetenv("TNT_FUSION_THRESHOLD_KB");
-    assert_true(tnt_fusion_threshold_from_env() == TNT_FUSION_THRESHOLD_DEFAULT_BYTES);
-    setenv("TNT_FUSION_THRESHOLD_KB", "0", 1);
-    assert_true(tnt_fusion_threshold_from_env() == 0);
-    setenv("TNT_FUSION_THRESHOLD_KB", "64", 1);
-    assert_true(tnt_fusion_threshold_from_env() == 65536);
-    /* AUTO in the planner goes through the same variable */
     const tnt_tensor_desc_t t[] = { F32(8192), F32(8192), F32(8192), F32(8192) };
     size_t b[4];
+    size_t nb = 99;
+    /* AUTO reads TNT_FUSION_THRESHOLD_KB: unset is the default (1 MiB, one
+     * bucket for these 128 KiB), 64 KiB gives two, 0 one per tensor. */
+    unsetenv("TNT_FUSION_THRESHOLD_KB");
+    assert_int_equal(plan(t, 4, TNT_FUSION_THRESHOLD_AUTO, b), 1);
+    assert_true(TNT_FUSION_THRESHOLD_DEFAULT_BYTES > 4 * 8192 * 4);
+    setenv("TNT_FUSION_THRESHOLD_KB", "64", 1);
     assert_int_equal(plan(t, 4, TNT_FUSION_THRESHOLD_AUTO, b), 2);
     setenv("TNT_FUSION_THRESHOLD_KB", "0", 1);
     assert_int_equal(plan(t, 4, TNT_FUSION_THRESHOLD_AUTO, b), 4);
+    /* Bad values are an error naming the variable and the value (they used
+     * to fall back to the default with a warning). */
     const char *bad[] = { "-1", "abc", "12k", " 5", "1.5", "99999999999999999999999" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         setenv("TNT_FUSION_THRESHOLD_KB", bad[i], 1);
-        assert_true(tnt_fusion_threshold_from_env() == TNT_FUSION_THRESHOLD_DEFAULT_BYTES);
+        assert_int_equal(tnt_fusion_plan(t, 4, TNT_FUSION_THRESHOLD_AUTO, b, &nb),
+                         TNT_ERR_INVALID_ARG);
+        assert_non_null(strstr(tnt_last_error(), "TNT_FUSION_THRESHOLD_KB='"));
+        assert_non_null(strstr(tnt_last_error(), bad[i]));
+        assert_int_equal(nb, 99);
     }
     unsetenv("TNT_FUSION_THRESHOLD_KB");
 }

@@ -89,7 +89,11 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
             int global[MAX_RANKS];
             for (int j = 0; j < n; j++)
                 global[j] = 100 + j; /* distinct from local ranks in messages */
-            tnt_shm_params_t params = { name, r, n, global, timeout_s };
+            /* The TNT_SHM_* variables the test case set, as tnt_init reads them. */
+            tnt_settings_t settings;
+            if (tnt_settings_load(&settings) != TNT_OK)
+                _exit(3);
+            tnt_shm_params_t params = { name, r, n, global, timeout_s, &settings };
             tnt_shm_t *shm = NULL;
             tnt_status_t st = tnt_shm_create(&params, &shm);
             if (st != TNT_OK) {
@@ -339,7 +343,7 @@ static int others(tnt_shm_t *shm, int rank, int n, void *arg)
                 if (!inplace)
                     memset(recv, 0x5a, count * es);
                 CHECK(tnt_shm_reduce_scatter(shm, send, out, count, dt, op) == TNT_OK, "rs");
-                tnt_shm_slice(count, rank, n, &off, &cnt);
+                tnt_slice(count, rank, n, &off, &cnt);
                 for (size_t i = 0; i < cnt; i++)
                     CHECK(cv_load(dt, out, off + i) == cv_expected(dt, op, n, seed, off + i),
                           "reduce_scatter %s %s %zu: element %zu", cv_dtype_names[dt],
@@ -452,7 +456,9 @@ static void test_attach_timeout(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        tnt_shm_params_t params = { name, 0, 2, NULL, 0.5 };
+        tnt_settings_t settings;
+        tnt_settings_set_defaults(&settings);
+        tnt_shm_params_t params = { name, 0, 2, NULL, 0.5, &settings };
         tnt_shm_t *shm = NULL;
         _exit(tnt_shm_create(&params, &shm) == TNT_ERR_TIMEOUT ? 0 : 1);
     }
@@ -470,7 +476,7 @@ static void test_slice_rule(void **state)
             size_t next = 0;
             for (int r = 0; r < n; r++) {
                 size_t off, cnt;
-                tnt_shm_slice(count, r, n, &off, &cnt);
+                tnt_slice(count, r, n, &off, &cnt);
                 assert_int_equal(off, next);
                 assert_int_equal(cnt, count / (size_t)n + ((size_t)r < count % (size_t)n));
                 tnt_range_t range = tnt_shard_range(count, r, n);

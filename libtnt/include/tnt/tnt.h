@@ -97,6 +97,9 @@ TNT_API const char *tnt_version(void);
  * a node, UCX between nodes). Without a reachable PMIx server the process runs
  * as a singleton (size 1); if SLURM variables say the step has more than one
  * task, one warning names the fix (srun --tarantella or --mpi=pmix).
+ * Every TNT_* environment variable (docs/environment.md) is checked first: a
+ * malformed or out-of-range value fails with ::TNT_ERR_INVALID_ARG and a
+ * message naming the variable, the value and the valid values.
  */
 TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p);
 
@@ -163,8 +166,9 @@ TNT_API tnt_status_t tnt_wait(tnt_request_t *req);
 /* Fusion engine: bucketed, overlapped gradient allreduce                    */
 /* ------------------------------------------------------------------------ */
 
-/** Pass as threshold to use TNT_FUSION_THRESHOLD_KB (KiB, a whole number >= 0;
- *  a bad value gives a warning and the default), or else the built-in default. */
+/** Pass as threshold to use TNT_FUSION_THRESHOLD_KB (KiB, a whole number from 0
+ *  to 4194304) when it is set, or else the built-in default. A bad value fails
+ *  with ::TNT_ERR_INVALID_ARG (tnt_init already rejects it). */
 #define TNT_FUSION_THRESHOLD_AUTO ((size_t)-1)
 
 /** Built-in default fusion threshold in bytes: 1 MiB. Measured with

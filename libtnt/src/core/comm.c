@@ -8,7 +8,9 @@
 
 #include "coll/multinode.h"
 #include "transport/shm.h"
+#include "util/hash.h"
 #include "util/log.h"
+#include "util/settings.h"
 #include "util/wait.h"
 
 #include <stdio.h>
@@ -21,16 +23,6 @@ struct peer_id {
     char hostname[TNT_BOOT_HOSTNAME_MAX];
     int64_t pid;
 };
-
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s != '\0'; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 /* Numbers the nodes in order of their lowest rank and fills every layout
  * field of comm. A small open-addressing table from hostname to node keeps
@@ -60,7 +52,7 @@ static tnt_status_t derive_layout(tnt_comm_t *comm, const struct peer_id *peers)
 
     int num_nodes = 0;
     for (int r = 0; r < size; r++) {
-        size_t i = fnv1a(peers[r].hostname) & (slots - 1);
+        size_t i = tnt_fnv1a_string(peers[r].hostname) & (slots - 1);
         int node = -1;
         while (table[i] >= 0) {
             if (strcmp(peers[comm->node_first_rank[table[i]]].hostname, peers[r].hostname) == 0) {
@@ -126,21 +118,29 @@ static void check_local_layout(const tnt_comm_t *comm, const struct tnt_boot_inf
 
 TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p)
 {
+    tnt_settings_t *settings;
     tnt_boot_t *boot;
 
     if (comm_p == NULL) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_init: comm_p is NULL");
     }
     tnt_error_clear();
-    const double timeout_s = tnt_env_timeout_s();
-    tnt_status_t status = tnt_boot_init(timeout_s, &boot);
+    /* Every TNT_* value is checked before anything is set up, so a bad one
+     * fails here, naming itself, instead of somewhere inside a transport. */
+    tnt_status_t status = tnt_settings_create(&settings);
     if (status != TNT_OK) {
         return status;
     }
-    return tnt_comm_create(boot, timeout_s, comm_p);
+    tnt_log_configure(settings->log_level, settings->log_on_all_ranks);
+    status = tnt_boot_init(settings->timeout_s, &boot);
+    if (status != TNT_OK) {
+        tnt_settings_destroy(settings);
+        return status;
+    }
+    return tnt_comm_create(boot, settings, comm_p);
 }
 
-tnt_status_t tnt_comm_create(tnt_boot_t *boot, double timeout_s, tnt_comm_t **comm_p)
+tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_comm_t **comm_p)
 {
     tnt_comm_t *comm;
     struct peer_id *peers = NULL;
@@ -150,9 +150,11 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, double timeout_s, tnt_comm_t **co
     comm = calloc(1, sizeof(*comm));
     if (comm == NULL) {
         tnt_boot_finalize(boot);
+        tnt_settings_destroy(settings);
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory");
     }
-    comm->timeout_s = timeout_s;
+    comm->settings = settings;
+    comm->timeout_s = settings->timeout_s;
     comm->boot = boot;
     const struct tnt_boot_info *info = tnt_boot_info(comm->boot);
     comm->rank = info->rank;
@@ -189,7 +191,7 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, double timeout_s, tnt_comm_t **co
 
     char shm_name[96];
     snprintf(shm_name, sizeof(shm_name), "/tnt-%016llx-%lld",
-             (unsigned long long)fnv1a(info->job_id),
+             (unsigned long long)tnt_fnv1a_string(info->job_id),
              (long long)peers[comm->node_first_rank[comm->node_id]].pid);
     tnt_shm_params_t params = {
         .name = shm_name,
@@ -197,6 +199,7 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, double timeout_s, tnt_comm_t **co
         .local_size = comm->local_size,
         .global_ranks = comm->local_to_global,
         .timeout_s = comm->timeout_s,
+        .settings = comm->settings,
     };
     status = tnt_shm_create(&params, &comm->shm);
     if (status != TNT_OK) {
@@ -226,6 +229,7 @@ err_progress:
     tnt_progress_finalize(comm);
 err_boot:
     tnt_boot_finalize(comm->boot);
+    tnt_settings_destroy(comm->settings);
     free(comm);
     return status;
 }
@@ -248,6 +252,7 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
     tnt_shm_destroy(comm->shm);
     tnt_boot_finalize(comm->boot);
     free_layout(comm);
+    tnt_settings_destroy(comm->settings);
     free(comm);
 }
 

@@ -18,6 +18,7 @@
 struct tnt_shm;
 struct tnt_net;
 struct tnt_request;
+struct tnt_settings;
 
 /* The longest message a request keeps (as long as tnt_last_error()'s). */
 #define TNT_REQUEST_ERROR_MAX 1024
@@ -68,6 +69,9 @@ struct tnt_comm {
     int node_id;
     int num_nodes;
     double timeout_s; /* TNT_TIMEOUT */
+    /* Every TNT_* variable, parsed and checked once by tnt_init
+     * (util/settings.h); the layers read their values from here. */
+    struct tnt_settings *settings;
     char hostname[TNT_BOOT_HOSTNAME_MAX];
 
     /* Layout of ranks over nodes (size entries each unless noted). Nodes are
@@ -109,9 +113,9 @@ struct tnt_comm {
 
 /* What tnt_init does after the bootstrap: the node layout, the shared-memory
  * segment and the multi-node transport, over any bootstrap (unit tests pass
- * boot/boot_threads.h's). Takes ownership of boot, also on failure;
- * tnt_finalize releases it. */
-tnt_status_t tnt_comm_create(tnt_boot_t *boot, double timeout_s, tnt_comm_t **comm_p);
+ * boot/boot_threads.h's) and parsed settings. Takes ownership of boot and
+ * settings, also on failure; tnt_finalize releases them. */
+tnt_status_t tnt_comm_create(tnt_boot_t *boot, struct tnt_settings *settings, tnt_comm_t **comm_p);
 
 /* Set up and tear down the queue (tnt_init / tnt_finalize). Finalize drains
  * what is queued, then stops and joins the thread; it fails (and the caller

@@ -52,6 +52,7 @@
 #include "reduce/reduce.h"
 #include "core/comm.h"
 #include "util/log.h"
+#include "util/settings.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -62,7 +63,6 @@
 
 #define FUSION_ALIGN 64
 /* At most this many tensor indices or ranks are spelled out in a message. */
-#define FUSION_LIST_MAX 16
 
 struct fusion_tensor {
     size_t count;
@@ -121,33 +121,6 @@ struct tnt_fusion {
     unsigned char my_incomplete;
     unsigned char *incomplete; /* comm->size bytes */
 };
-
-/* What create compares across ranks: a digest of the whole plan plus the
- * headline numbers for the message. Fixed-width fields only. */
-struct fusion_summary {
-    uint64_t digest;
-    uint64_t num_tensors;
-    uint64_t num_buckets;
-    uint64_t threshold;
-    uint64_t total_bytes;
-    uint32_t op;
-    uint32_t failed; /* 1: this rank could not build its engine */
-};
-
-static const char *fusion_op_name(tnt_op_t op)
-{
-    static const char *const names[] = { "sum", "prod", "min", "max", "avg" };
-    return (unsigned)op < (unsigned)TNT_OP_LAST ? names[op] : "?";
-}
-
-static uint64_t fusion_fnv1a(uint64_t hash, uint64_t value)
-{
-    for (int i = 0; i < 8; i++) {
-        hash ^= (value >> (8 * i)) & 0xff;
-        hash *= UINT64_C(0x100000001b3);
-    }
-    return hash;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Progress-thread side                                                      */
@@ -382,7 +355,7 @@ out_unlock:
     return status;
 }
 
-/* Writes "3, 7, 12" (at most FUSION_LIST_MAX entries, then ", ... (N in
+/* Writes "3, 7, 12" (at most TNT_FUSION_LIST_MAX entries, then ", ... (N in
  * all)") of the indices i < n for which pick(ctx, i) holds. */
 static void fusion_format_list(char *buf, size_t size, size_t n,
                                int (*pick)(const void *ctx, size_t i), const void *ctx)
@@ -395,7 +368,7 @@ static void fusion_format_list(char *buf, size_t size, size_t n,
             continue;
         }
         total++;
-        if (listed < FUSION_LIST_MAX && used < size) {
+        if (listed < TNT_FUSION_LIST_MAX && used < size) {
             int w = snprintf(buf + used, size - used, "%s%zu", listed ? ", " : "", i);
             used += w > 0 ? (size_t)w : 0;
             listed++;
@@ -582,125 +555,12 @@ static void fusion_free(struct tnt_fusion *fusion)
     free(fusion);
 }
 
-/* Compares this rank's plan with every other rank's. All ranks get the same
- * answer (they all see the same gathered summaries), so either all of them
- * return an engine or none does. */
-static tnt_status_t fusion_compare_plans(tnt_comm_t *comm, const struct fusion_summary *mine)
-{
-    const int size = comm->size;
-    struct fusion_summary *all;
-    tnt_status_t status;
-
-    all = calloc((size_t)size, sizeof(*all));
-    if (all == NULL) {
-        /* Peers wait for this rank in the allgather until TNT_TIMEOUT, and
-         * that error names it. */
-        return tnt_error_raise(TNT_ERR_NO_MEMORY,
-                               "tnt_fusion_create: no memory to compare the plans of %d ranks",
-                               size);
-    }
-    /* Blocking collectives run after earlier nonblocking ones. */
-    status = tnt_progress_drain(comm);
-    if (status == TNT_OK) {
-        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
-    }
-    if (status != TNT_OK) {
-        goto out_free;
-    }
-
-    const struct fusion_summary *ref = &all[0];
-    char ranks[256];
-    size_t used = 0, listed = 0, differing = 0;
-    int first_diff = -1;
-    ranks[0] = '\0';
-
-    /* Ranks that could not build their engine (bad arguments, no memory):
-     * they took part only so that nobody waits for them; nobody proceeds. */
-    for (int r = 0; r < size; r++) {
-        if (!all[r].failed) {
-            continue;
-        }
-        differing++;
-        if (listed < FUSION_LIST_MAX && used < sizeof(ranks)) {
-            int w = snprintf(ranks + used, sizeof(ranks) - used, "%s%d", listed ? ", " : "", r);
-            used += w > 0 ? (size_t)w : 0;
-            listed++;
-        }
-    }
-    if (differing > 0) {
-        if (differing > listed && used < sizeof(ranks)) {
-            snprintf(ranks + used, sizeof(ranks) - used, ", ... (%zu in all)", differing);
-        }
-        /* Logged once, by rank 0 (unless it is one of them: each of those
-         * logged its own cause); the others only record it. */
-        status = (comm->rank == 0 && !mine->failed ? tnt_error_raise : tnt_error_set)(
-            TNT_ERR_MISMATCH,
-            "tnt_fusion_create: rank(s) %s could not set up their fusion engine (see their "
-            "error: invalid tensors or arguments, or no memory), so no rank creates it",
-            ranks);
-        goto out_free;
-    }
-    for (int r = 1; r < size; r++) {
-        if (memcmp(&all[r], ref, sizeof(*ref)) == 0) {
-            continue;
-        }
-        differing++;
-        if (first_diff < 0) {
-            first_diff = r;
-        }
-        if (listed < FUSION_LIST_MAX && used < sizeof(ranks)) {
-            int w = snprintf(ranks + used, sizeof(ranks) - used, "%s%d", listed ? ", " : "", r);
-            used += w > 0 ? (size_t)w : 0;
-            listed++;
-        }
-    }
-    if (differing == 0) {
-        goto out_free;
-    }
-    if (differing > listed && used < sizeof(ranks)) {
-        snprintf(ranks + used, sizeof(ranks) - used, ", ... (%zu in all)", differing);
-    }
-
-    const struct fusion_summary *other = &all[first_diff];
-    char detail[256];
-    if (other->threshold != ref->threshold) {
-        snprintf(detail, sizeof(detail),
-                 "; the fusion threshold differs (%llu vs %llu bytes): set "
-                 "TNT_FUSION_THRESHOLD_KB alike on every rank",
-                 (unsigned long long)ref->threshold, (unsigned long long)other->threshold);
-    } else if (other->op != ref->op) {
-        snprintf(detail, sizeof(detail), "; the reduction differs (%s vs %s)",
-                 fusion_op_name((tnt_op_t)ref->op), fusion_op_name((tnt_op_t)other->op));
-    } else if (other->num_tensors == ref->num_tensors && other->total_bytes == ref->total_bytes) {
-        snprintf(detail, sizeof(detail),
-                 "; same sizes in total, but the tensors' order, counts "
-                 "or dtypes differ");
-    } else {
-        snprintf(detail, sizeof(detail), "; %llu vs %llu bytes in all",
-                 (unsigned long long)ref->total_bytes, (unsigned long long)other->total_bytes);
-    }
-    /* Rank 0 and the ranks that differ say it; the others only record it,
-     * so a 64-rank job does not print 64 copies of one line. */
-    const int speak = comm->rank == 0 || memcmp(&all[comm->rank], ref, sizeof(*ref)) != 0;
-    status = (speak ? tnt_error_raise : tnt_error_set)(
-        TNT_ERR_MISMATCH,
-        "fusion plan differs from rank 0's on rank(s) %s (%llu tensors / %llu buckets vs "
-        "%llu / %llu on rank %d%s); every rank must register the same tensors in the same "
-        "order",
-        ranks, (unsigned long long)ref->num_tensors, (unsigned long long)ref->num_buckets,
-        (unsigned long long)other->num_tensors, (unsigned long long)other->num_buckets, first_diff,
-        detail);
-out_free:
-    free(all);
-    return status;
-}
-
 /* The local part of create: checks the arguments, plans, allocates and lays
  * out everything. No communication. On success *fusion_p and *mine are set;
  * on failure the error is raised and nothing is left allocated. */
 static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
                                  size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
-                                 struct fusion_summary *mine, struct tnt_fusion **fusion_p)
+                                 tnt_fusion_summary_t *mine, struct tnt_fusion **fusion_p)
 {
     struct tnt_fusion *fusion;
     size_t *bucket_of = NULL;
@@ -747,13 +607,9 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
         goto err_free;
     }
 
-    /* Lay out the buckets and the staging arena, and digest the plan. */
-    uint64_t digest = UINT64_C(0xcbf29ce484222325);
+    /* Lay out the buckets and the staging arena. */
     uint64_t total_bytes = 0;
     size_t arena_bytes = 0;
-    digest = fusion_fnv1a(digest, threshold_bytes);
-    digest = fusion_fnv1a(digest, (uint64_t)op);
-    digest = fusion_fnv1a(digest, num_tensors);
     for (size_t i = 0; i < num_tensors; i++) {
         struct fusion_tensor *t = &fusion->tensors[i];
         struct fusion_bucket *bucket = &fusion->buckets[bucket_of[i]];
@@ -770,9 +626,6 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
         bucket->num_tensors++;
         bucket->count += t->count;
         total_bytes += bytes;
-        digest = fusion_fnv1a(digest, t->count);
-        digest = fusion_fnv1a(digest, (uint64_t)t->dtype);
-        digest = fusion_fnv1a(digest, t->bucket);
     }
     for (size_t b = 0; b < fusion->num_buckets; b++) {
         struct fusion_bucket *bucket = &fusion->buckets[b];
@@ -838,6 +691,8 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
         status = tnt_error_raise(TNT_ERR_SYSTEM, "tnt_fusion_create: pthread_mutex_init failed");
         goto err_free;
     }
+    const uint64_t digest =
+        tnt_fusion_plan_digest(tensors, num_tensors, bucket_of, threshold_bytes, op);
     free(bucket_of);
     tnt_log_debug("fusion engine: %zu tensors, %llu bytes, threshold %zu bytes, %zu buckets, "
                   "%zu bytes of staging",
@@ -865,7 +720,7 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
                                        tnt_fusion_t **fusion_p)
 {
     struct tnt_fusion *fusion = NULL;
-    struct fusion_summary mine;
+    tnt_fusion_summary_t mine;
     tnt_status_t local, status;
     char local_message[1024] = "";
 
@@ -874,7 +729,7 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
                                "tnt_fusion_create: comm is NULL; call tnt_init first");
     }
     if (threshold_bytes == TNT_FUSION_THRESHOLD_AUTO) {
-        threshold_bytes = tnt_fusion_threshold_from_env();
+        threshold_bytes = comm->settings->fusion_threshold_bytes;
     }
     if (fusion_p == NULL) {
         local = tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_create: fusion_p is NULL");
@@ -892,7 +747,7 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
         mine.op = (uint32_t)op;
         mine.failed = 1;
     }
-    status = fusion_compare_plans(comm, &mine);
+    status = tnt_fusion_plan_agree(comm, &mine);
     if (local != TNT_OK) {
         tnt_error_restore(local_message);
         return local;

@@ -7,13 +7,13 @@
  * reduces one dtype). The last bucket may be smaller than the threshold.
  * Threshold 0 therefore closes every bucket after one tensor, including
  * zero-count tensors. Being a pure function of its inputs, the plan is the
- * same on every rank that passes the same list; the engine checks that.
+ * same on every rank that passes the same list; plan_agree.c checks that.
  */
 #include "fusion/fusion.h"
 
 #include "util/log.h"
+#include "util/settings.h"
 
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -72,7 +72,17 @@ TNT_API tnt_status_t tnt_fusion_plan(const tnt_tensor_desc_t *tensors, size_t nu
         return status;
     }
     if (threshold_bytes == TNT_FUSION_THRESHOLD_AUTO) {
-        threshold_bytes = tnt_fusion_threshold_from_env();
+        /* The planner is a pure function that needs no communicator (callers
+         * may plan before tnt_init), so it reads its one variable itself,
+         * through the same parser and with the same error as tnt_init. */
+        tnt_settings_t settings;
+        tnt_settings_set_defaults(&settings);
+        status = tnt_settings_parse(&settings, "TNT_FUSION_THRESHOLD_KB",
+                                    getenv("TNT_FUSION_THRESHOLD_KB"));
+        if (status != TNT_OK) {
+            return status;
+        }
+        threshold_bytes = settings.fusion_threshold_bytes;
     }
 
     for (size_t i = 0; i < num_tensors; i++) {
@@ -96,37 +106,4 @@ TNT_API tnt_status_t tnt_fusion_plan(const tnt_tensor_desc_t *tensors, size_t nu
     }
     *num_buckets_p = num_buckets;
     return TNT_OK;
-}
-
-size_t tnt_fusion_threshold_from_env(void)
-{
-    /* Warn about a bad value once per process, however often it is read. */
-    static atomic_flag warned = ATOMIC_FLAG_INIT;
-    const char *value = getenv("TNT_FUSION_THRESHOLD_KB");
-    const char *p;
-    unsigned long long kib = 0;
-    int ok = 1;
-
-    if (value == NULL || *value == '\0') {
-        return TNT_FUSION_THRESHOLD_DEFAULT_BYTES;
-    }
-    /* Parsed by hand rather than with strtoull, which accepts "-1" (as
-     * 2^64-1), leading spaces and signs. Only decimal digits are valid. */
-    for (p = value; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9' || kib > (SIZE_MAX / 1024 - 9) / 10) {
-            ok = 0;
-            break;
-        }
-        kib = kib * 10 + (unsigned long long)(*p - '0');
-    }
-    if (!ok) {
-        if (!atomic_flag_test_and_set_explicit(&warned, memory_order_relaxed)) {
-            tnt_log_env_warning("TNT_FUSION_THRESHOLD_KB='%.64s' is not a whole number of KiB "
-                                "(>= 0, 0 = one allreduce per tensor); using the default "
-                                "%zu KiB",
-                                value, TNT_FUSION_THRESHOLD_DEFAULT_BYTES / 1024);
-        }
-        return TNT_FUSION_THRESHOLD_DEFAULT_BYTES;
-    }
-    return (size_t)kib * 1024;
 }

@@ -7,7 +7,8 @@
  * Micro-batch rule: a batch of B samples over p ranks gives rank r
  * floor(B/p) samples plus one when r < B % p, in rank order. Rank r starts at
  * r * floor(B/p) + min(r, B % p). Nothing overflows for any uint64 B because
- * every intermediate value is at most B.
+ * every intermediate value is at most B. It is the one slice rule of libtnt
+ * (util/slice.h), which the collectives use for their slices too.
  *
  * Shuffle (the exact algorithm; it is part of the contract, a change would
  * change every user's data order, and test_shard.c pins golden values):
@@ -35,6 +36,13 @@
 #include <tnt/tnt.h>
 
 #include "util/log.h"
+#include "util/slice.h"
+
+#include <stdint.h>
+
+/* Batches are uint64_t in the API and the slice rule works in size_t; the
+ * 128-bit products below already need a 64-bit target. */
+_Static_assert(SIZE_MAX >= UINT64_MAX, "size_t must hold a uint64_t batch");
 
 typedef struct {
     uint64_t s[4];
@@ -103,15 +111,10 @@ TNT_API tnt_range_t tnt_shard_range(uint64_t batch, int rank, int size)
     if (size <= 0 || rank < 0 || rank >= size) {
         return range;
     }
-    const uint64_t p = (uint64_t)size;
-    const uint64_t r = (uint64_t)rank;
-    const uint64_t base = batch / p;
-    const uint64_t extra = batch % p;
-
-    /* r * base <= batch and min(r, extra) < p, so neither term overflows and
-     * their sum is at most batch. */
-    range.begin = r * base + (r < extra ? r : extra);
-    range.end = range.begin + base + (r < extra ? 1 : 0);
+    size_t offset, count;
+    tnt_slice(batch, (size_t)rank, (size_t)size, &offset, &count);
+    range.begin = offset;
+    range.end = offset + count;
     return range;
 }
 

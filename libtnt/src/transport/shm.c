@@ -20,14 +20,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Default staging area per local rank (both slots together). A few MiB keep
- * the segment small (8 ranks: 32 MiB) while making each pipeline step long
- * enough that the phase synchronisation costs little. */
-#define TNT_SHM_STAGING_DEFAULT_KB 4096
 /* Up to this size every rank copies its whole vector into its slot and
  * reduces all n slots itself: one phase instead of two (measured with
- * tests/bench/allreduce_bench, see docs/benchmarks.md). Local rank 0 reads
- * TNT_SHM_SMALL_KB and publishes its choice in the header. */
+ * tests/bench/allreduce_bench, see docs/benchmarks.md). TNT_SHM_SMALL_KB
+ * overrides it; local rank 0 publishes its choice in the header. */
 #define TNT_SHM_SMALL_DEFAULT_KB 64 /* x8 for 2 ranks, x2 up to 4, /4 above */
 /* Polls of a peer's counter before the first clock read: a small allreduce
  * between two running ranks completes within this. */
@@ -43,24 +39,6 @@
  * 5 GB/s, 1 MiB 4 GB/s once it no longer stays in L2). */
 #define TNT_SHM_CMA_BLOCK_MAX (256 * 1024)
 #define TNT_SHM_CMA_BLOCK_MIN (64 * 1024)
-
-static inline void tnt_shm_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#else
-    atomic_signal_fence(memory_order_seq_cst);
-#endif
-}
-
-void tnt_shm_slice(size_t count, int local_rank, int local_size, size_t *offset_p, size_t *count_p)
-{
-    size_t base = count / (size_t)local_size;
-    size_t rest = count % (size_t)local_size;
-    size_t r = (size_t)local_rank;
-    *offset_p = r * base + (r < rest ? r : rest);
-    *count_p = base + (r < rest ? 1 : 0);
-}
 
 /* ---- liveness and errors ---------------------------------------------- */
 
@@ -119,7 +97,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
     for (int i = 0; i < TNT_SHM_FAST_POLLS; i++) {
         if (atomic_load_explicit(seq, memory_order_acquire) >= target)
             return TNT_OK;
-        tnt_shm_cpu_relax();
+        tnt_cpu_relax();
     }
     /* Medium wait: a peer still copying or reducing its part of a large
      * message is typically microseconds to a millisecond behind. Sleeping
@@ -132,7 +110,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         if (atomic_load_explicit(seq, memory_order_acquire) >= target)
             return TNT_OK;
         if ((i & 63) != 0 && shm->spin_ns > 0) {
-            tnt_shm_cpu_relax();
+            tnt_cpu_relax();
             continue;
         }
         uint64_t now = tnt_time_ns();
@@ -213,31 +191,6 @@ tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const cha
 static size_t tnt_shm_align(size_t x, size_t a)
 {
     return (x + a - 1) / a * a;
-}
-
-static size_t tnt_shm_env_kb(const char *name, size_t def, size_t min)
-{
-    const char *v = getenv(name);
-    if (v == NULL || *v == '\0')
-        return def;
-    char *end = NULL;
-    unsigned long long kb = strtoull(v, &end, 10);
-    if (end == v || *end != '\0' || kb < min) {
-        tnt_log_warn("%s='%.32s' is not a size in KiB (>= %zu); using %zu", name, v, min, def);
-        return def;
-    }
-    return (size_t)kb;
-}
-
-/* TNT_SHM_CMA: "1" uses single-copy process_vm_readv/writev for large
- * messages when every local rank can reach every other (tested at create);
- * unset or "0": the staged copies, which measured faster on this project's
- * VMs at every size (docs/benchmarks.md), probably because pinning the
- * peers' pages costs more under virtualisation than a copy through L3. */
-static int tnt_shm_env_cma_allowed(void)
-{
-    const char *v = getenv("TNT_SHM_CMA");
-    return v != NULL && strcmp(v, "1") == 0;
 }
 
 static tnt_status_t tnt_shm_map(int fd, size_t bytes, void **addr_p)
@@ -397,7 +350,7 @@ static tnt_status_t tnt_shm_unlink_when_attached(struct tnt_shm *shm)
  * only when all of them could (ptrace rules, seccomp and Yama may forbid it). */
 static int tnt_shm_probe_cma(struct tnt_shm *shm)
 {
-    if (!tnt_shm_env_cma_allowed())
+    if (!shm->cma_allowed)
         return 0;
     for (int j = 0; j < shm->n; j++) {
         if (j == shm->me)
@@ -421,11 +374,11 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
 
     if (params == NULL || shm_p == NULL || params->name == NULL || params->name[0] != '/' ||
         params->local_size < 1 || params->local_rank < 0 ||
-        params->local_rank >= params->local_size ||
+        params->local_rank >= params->local_size || params->settings == NULL ||
         strlen(params->name) >= sizeof(((struct tnt_shm *)0)->name))
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "tnt_shm_create: bad parameters (name must start with '/', "
-                               "0 <= local_rank < local_size)");
+                               "0 <= local_rank < local_size, settings given)");
 
     struct tnt_shm *shm = calloc(1, sizeof *shm);
     if (shm == NULL)
@@ -433,6 +386,7 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->me = params->local_rank;
     shm->n = params->local_size;
     shm->timeout_s = params->timeout_s;
+    shm->cma_allowed = params->settings->shm_cma;
     shm->probe_word = TNT_SHM_MAGIC;
     snprintf(shm->name, sizeof shm->name, "%s", params->name);
     shm->global_ranks = calloc((size_t)shm->n, sizeof *shm->global_ranks);
@@ -457,15 +411,21 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
         shm->global_ranks[j] = params->global_ranks ? params->global_ranks[j] : j;
 
     if (shm->me == 0) {
-        size_t kb = tnt_shm_env_kb("TNT_SHM_STAGING_KB", TNT_SHM_STAGING_DEFAULT_KB, 64);
-        shm->slot_bytes = tnt_shm_align(kb * 1024 / 2, 4096);
+        /* Staging per rank, both slots together: 4 MiB by default, which
+         * keeps the segment small (8 ranks: 32 MiB) while making each
+         * pipeline step long enough that the phase synchronisation costs
+         * little. The settings bound it (64 KiB to 1 GiB), so the segment
+         * size cannot wrap and every slot holds at least a page. */
+        shm->slot_bytes = tnt_shm_align(params->settings->shm_staging_bytes / 2, 4096);
         /* With more ranks the n-fold redundant reduction costs more. On 2
          * ranks the one-phase path measured 3x faster than the staged one
          * at 256 KiB (68 vs 230 us) and even at 1 MiB. */
         size_t small_kb = shm->n <= 2   ? TNT_SHM_SMALL_DEFAULT_KB * 8
                           : shm->n <= 4 ? TNT_SHM_SMALL_DEFAULT_KB * 2
                                         : TNT_SHM_SMALL_DEFAULT_KB / 4;
-        shm->small_max = tnt_shm_env_kb("TNT_SHM_SMALL_KB", small_kb, 0) * 1024;
+        shm->small_max = params->settings->shm_small_bytes != TNT_SETTINGS_BY_LAYOUT
+                             ? params->settings->shm_small_bytes
+                             : small_kb * 1024;
         status = tnt_shm_create_segment(shm, shm->slot_bytes, &fd);
     } else {
         status = tnt_shm_attach_segment(shm, &fd);

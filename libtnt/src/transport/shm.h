@@ -14,6 +14,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "util/settings.h"
+#include "util/slice.h"
+
 typedef struct tnt_shm tnt_shm_t;
 
 typedef struct {
@@ -22,14 +25,16 @@ typedef struct {
     int local_size;
     const int *global_ranks; /* local_size entries, for error messages */
     double timeout_s;        /* TNT_TIMEOUT */
+    /* Local rank 0 takes the staging size (TNT_SHM_STAGING_KB) and the
+     * one-phase allreduce limit (TNT_SHM_SMALL_KB; by layout: 512 KiB for
+     * 2 local ranks, 128 up to 4, 16 above) from here and publishes them;
+     * every rank takes TNT_SHM_CMA (single-copy process_vm_readv/writev for
+     * messages >= 256 KiB when all local ranks can use it; default off, see
+     * docs/benchmarks.md). Required. */
+    const tnt_settings_t *settings;
 } tnt_shm_params_t;
 
-/* Collective over the local ranks. Local rank 0 reads TNT_SHM_STAGING_KB
- * (staging per rank, default 4096) and TNT_SHM_SMALL_KB (one-phase allreduce
- * up to this size; default 512 for 2 local ranks, 128 up to 4, 16 above) and publishes them;
- * every rank reads TNT_SHM_CMA ("1": single-copy process_vm_readv/writev for
- * messages >= 256 KiB when all local ranks can use it; default off, see
- * docs/benchmarks.md). */
+/* Collective over the local ranks. */
 tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p);
 void tnt_shm_destroy(tnt_shm_t *shm);
 
@@ -48,13 +53,12 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
                                size_t bytes_per_rank);
 
 /* Building blocks of the hierarchical allreduce. Slice i of a count-element
- * vector is tnt_shm_slice(count, i, local_size) (same rule as shard ranges).
+ * vector is tnt_slice(count, i, local_size) (util/slice.h).
  * reduce_scatter: afterwards recvbuf's own slice holds the node's reduction
  * (TNT_AVG divides by local_size; hierarchical callers pass TNT_SUM and
  * divide once at the end); other parts of recvbuf are left as they were,
  * and sendbuf == recvbuf is allowed. allgather_slices: each local rank contributes its
  * slice of buf; afterwards buf is complete on every local rank. */
-void tnt_shm_slice(size_t count, int local_rank, int local_size, size_t *offset_p, size_t *count_p);
 tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                                     size_t count, tnt_dtype_t dtype, tnt_op_t op);
 tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, tnt_dtype_t dtype);

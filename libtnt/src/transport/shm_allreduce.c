@@ -7,7 +7,7 @@
  *    every rank reduces all n slots itself. One synchronisation; the
  *    redundant arithmetic is cheap at these sizes.
  *  - CMA (Linux cross-memory attach, process_vm_readv/writev): every rank
- *    reduces its own slice (tnt_shm_slice) by reading the peers' user
+ *    reduces its own slice (tnt_slice) by reading the peers' user
  *    buffers directly, block by block into a private L2-sized buffer,
  *    writes the result block into its recvbuf and, while it is still in
  *    cache, into every peer's recvbuf. One copy of each peer's data in each
@@ -96,8 +96,8 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
     size_t my_off, my_cnt, off, cnt, max_cnt;
     tnt_status_t status;
 
-    tnt_shm_slice(count, me, n, &my_off, &my_cnt);
-    tnt_shm_slice(count, 0, n, &off, &max_cnt); /* slice 0 is the largest */
+    tnt_slice(count, me, n, &my_off, &my_cnt);
+    tnt_slice(count, 0, n, &off, &max_cnt); /* slice 0 is the largest */
     for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
         /* Copy in: piece k of every other rank's slice, at piece offset j. */
         /* With a scale, this rank's own piece is copied (scaled) too, into
@@ -105,7 +105,7 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
          * rides on the copy instead of costing a pass of its own. */
         char *in = tnt_shm_slot(shm, me, shm->phase + 1);
         for (int j = 0; j < n; j++) {
-            tnt_shm_slice(count, j, n, &off, &cnt);
+            tnt_slice(count, j, n, &off, &cnt);
             if ((j != me || scale != 1.0) && k0 < cnt)
                 tnt_reduce_copy_scaled(dtype, in + (size_t)j * piece * es,
                                        sendbuf + (off + k0) * es, tnt_shm_min(piece, cnt - k0),
@@ -133,7 +133,7 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
 
         /* Copy out every rank's reduced piece (mine included). */
         for (int j = 0; j < n; j++) {
-            tnt_shm_slice(count, j, n, &off, &cnt);
+            tnt_slice(count, j, n, &off, &cnt);
             if (k0 < cnt)
                 memcpy(recvbuf + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
                        tnt_shm_min(piece, cnt - k0) * es);
@@ -191,7 +191,7 @@ static tnt_status_t tnt_shm_gather_slices_cma(struct tnt_shm *shm, char *buf, si
     size_t off, cnt;
     tnt_status_t status;
     for (int j = 0; j < shm->n; j++) {
-        tnt_shm_slice(count, j, shm->n, &off, &cnt);
+        tnt_slice(count, j, shm->n, &off, &cnt);
         if (j == shm->me || cnt == 0)
             continue;
         status = tnt_shm_cma_read(shm, j, buf + off * es, tnt_shm_peer_buf(shm, j, 1) + off * es,
@@ -219,7 +219,7 @@ static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf,
 
     /* Peers do not write their slice `me` of recvbuf (even in place) until
      * they have seen this rank finish the next phase, so it is stable. */
-    tnt_shm_slice(count, me, n, &my_off, &my_cnt);
+    tnt_slice(count, me, n, &my_off, &my_cnt);
     for (size_t b0 = 0; b0 < my_cnt; b0 += block) {
         size_t len = tnt_shm_min(block, my_cnt - b0);
         size_t pos = (my_off + b0) * es;
@@ -330,8 +330,8 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
 
     const size_t piece = tnt_shm_piece_elems(shm, es, 1);
     size_t my_off, my_cnt, off, cnt, max_cnt;
-    tnt_shm_slice(count, shm->me, shm->n, &my_off, &my_cnt);
-    tnt_shm_slice(count, 0, shm->n, &off, &max_cnt);
+    tnt_slice(count, shm->me, shm->n, &my_off, &my_cnt);
+    tnt_slice(count, 0, shm->n, &off, &max_cnt);
     for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
         if (k0 < my_cnt)
             memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), b + (my_off + k0) * es,
@@ -339,7 +339,7 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
         if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK)
             return status;
         for (int j = 0; j < shm->n; j++) {
-            tnt_shm_slice(count, j, shm->n, &off, &cnt);
+            tnt_slice(count, j, shm->n, &off, &cnt);
             if (j != shm->me && k0 < cnt)
                 memcpy(b + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
                        tnt_shm_min(piece, cnt - k0) * es);

@@ -81,7 +81,13 @@ struct tnt_shm {
     tnt_status_t broken;      /* sticky error after a peer failed */
     uint64_t spin_ns;         /* busy-poll this long before yielding */
     size_t small_max;         /* bytes: up to here every rank reduces all */
-    int use_cma;
+    /* TNT_SHM_CMA: single-copy process_vm_readv/writev for large messages,
+     * used when every local rank can reach every other (tested at create).
+     * Off by default: the staged copies measured faster on this project's
+     * VMs at every size (docs/benchmarks.md), probably because pinning the
+     * peers' pages costs more under virtualisation than a copy through L3. */
+    int cma_allowed;
+    int use_cma;            /* cma_allowed and the probe succeeded on every local rank */
     size_t cma_block_bytes; /* per peer, in cma_tmp */
     char *cma_tmp;          /* (n) * cma_block_bytes, private */
     const void **srcs;      /* n entries, scratch for tnt_reduce_n */

@@ -1,10 +1,11 @@
 /*
  * Logging and the thread-local last error. Every line goes to stderr with one
  * write(2), so lines from several threads or ranks never interleave within a
- * line. The configuration (TNT_LOG_LEVEL, TNT_LOG_ON_ALL_DEVICES) is read once,
- * on first use.
+ * line. The configuration (TNT_LOG_LEVEL, TNT_LOG_ON_ALL_DEVICES) comes from
+ * tnt_init's settings; before that it is read once, on first use.
  */
 #include "util/log.h"
+#include "util/settings.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,15 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #define TNT_LOG_LINE_MAX  2048
 #define TNT_ERROR_MSG_MAX 1024
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
-static tnt_log_level_t log_level = TNT_LOG_WARN;
-static int log_all_ranks;
+/* Relaxed: each is a self-contained value, written before tnt_init returns
+ * and read by any thread; nothing else is published through them. */
+static _Atomic int log_level = TNT_LOG_WARN;
+static _Atomic int log_all_ranks;
 
 /* Identity is set by the bootstrap as soon as it is known and only read
  * afterwards; rank -1 means "not known yet". The host is written before the
@@ -37,33 +39,18 @@ static int log_rank_get(void)
 
 static _Thread_local char last_error[TNT_ERROR_MSG_MAX];
 
-/* Warnings about bad environment values, found before the rank is known.
- * They are held back until tnt_log_set_identity() so that a bad TNT_TIMEOUT
- * gives one line (from rank 0) instead of one per rank. */
-#define TNT_LOG_PENDING_MAX 4
-static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
-static char pending[TNT_LOG_PENDING_MAX][400];
-static _Atomic int num_pending; /* written under pending_lock */
-
-static const char *const level_names[] = { "error", "warn", "info", "debug", "trace" };
-
 int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p)
 {
-    if (name == NULL) {
+    tnt_settings_t settings;
+
+    /* The names are TNT_LOG_LEVEL's choices; "" means "unset" there but is
+     * no level here. */
+    if (name == NULL || *name == '\0' ||
+        tnt_settings_parse_quietly(&settings, "TNT_LOG_LEVEL", name) != 0) {
         return -1;
     }
-    for (int i = 0; i <= TNT_LOG_TRACE; i++) {
-        if (strcasecmp(name, level_names[i]) == 0) {
-            *level_p = (tnt_log_level_t)i;
-            return 0;
-        }
-    }
-    /* Common spellings of the old CLI and of other tools. */
-    if (strcasecmp(name, "warning") == 0) {
-        *level_p = TNT_LOG_WARN;
-        return 0;
-    }
-    return -1;
+    *level_p = settings.log_level;
+    return 0;
 }
 
 /* Writes one already formatted line (prefix added here) with one write(2). */
@@ -100,55 +87,19 @@ static void log_write_line(const char *msg)
     }
 }
 
-static void pending_add(const char *msg)
-{
-    pthread_mutex_lock(&pending_lock);
-    if (num_pending < TNT_LOG_PENDING_MAX) {
-        snprintf(pending[num_pending], sizeof(pending[0]), "%s", msg);
-        num_pending++;
-    }
-    pthread_mutex_unlock(&pending_lock);
-}
-
-static void pending_flush(void)
-{
-    pthread_mutex_lock(&pending_lock);
-    for (int i = 0; i < num_pending; i++) {
-        log_write_line(pending[i]);
-    }
-    num_pending = 0;
-    pthread_mutex_unlock(&pending_lock);
-}
-
+/* Before tnt_init the logger reads its two variables itself, through the
+ * settings parser but quietly (logging from here would re-enter log_init); a
+ * bad value keeps the default until tnt_init rejects it with an error. */
 static void log_read_env(void)
 {
-    const char *level = getenv("TNT_LOG_LEVEL");
-    if (level != NULL && *level != '\0' && tnt_log_level_parse(level, &log_level) != 0) {
-        char msg[400];
-        snprintf(msg, sizeof(msg),
-                 "warning: TNT_LOG_LEVEL='%.64s' is not one of error, warn, info, debug, trace; "
-                 "using the default 'warn'",
-                 level);
-        log_level = TNT_LOG_WARN;
-        pending_add(msg);
-    }
-    const char *all = getenv("TNT_LOG_ON_ALL_DEVICES");
-    if (all != NULL && *all != '\0') {
-        if (strcmp(all, "1") == 0 || strcasecmp(all, "true") == 0 || strcasecmp(all, "yes") == 0 ||
-            strcasecmp(all, "on") == 0) {
-            log_all_ranks = 1;
-        } else if (strcmp(all, "0") == 0 || strcasecmp(all, "false") == 0 ||
-                   strcasecmp(all, "no") == 0 || strcasecmp(all, "off") == 0) {
-            log_all_ranks = 0;
-        } else {
-            char msg[400];
-            snprintf(msg, sizeof(msg),
-                     "warning: TNT_LOG_ON_ALL_DEVICES='%.64s' is not 0 or 1; using the default 0 "
-                     "(only rank 0 logs below error level)",
-                     all);
-            pending_add(msg);
-        }
-    }
+    tnt_settings_t settings;
+
+    tnt_settings_set_defaults(&settings);
+    (void)tnt_settings_parse_quietly(&settings, "TNT_LOG_LEVEL", getenv("TNT_LOG_LEVEL"));
+    (void)tnt_settings_parse_quietly(&settings, "TNT_LOG_ON_ALL_DEVICES",
+                                     getenv("TNT_LOG_ON_ALL_DEVICES"));
+    atomic_store_explicit(&log_level, (int)settings.log_level, memory_order_relaxed);
+    atomic_store_explicit(&log_all_ranks, settings.log_on_all_ranks, memory_order_relaxed);
 }
 
 static void log_init(void)
@@ -168,50 +119,31 @@ void tnt_log_set_identity(int rank, const char *hostname)
     if (log_rank_get() != rank) {
         atomic_store_explicit(&log_rank, rank, memory_order_release);
     }
-    if (tnt_log_enabled(TNT_LOG_WARN)) {
-        pending_flush();
-    }
 }
 
-void tnt_log_env_warning(const char *fmt, ...)
+void tnt_log_configure(tnt_log_level_t level, int all_ranks)
 {
-    static const char prefix[] = "warning: ";
-    char line[400];
-    va_list ap;
-
     log_init();
-    memcpy(line, prefix, sizeof(prefix));
-    va_start(ap, fmt);
-    vsnprintf(line + sizeof(prefix) - 1, sizeof(line) - (sizeof(prefix) - 1), fmt, ap);
-    va_end(ap);
-    if (log_rank_get() < 0) {
-        pending_add(line);
-    } else if (tnt_log_enabled(TNT_LOG_WARN)) {
-        log_write_line(line);
-    }
+    atomic_store_explicit(&log_level, (int)level, memory_order_relaxed);
+    atomic_store_explicit(&log_all_ranks, all_ranks, memory_order_relaxed);
 }
 
 int tnt_log_enabled(tnt_log_level_t level)
 {
     log_init();
-    if (level > log_level) {
+    if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed)) {
         return 0;
     }
     /* Errors are always printed; everything else only on rank 0 (or while the
      * rank is unknown) unless TNT_LOG_ON_ALL_DEVICES asks for all ranks. */
-    return level == TNT_LOG_ERROR || log_all_ranks || log_rank_get() <= 0;
+    return level == TNT_LOG_ERROR || atomic_load_explicit(&log_all_ranks, memory_order_relaxed) ||
+           log_rank_get() <= 0;
 }
 
 static void log_vprint(tnt_log_level_t level, const char *fmt, va_list ap)
 {
     char msg[TNT_LOG_LINE_MAX - 300];
     char with_level[TNT_LOG_LINE_MAX - 200];
-
-    /* A process that never learns its rank (the launcher, the plugin) still
-     * sees its environment warnings, just before its first own line. */
-    if (num_pending > 0 && log_rank_get() < 0) {
-        pending_flush();
-    }
 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     if (level == TNT_LOG_ERROR || level == TNT_LOG_WARN) {

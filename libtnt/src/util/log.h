@@ -25,6 +25,9 @@ typedef enum {
 /* Called by tnt_init once rank and host are known; before that messages carry
  * only the pid. */
 void tnt_log_set_identity(int rank, const char *hostname);
+/* Level and whether ranks other than 0 log below error level, from the
+ * settings tnt_init parsed (TNT_LOG_LEVEL, TNT_LOG_ON_ALL_DEVICES). */
+void tnt_log_configure(tnt_log_level_t level, int all_ranks);
 /* Parses "error|warn|info|debug|trace"; returns -1 for anything else. */
 int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p);
 int tnt_log_enabled(tnt_log_level_t level);
@@ -49,10 +52,5 @@ const char *tnt_error_message(void);
  * thread's last error, unchanged and without logging it again. */
 void tnt_error_restore(const char *message);
 void tnt_error_clear(void);
-
-/* A warning about a bad TNT_* value ("TNT_TIMEOUT='abc' is not a number of
- * seconds; using the default 300 s"). Found before tnt_init knows the rank,
- * it is held back until then, so that only rank 0 prints it. */
-void tnt_log_env_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

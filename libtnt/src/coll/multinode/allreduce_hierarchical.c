@@ -1,7 +1,7 @@
 /*
  * Hierarchical allreduce, used for every allreduce that spans nodes:
  *   1. reduce-scatter within the node over shared memory: local rank l
- *      holds the node's reduction of its slice tnt_shm_slice(count, l, L);
+ *      holds the node's reduction of its slice tnt_slice(count, l, L);
  *   2. across nodes, every local rank allreduces its own slice with the ranks
  *      that hold the same elements on the other nodes (recursive doubling or
  *      ring, chosen per slice size), so every local rank drives its share of
@@ -69,7 +69,7 @@ static int tnt_mn_boundaries(tnt_net_t *net, size_t count)
         }
         for (int l = 1; l < L; l++) {
             size_t off, cnt;
-            tnt_mn_block(count, l, L, &off, &cnt);
+            tnt_slice(count, l, L, &off, &cnt);
             b[nb++] = off;
         }
     }
@@ -134,7 +134,7 @@ tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void
     /* 2. Across nodes, segment by segment. */
     nb = tnt_mn_boundaries(net, count);
     net->seq += (uint32_t)nb; /* one tag sequence per segment */
-    tnt_mn_block(count, comm->local_rank, comm->local_size, &my_off, &my_cnt);
+    tnt_slice(count, comm->local_rank, comm->local_size, &my_off, &my_cnt);
     for (int s = 0; s + 1 < nb; s++) {
         size_t x = net->bounds[s], y = net->bounds[s + 1];
         tnt_mn_group_op_t g;

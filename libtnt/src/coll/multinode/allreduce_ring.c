@@ -57,11 +57,11 @@ static void ring_item(const tnt_mn_group_op_t *g, size_t idx, size_t K, size_t c
         send_b = ring_mod(me + 1 - a, n);
         recv_b = ring_mod(me - a, n);
     }
-    tnt_mn_block(g->count, send_b, n, &off, &cnt);
+    tnt_slice(g->count, send_b, n, &off, &cnt);
     it->send_off = off * esize + k * chunk;
     it->send_len = k * chunk < cnt * esize ? cnt * esize - k * chunk : 0;
     it->send_len = it->send_len < chunk ? it->send_len : chunk;
-    tnt_mn_block(g->count, recv_b, n, &off, &cnt);
+    tnt_slice(g->count, recv_b, n, &off, &cnt);
     it->recv_off = off * esize + k * chunk;
     it->recv_len = k * chunk < cnt * esize ? cnt * esize - k * chunk : 0;
     it->recv_len = it->recv_len < chunk ? it->recv_len : chunk;
@@ -103,7 +103,7 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
         }
         return TNT_OK;
     }
-    tnt_mn_block(g->count, 0, n, &off0, &cnt0);
+    tnt_slice(g->count, 0, n, &off0, &cnt0);
     K = ring_chunks(cnt0 * esize, chunk);
     if (K == 0) {
         return TNT_OK; /* count == 0 */

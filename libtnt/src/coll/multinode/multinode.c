@@ -5,21 +5,20 @@
  */
 #include "coll/multinode/multinode_impl.h"
 
-#include "transport/shm.h"
 #include "util/log.h"
+#include "util/settings.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Ring pipeline: chunk size and slots in flight. Over UCX TCP on 4 nodes,
- * 1 MiB chunks gave 0.15-0.17 GB/s bus bandwidth at 16-64 MiB against
+/* Ring pipeline: chunk size (TNT_MULTINODE_CHUNK_KB, default 1 MiB in
+ * util/settings.c) and slots in flight. Over UCX TCP on 4 nodes, 1 MiB chunks
+ * gave 0.15-0.17 GB/s bus bandwidth at 16-64 MiB against
  * 0.09-0.13 with 256 KiB (each chunk is one rendezvous) and no gain with
  * 4 MiB; 4 in flight keep a chunk on the wire while the previous one is
  * reduced. Staging: 4 x 1 MiB, registered once. */
-#define TNT_MN_CHUNK_BYTES_DEFAULT ((size_t)1 << 20)
-#define TNT_MN_DEPTH               4
+#define TNT_MN_DEPTH 4
 /* auto: recursive doubling for per-segment messages below this, the ring
  * above. Medians of 5 interleaved runs over UCX TCP (docs/multinode.md):
  *  - 2 nodes x 1 rank: recursive doubling (one full-duplex exchange, as many
@@ -40,70 +39,17 @@
 #define TNT_MN_RD_MAX_BYTES_FEW_NODES          ((size_t)1 << 20)
 #define TNT_MN_RD_MAX_BYTES_MANY_NODES         ((size_t)256 << 10)
 
-static tnt_mn_algo_t tnt_mn_algo_from_env(void)
+static tnt_mn_algo_t tnt_mn_algo_from_settings(tnt_settings_algo_t algo)
 {
-    const char *value = getenv("TNT_ALLREDUCE_ALGO");
-
-    if (value == NULL || *value == '\0' || strcmp(value, "auto") == 0) {
-        return TNT_MN_ALGO_AUTO;
-    }
-    if (strcmp(value, "recursive_doubling") == 0 || strcmp(value, "rd") == 0) {
+    switch (algo) {
+    case TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING:
         return TNT_MN_ALGO_RECURSIVE_DOUBLING;
-    }
-    if (strcmp(value, "ring") == 0) {
+    case TNT_SETTINGS_ALGO_RING:
         return TNT_MN_ALGO_RING;
+    case TNT_SETTINGS_ALGO_AUTO:
+        break;
     }
-    tnt_log_env_warning("TNT_ALLREDUCE_ALGO='%.64s' is not one of auto, recursive_doubling, "
-                        "ring; using auto",
-                        value);
     return TNT_MN_ALGO_AUTO;
-}
-
-/* A size in KiB from the environment, or the default. */
-static size_t tnt_mn_kib_from_env(const char *name, size_t default_bytes, size_t min_bytes)
-{
-    const char *value = getenv(name);
-    char *end = NULL;
-    unsigned long long kib;
-
-    if (value == NULL || *value == '\0') {
-        return default_bytes;
-    }
-    errno = 0;
-    kib = strtoull(value, &end, 10);
-    if (errno != 0 || end == value || *end != '\0' || kib > ((size_t)1 << 30) ||
-        (size_t)kib * 1024 < min_bytes) {
-        tnt_log_env_warning("%s='%.64s' is not a size in KiB (>= %zu); using the default %zu", name,
-                            value, min_bytes / 1024, default_bytes / 1024);
-        return default_bytes;
-    }
-    return (size_t)kib * 1024;
-}
-
-/* TNT_UCX_SPIN_US: how long a waiter busy-polls UCX before it sleeps on the
- * event fd. Off by default because it hurts badly on oversubscribed hosts
- * (CI, simulated nodes); worth ~50 when every rank has its own core (see
- * transport/ucx/ucx.c and docs/multinode.md for the measurements). */
-#define TNT_MN_SPIN_US_DEFAULT 0
-
-static uint64_t tnt_mn_spin_us_from_env(void)
-{
-    const char *value = getenv("TNT_UCX_SPIN_US");
-    char *end = NULL;
-    unsigned long long us;
-
-    if (value == NULL || *value == '\0') {
-        return TNT_MN_SPIN_US_DEFAULT;
-    }
-    errno = 0;
-    us = strtoull(value, &end, 10);
-    if (errno != 0 || end == value || *end != '\0' || us > 1000000) {
-        tnt_log_env_warning("TNT_UCX_SPIN_US='%.64s' is not a number of microseconds "
-                            "(0 to 1000000); using the default %d",
-                            value, TNT_MN_SPIN_US_DEFAULT);
-        return TNT_MN_SPIN_US_DEFAULT;
-    }
-    return us;
 }
 
 static void tnt_mn_free(tnt_net_t *net)
@@ -176,36 +122,14 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
         goto err_free_tables;
     }
 
-    /* The hierarchical allreduce computes other nodes' slices itself
-     * (tnt_mn_block); it must be the rule the shared-memory reduce-scatter
-     * uses, or segments would pair the wrong elements. */
-    for (size_t count = 0; count < 40; count += 7) {
-        for (int L = 1; L <= 5; L++) {
-            for (int l = 0; l < L; l++) {
-                size_t a_off, a_cnt, b_off, b_cnt;
-                tnt_mn_block(count, l, L, &a_off, &a_cnt);
-                tnt_shm_slice(count, l, L, &b_off, &b_cnt);
-                if (a_off != b_off || a_cnt != b_cnt) {
-                    status = tnt_error_raise(TNT_ERR_TRANSPORT,
-                                             "multinode: slice rule differs from the shared-"
-                                             "memory one (count %zu, slice %d of %d); this is a "
-                                             "libtnt bug",
-                                             count, l, L);
-                    goto err_free_tables;
-                }
-            }
-        }
-    }
-
-    net->forced = tnt_mn_algo_from_env();
-    net->chunk_bytes =
-        tnt_mn_kib_from_env("TNT_MULTINODE_CHUNK_KB", TNT_MN_CHUNK_BYTES_DEFAULT, 4096);
-    {
-        size_t rd_max = comm->num_nodes > 4       ? TNT_MN_RD_MAX_BYTES_MANY_NODES
-                        : comm->num_nodes > 2     ? TNT_MN_RD_MAX_BYTES_FEW_NODES
-                        : net->max_local_size > 1 ? TNT_MN_RD_MAX_BYTES_TWO_NODES
-                                                  : TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK;
-        net->rd_max_bytes = tnt_mn_kib_from_env("TNT_MULTINODE_RD_MAX_KB", rd_max, 0);
+    net->forced = tnt_mn_algo_from_settings(comm->settings->allreduce_algo);
+    net->chunk_bytes = comm->settings->multinode_chunk_bytes;
+    net->rd_max_bytes = comm->settings->multinode_rd_max_bytes;
+    if (net->rd_max_bytes == TNT_SETTINGS_BY_LAYOUT) {
+        net->rd_max_bytes = comm->num_nodes > 4       ? TNT_MN_RD_MAX_BYTES_MANY_NODES
+                            : comm->num_nodes > 2     ? TNT_MN_RD_MAX_BYTES_FEW_NODES
+                            : net->max_local_size > 1 ? TNT_MN_RD_MAX_BYTES_TWO_NODES
+                                                      : TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK;
     }
     net->depth = TNT_MN_DEPTH;
 
@@ -216,7 +140,7 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     params.connect = connect;
     params.timeout_s = comm->timeout_s;
     params.staging_bytes = net->chunk_bytes * (size_t)net->depth;
-    params.spin_us = tnt_mn_spin_us_from_env();
+    params.spin_us = comm->settings->ucx_spin_us;
     status = tnt_ucx_create(&params, &net->ucx);
     if (status != TNT_OK) {
         goto err_free_tables;

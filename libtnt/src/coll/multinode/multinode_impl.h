@@ -17,6 +17,7 @@
 
 #include "coll/multinode.h"
 #include "transport/ucx/ucx.h"
+#include "util/slice.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -87,15 +88,6 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g);
 static inline int tnt_mn_rank_at(const tnt_net_t *net, int node, int local)
 {
     return net->rank_at[net->node_offset[node] + local];
-}
-
-/* Element range of block i out of n (same rule as tnt_shm_slice). */
-static inline void tnt_mn_block(size_t count, int i, int n, size_t *offset_p, size_t *count_p)
-{
-    size_t base = count / (size_t)n, extra = count % (size_t)n;
-    size_t ui = (size_t)i;
-    *offset_p = ui * base + (ui < extra ? ui : extra);
-    *count_p = base + (ui < extra ? 1 : 0);
 }
 
 #endif

@@ -1,0 +1,386 @@
+/*
+ * The one parser of TNT_* variables. Each row of settings_table names a
+ * variable, its kind, its default (written as a user would write it and
+ * parsed by the same code, as UCX does), its bounds or choices, and where
+ * the parsed value goes in tnt_settings_t. Numbers are parsed by hand and
+ * bounded before they are scaled, so no value can wrap around (strtoull
+ * reads "-1" as 2^64-1, and 2^54 KiB times 1024 is 0).
+ */
+#include "util/settings.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum {
+    SETTING_SIZE_KB, /* whole KiB, stored as size_t bytes */
+    SETTING_SECONDS, /* decimal seconds, optional trailing "s", stored as double */
+    SETTING_CHOICE,  /* a name from choices (case-insensitive), stored as an int-sized enum */
+    SETTING_BOOL,    /* 1/0, true/false, yes/no, on/off, stored as int */
+    SETTING_INT      /* a whole number, stored as uint64_t */
+} setting_kind_t;
+
+typedef struct {
+    const char *name;
+    int value;
+} setting_choice_t;
+
+typedef struct {
+    const char *name;
+    setting_kind_t kind;
+    const char *default_value;       /* NULL: TNT_SETTINGS_BY_LAYOUT (sizes only) */
+    double min, max;                 /* SIZE_KB (in KiB), SECONDS, INT */
+    const setting_choice_t *choices; /* CHOICE: ends with { NULL, 0 } */
+    size_t offset;                   /* of the field in tnt_settings_t */
+    const char *note;                /* what special values mean, for messages; may be NULL */
+} setting_desc_t;
+
+/* Choice fields are written as int; these enums must be int-sized. */
+_Static_assert(sizeof(tnt_log_level_t) == sizeof(int), "log level is stored as an int");
+_Static_assert(sizeof(tnt_settings_algo_t) == sizeof(int), "algorithm is stored as an int");
+
+static const setting_choice_t log_level_choices[] = {
+    { "error", TNT_LOG_ERROR },
+    { "warn", TNT_LOG_WARN },
+    { "warning", TNT_LOG_WARN },
+    { "info", TNT_LOG_INFO },
+    { "debug", TNT_LOG_DEBUG },
+    { "trace", TNT_LOG_TRACE },
+    { NULL, 0 },
+};
+
+static const setting_choice_t algo_choices[] = {
+    { "auto", TNT_SETTINGS_ALGO_AUTO },
+    { "recursive_doubling", TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING },
+    { "rd", TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING },
+    { "ring", TNT_SETTINGS_ALGO_RING },
+    { NULL, 0 },
+};
+
+#define FIELD(f) offsetof(tnt_settings_t, f)
+
+/* The bounds keep every product below in range and every layer's loops
+ * advancing: 1 GiB of shared-memory staging per rank and 1 GiB chunks are
+ * far beyond what pays; the fusion bound is the plugin's (4 GiB,
+ * spank/args.h); TNT_TIMEOUT above 1e9 s means "no timeout", for which 0
+ * is the way to say it. TNT_UCX_SPIN_US is off by default because spinning
+ * hurts badly on oversubscribed hosts (CI, simulated nodes); about 50 pays
+ * when every rank has its own core (docs/multinode.md). TNT_SHM_SMALL_KB and
+ * TNT_MULTINODE_RD_MAX_KB default to values the layers choose by layout.
+ * docs/environment.md documents the same names and values. */
+static const setting_desc_t settings_table[] = {
+    { "TNT_TIMEOUT", SETTING_SECONDS, "300", 0, 1e9, NULL, FIELD(timeout_s), "0 = no timeout" },
+    { "TNT_LOG_LEVEL", SETTING_CHOICE, "warn", 0, 0, log_level_choices, FIELD(log_level), NULL },
+    { "TNT_LOG_ON_ALL_DEVICES", SETTING_BOOL, "0", 0, 0, NULL, FIELD(log_on_all_ranks), NULL },
+    { "TNT_FUSION_THRESHOLD_KB", SETTING_SIZE_KB, "1024", 0, 4194304, NULL,
+      FIELD(fusion_threshold_bytes), "0 = one allreduce per tensor" },
+    { "TNT_SHM_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(shm_staging_bytes),
+      NULL },
+    { "TNT_SHM_SMALL_KB", SETTING_SIZE_KB, NULL, 0, 1048576, NULL, FIELD(shm_small_bytes), NULL },
+    { "TNT_SHM_CMA", SETTING_BOOL, "0", 0, 0, NULL, FIELD(shm_cma), NULL },
+    { "TNT_ALLREDUCE_ALGO", SETTING_CHOICE, "auto", 0, 0, algo_choices, FIELD(allreduce_algo),
+      NULL },
+    { "TNT_MULTINODE_RD_MAX_KB", SETTING_SIZE_KB, NULL, 0, 1073741824, NULL,
+      FIELD(multinode_rd_max_bytes), NULL },
+    { "TNT_MULTINODE_CHUNK_KB", SETTING_SIZE_KB, "1024", 4, 1048576, NULL,
+      FIELD(multinode_chunk_bytes), NULL },
+    { "TNT_UCX_SPIN_US", SETTING_INT, "0", 0, 1000000, NULL, FIELD(ucx_spin_us), NULL },
+};
+
+#define SETTINGS_COUNT (sizeof(settings_table) / sizeof(settings_table[0]))
+
+static const setting_desc_t *setting_find(const char *name)
+{
+    for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+        if (strcmp(settings_table[i].name, name) == 0) {
+            return &settings_table[i];
+        }
+    }
+    return NULL;
+}
+
+/* Decimal digits only (no sign, no spaces, no suffix). Returns 0 and the
+ * number, 1 for a number above max (a string of digits that is too large
+ * is out of range, not malformed), -1 for anything that is not digits. */
+static int setting_parse_whole(const char *value, uint64_t max, uint64_t *number_p)
+{
+    uint64_t number = 0;
+    int too_large = 0;
+
+    if (*value == '\0') {
+        return -1;
+    }
+    for (const char *p = value; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            return -1;
+        }
+        /* Once above max, stop accumulating (so nothing wraps) but keep
+         * checking that the rest are digits. */
+        if (!too_large) {
+            number = number * 10 + (uint64_t)(*p - '0');
+            too_large = number > max;
+        }
+    }
+    *number_p = number;
+    return too_large ? 1 : 0;
+}
+
+static int setting_parse_seconds(const char *value, double *seconds_p)
+{
+    char *end = NULL;
+    double seconds;
+
+    errno = 0;
+    seconds = strtod(value, &end);
+    if (end == value) {
+        return -1;
+    }
+    while (*end == ' ' || *end == '\t') {
+        end++;
+    }
+    /* A trailing "s" ("30s"), since that is how the docs write durations. */
+    if (*end == 's') {
+        end++;
+    }
+    if (*end != '\0' || !isfinite(seconds) || (errno == ERANGE && seconds != 0)) {
+        return -1;
+    }
+    *seconds_p = seconds;
+    return 0;
+}
+
+static int setting_parse_bool(const char *value, int *flag_p)
+{
+    static const char *const yes[] = { "1", "true", "yes", "on" };
+    static const char *const no[] = { "0", "false", "no", "off" };
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(value, yes[i]) == 0) {
+            *flag_p = 1;
+            return 0;
+        }
+        if (strcasecmp(value, no[i]) == 0) {
+            *flag_p = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* "64 to 1048576 KiB", "error, warn, ...": what a valid value looks like. */
+static void setting_describe_valid(const setting_desc_t *desc, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    switch (desc->kind) {
+    case SETTING_SIZE_KB:
+        snprintf(buf, len, "a whole number of KiB from %.0f to %.0f", desc->min, desc->max);
+        break;
+    case SETTING_SECONDS:
+        snprintf(buf, len, "a number of seconds from %.15g to %.15g", desc->min, desc->max);
+        break;
+    case SETTING_INT:
+        snprintf(buf, len, "a whole number from %.0f to %.0f", desc->min, desc->max);
+        break;
+    case SETTING_BOOL:
+        snprintf(buf, len, "1 or 0 (also true/false, yes/no, on/off)");
+        break;
+    case SETTING_CHOICE:
+        used = (size_t)snprintf(buf, len, "one of ");
+        for (const setting_choice_t *c = desc->choices; c->name != NULL && used < len; c++) {
+            int w =
+                snprintf(buf + used, len - used, "%s%s", c == desc->choices ? "" : ", ", c->name);
+            used += w > 0 ? (size_t)w : 0;
+        }
+        break;
+    }
+}
+
+/* Parses value into *field; on failure writes the whole message into msg and
+ * returns -1. Logs nothing, so that the logger can use it for its own two
+ * variables before it is configured. */
+static int setting_parse(const setting_desc_t *desc, const char *value, void *field, char *msg,
+                         size_t msglen)
+{
+    const char *problem = NULL;
+    char valid[160];
+    uint64_t number = 0;
+    int rc;
+
+    switch (desc->kind) {
+    case SETTING_SIZE_KB:
+    case SETTING_INT:
+        rc = setting_parse_whole(value, (uint64_t)desc->max, &number);
+        if (rc < 0) {
+            problem = "is not valid";
+        } else if (rc > 0 || (double)number < desc->min) {
+            problem = "is out of range";
+        } else if (desc->kind == SETTING_SIZE_KB) {
+            /* number <= desc->max <= 2^30, so the product fits. */
+            size_t bytes = (size_t)number * 1024;
+            memcpy(field, &bytes, sizeof(bytes));
+        } else {
+            memcpy(field, &number, sizeof(number));
+        }
+        break;
+    case SETTING_SECONDS: {
+        double seconds = 0;
+        if (setting_parse_seconds(value, &seconds) != 0) {
+            problem = "is not valid";
+        } else if (seconds < desc->min || seconds > desc->max) {
+            problem = "is out of range";
+        } else {
+            memcpy(field, &seconds, sizeof(seconds));
+        }
+        break;
+    }
+    case SETTING_BOOL: {
+        int flag = 0;
+        if (setting_parse_bool(value, &flag) != 0) {
+            problem = "is not valid";
+        } else {
+            memcpy(field, &flag, sizeof(flag));
+        }
+        break;
+    }
+    case SETTING_CHOICE: {
+        const setting_choice_t *c = desc->choices;
+        while (c->name != NULL && strcasecmp(c->name, value) != 0) {
+            c++;
+        }
+        if (c->name == NULL) {
+            problem = "is not valid";
+        } else {
+            memcpy(field, &c->value, sizeof(c->value));
+        }
+        break;
+    }
+    }
+    if (problem == NULL) {
+        return 0;
+    }
+    setting_describe_valid(desc, valid, sizeof(valid));
+    snprintf(msg, msglen, "%s='%.64s' %s: expected %s%s%s (default %s); fix the value or unset %s",
+             desc->name, value, problem, valid, desc->note != NULL ? ", " : "",
+             desc->note != NULL ? desc->note : "",
+             desc->default_value != NULL ? desc->default_value : "chosen by the job's layout",
+             desc->name);
+    return -1;
+}
+
+static void setting_set_default(const setting_desc_t *desc, tnt_settings_t *settings)
+{
+    void *field = (char *)settings + desc->offset;
+    char msg[512];
+
+    if (desc->default_value == NULL) {
+        const size_t by_layout = TNT_SETTINGS_BY_LAYOUT;
+        memcpy(field, &by_layout, sizeof(by_layout));
+        return;
+    }
+    /* The defaults are constants that test_settings parses; they cannot fail. */
+    (void)setting_parse(desc, desc->default_value, field, msg, sizeof(msg));
+}
+
+void tnt_settings_set_defaults(tnt_settings_t *settings)
+{
+    memset(settings, 0, sizeof(*settings));
+    for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+        setting_set_default(&settings_table[i], settings);
+    }
+}
+
+tnt_status_t tnt_settings_parse(tnt_settings_t *settings, const char *name, const char *value)
+{
+    const setting_desc_t *desc = setting_find(name);
+    char msg[512];
+
+    if (desc == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "settings: %s is not a libtnt variable (a libtnt bug)", name);
+    }
+    if (value == NULL || *value == '\0') {
+        setting_set_default(desc, settings);
+        return TNT_OK;
+    }
+    if (setting_parse(desc, value, (char *)settings + desc->offset, msg, sizeof(msg)) != 0) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s", msg);
+    }
+    return TNT_OK;
+}
+
+int tnt_settings_parse_quietly(tnt_settings_t *settings, const char *name, const char *value)
+{
+    const setting_desc_t *desc = setting_find(name);
+    char msg[512];
+
+    if (desc == NULL) {
+        return -1;
+    }
+    if (value == NULL || *value == '\0') {
+        setting_set_default(desc, settings);
+        return 0;
+    }
+    return setting_parse(desc, value, (char *)settings + desc->offset, msg, sizeof(msg));
+}
+
+tnt_status_t tnt_settings_load(tnt_settings_t *settings)
+{
+    tnt_status_t first = TNT_OK;
+    char first_message[1024] = "";
+    tnt_settings_t parsed;
+
+    tnt_settings_set_defaults(&parsed);
+    /* Every bad value is reported, not only the first, so that one run
+     * shows everything there is to fix. */
+    for (size_t i = 0; i < SETTINGS_COUNT; i++) {
+        const char *name = settings_table[i].name;
+        tnt_status_t status = tnt_settings_parse(&parsed, name, getenv(name));
+        if (status != TNT_OK && first == TNT_OK) {
+            first = status;
+            snprintf(first_message, sizeof(first_message), "%s", tnt_error_message());
+        }
+    }
+    if (first != TNT_OK) {
+        tnt_error_restore(first_message);
+        return first;
+    }
+    *settings = parsed;
+    return TNT_OK;
+}
+
+tnt_status_t tnt_settings_create(tnt_settings_t **settings_p)
+{
+    tnt_settings_t *settings = malloc(sizeof(*settings));
+    tnt_status_t status;
+
+    if (settings == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "settings: out of memory");
+    }
+    status = tnt_settings_load(settings);
+    if (status != TNT_OK) {
+        free(settings);
+        return status;
+    }
+    *settings_p = settings;
+    return TNT_OK;
+}
+
+void tnt_settings_destroy(tnt_settings_t *settings)
+{
+    free(settings);
+}
+
+size_t tnt_settings_count(void)
+{
+    return SETTINGS_COUNT;
+}
+
+const char *tnt_settings_name(size_t index)
+{
+    return index < SETTINGS_COUNT ? settings_table[index].name : NULL;
+}

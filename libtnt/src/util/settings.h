@@ -1,0 +1,75 @@
+/*
+ * The TNT_* environment variables libtnt reads, parsed by one table-driven
+ * parser (modelled on UCX's ucs config parser): each variable has a kind
+ * (size in KiB, seconds, named choice, boolean, integer), a default, bounds
+ * or choices, and a one-line description. tnt_init parses all of them once,
+ * before the bootstrap and the transports exist, and the layers read the
+ * resulting struct. A malformed or out-of-range value fails tnt_init with
+ * TNT_ERR_INVALID_ARG and a message naming the variable, the value and what
+ * is valid: it never falls back to a default, which once hid values that
+ * wrapped sizes around (TNT_SHM_STAGING_KB=-1).
+ *
+ * An unset or empty variable means its default. docs/environment.md lists the
+ * same names; tests/unit/test_settings.cmake checks that it does.
+ */
+#ifndef TNT_UTIL_SETTINGS_H
+#define TNT_UTIL_SETTINGS_H
+
+#include <tnt/tnt.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/log.h"
+
+/* A size whose default depends on the job's layout (local ranks, nodes):
+ * the layer that knows the layout picks it. */
+#define TNT_SETTINGS_BY_LAYOUT SIZE_MAX
+
+typedef enum {
+    TNT_SETTINGS_ALGO_AUTO,
+    TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING,
+    TNT_SETTINGS_ALGO_RING
+} tnt_settings_algo_t;
+
+typedef struct tnt_settings {
+    double timeout_s;                   /* TNT_TIMEOUT; 0 = no timeout */
+    tnt_log_level_t log_level;          /* TNT_LOG_LEVEL */
+    int log_on_all_ranks;               /* TNT_LOG_ON_ALL_DEVICES */
+    size_t fusion_threshold_bytes;      /* TNT_FUSION_THRESHOLD_KB */
+    size_t shm_staging_bytes;           /* TNT_SHM_STAGING_KB */
+    size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
+    int shm_cma;                        /* TNT_SHM_CMA */
+    tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
+    size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
+    size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
+    uint64_t ucx_spin_us;               /* TNT_UCX_SPIN_US */
+} tnt_settings_t;
+
+/* Every field at its default. */
+void tnt_settings_set_defaults(tnt_settings_t *settings);
+
+/* Parses value as the variable name and stores it in settings; NULL or ""
+ * stores the default. On a bad value raises TNT_ERR_INVALID_ARG ("TNT_X='v'
+ * is not valid: expected ...") and leaves settings unchanged. */
+tnt_status_t tnt_settings_parse(tnt_settings_t *settings, const char *name, const char *value);
+
+/* The same without logging or recording an error: returns 0, or -1 and leaves
+ * settings unchanged. For the logger, which reads its two variables before
+ * tnt_init and must not log from inside its own set-up; tnt_init reports a
+ * bad value. */
+int tnt_settings_parse_quietly(tnt_settings_t *settings, const char *name, const char *value);
+
+/* Defaults, then every variable of the table from the environment. Each bad
+ * value is logged as an error; the first one stays this thread's last error
+ * and its status is returned. */
+tnt_status_t tnt_settings_load(tnt_settings_t *settings);
+
+/* tnt_settings_load into a new struct, for the communicator. */
+tnt_status_t tnt_settings_create(tnt_settings_t **settings_p);
+void tnt_settings_destroy(tnt_settings_t *settings);
+
+/* The table's variable names, in table order (docs/environment.md check). */
+size_t tnt_settings_count(void);
+const char *tnt_settings_name(size_t index);
+
+#endif
