@@ -14,19 +14,7 @@
 
 #include "msg.h"
 #include "shm_cleanup.h"
-
-/*
- * The names libtnt gives the segment of a node whose first rank has `pid`,
- * as an fnmatch(3) pattern over /dev/shm entries: libtnt (core/comm.c)
- * names it /tnt-<hash of the job id>-<pid>. The launcher does not know the
- * hash, so it matches any. Returns 0, or -1 when `len` is too small.
- */
-static int segment_name_pattern(pid_t pid, char *pattern, size_t len)
-{
-    int n = snprintf(pattern, len, "tnt-*-%ld", (long)pid);
-
-    return n < 0 || (size_t)n >= len ? -1 : 0;
-}
+#include "transport/shm_name.h"
 
 void tnt_launch_remove_leftover_segments(const struct launch *launch)
 {
@@ -37,10 +25,13 @@ void tnt_launch_remove_leftover_segments(const struct launch *launch)
         return;
     while ((entry = readdir(dir)) != NULL) {
         for (int r = 0; r < launch->nranks; r++) {
-            char pattern[64], path[300];
+            /* The launcher does not know the job id's hash, so it matches
+             * any job's segment of one of its own ranks' pids. */
+            char pattern[TNT_SHM_NAME_MAX], path[300];
 
             if (launch->ranks[r].started_pid <= 0 ||
-                segment_name_pattern(launch->ranks[r].started_pid, pattern, sizeof pattern) != 0 ||
+                tnt_shm_segment_pattern(launch->ranks[r].started_pid, pattern, sizeof pattern) !=
+                    0 ||
                 fnmatch(pattern, entry->d_name, 0) != 0)
                 continue;
             snprintf(path, sizeof path, "/%s", entry->d_name);

@@ -22,7 +22,7 @@
 #include "collectives_values.h"
 #ifdef TNT_WITH_UCX
 #include "coll/multinode/multinode_impl.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #endif
 
 #include <signal.h>

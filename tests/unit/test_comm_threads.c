@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "boot/boot_threads.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "util/settings.h"
 
 #define NUM_RANKS      4

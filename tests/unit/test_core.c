@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "util/log.h"
 #include "util/settings.h"
 #include "util/wait.h"

@@ -8,7 +8,7 @@
 #ifndef TNT_COLL_COLL_H
 #define TNT_COLL_COLL_H
 
-#include "core/comm.h"
+#include "comm/comm.h"
 
 tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                 tnt_dtype_t dtype, tnt_op_t op);

@@ -8,7 +8,7 @@
 #ifndef TNT_COLL_MULTINODE_H
 #define TNT_COLL_MULTINODE_H
 
-#include "core/comm.h"
+#include "comm/comm.h"
 
 /* Collective over all ranks: connects every rank to the peers it needs on
  * other nodes (addresses exchanged through tnt_boot_allgather) and sets

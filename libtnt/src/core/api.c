@@ -7,7 +7,7 @@
  * Arguments are checked identically on every rank before anything is sent,
  * so a bad argument fails locally and leaves the communicator usable.
  */
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #include "coll/coll.h"
 #include "util/log.h"

@@ -50,7 +50,7 @@
 
 #include "coll/coll.h"
 #include "reduce/reduce.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "util/log.h"
 #include "util/settings.h"
 

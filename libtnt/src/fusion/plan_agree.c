@@ -8,7 +8,7 @@
 #include "fusion/fusion.h"
 
 #include "coll/coll.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "util/hash.h"
 #include "util/log.h"
 

@@ -4,10 +4,11 @@
  * connect the node's ranks through one shared-memory segment and the nodes
  * through the multi-node transport.
  */
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #include "coll/multinode.h"
 #include "transport/shm.h"
+#include "transport/shm_name.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/settings.h"
@@ -189,10 +190,14 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     }
     check_local_layout(comm, info);
 
-    char shm_name[96];
-    snprintf(shm_name, sizeof(shm_name), "/tnt-%016llx-%lld",
-             (unsigned long long)tnt_fnv1a_string(info->job_id),
-             (long long)peers[comm->node_first_rank[comm->node_id]].pid);
+    char shm_name[TNT_SHM_NAME_MAX];
+    if (tnt_shm_segment_name(tnt_fnv1a_string(info->job_id),
+                             (long long)peers[comm->node_first_rank[comm->node_id]].pid, shm_name,
+                             sizeof(shm_name)) != 0) {
+        status =
+            tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_init: segment name too long (libtnt bug)");
+        goto err_free_layout;
+    }
     tnt_shm_params_t params = {
         .name = shm_name,
         .local_rank = comm->local_rank,

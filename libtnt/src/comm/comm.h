@@ -1,12 +1,12 @@
 /*
- * The communicator and the progress engine: the glue between bootstrap,
- * transports and the public API. Layering (lower never includes higher):
- *   util <- reduce, boot <- transport (shm, net) <- coll <- fusion <- core (API)
- * coll/ and fusion/ may include this header for the struct and the progress
- * queue; transports must not.
+ * The communicator and its progress queue: what collectives and fusion run
+ * on. Layering (lower never includes higher; docs/architecture.md):
+ *   util <- reduce, boot <- transport (shm, ucx) <- comm <- coll <- fusion <- core
+ * The communicator is assembled by core/init.c (tnt_init), the only file that
+ * knows every transport; transports never include this header.
  */
-#ifndef TNT_CORE_COMM_H
-#define TNT_CORE_COMM_H
+#ifndef TNT_COMM_COMM_H
+#define TNT_COMM_COMM_H
 
 #include <tnt/tnt.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
  * request. Every wait is bounded: it fails when the thread has finished
  * nothing for longer than the collectives' own timeout would allow.
  */
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #include "util/log.h"
 #include "util/wait.h"
