@@ -1,0 +1,93 @@
+/*
+ * The device (GPU) path of libtnt, the part that needs no CUDA: settings,
+ * transport selection, chunk planning and duplicate-GPU detection (plan.c,
+ * pure and unit-tested), and the loader of libtnt_cuda.so behind the public
+ * tnt_cuda.h functions (device.c). Nothing here includes a CUDA header.
+ *
+ * Layering: gpu sits beside fusion, above coll (the device path calls the
+ * host collectives for staging and for the NCCL bootstrap). core/comm.c
+ * calls tnt_gpu_finalize() and tnt_gpu_abort() only.
+ */
+#ifndef TNT_GPU_GPU_H
+#define TNT_GPU_GPU_H
+
+#include <tnt/tnt.h>
+#include <tnt/tnt_cuda.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- settings (a small local reader; the settings table will absorb it) -- */
+
+/* What TNT_GPU_TRANSPORT asks for. */
+typedef enum {
+    TNT_GPU_REQUEST_AUTO = 0,
+    TNT_GPU_REQUEST_NCCL = 1,
+    TNT_GPU_REQUEST_HOST = 2,
+} tnt_gpu_request_t;
+
+#define TNT_GPU_STAGING_KB_DEFAULT 4096
+#define TNT_GPU_STAGING_KB_MIN     64
+/* Chunks in flight on the host-staged path: while the host reduces chunk i,
+ * chunk i+1 is being copied out and chunk i-1 copied back in. */
+#define TNT_GPU_STAGING_SLOTS 3
+
+/* Parses TNT_GPU_TRANSPORT (NULL or "" = auto). A bad value fails with
+ * TNT_ERR_INVALID_ARG naming the variable, the value and the choices. */
+tnt_status_t tnt_gpu_request_parse(const char *value, tnt_gpu_request_t *request_p);
+/* Parses TNT_GPU_STAGING_KB (NULL or "" = default) into bytes per chunk. */
+tnt_status_t tnt_gpu_staging_parse(const char *value, size_t *chunk_bytes_p);
+/* Reads both variables from the environment. */
+tnt_status_t tnt_gpu_settings_read(tnt_gpu_request_t *request_p, size_t *chunk_bytes_p);
+
+/* ---- selection ------------------------------------------------------------ */
+
+/* What every rank contributes to the selection allgather (fixed layout, sent
+ * as bytes). ok == 0: this rank cannot do device collectives; reason says
+ * why. */
+struct tnt_gpu_peer {
+    uint8_t uuid[16]; /* cudaDeviceProp.uuid of the rank's current device */
+    int32_t ok;
+    int32_t nccl_ok; /* libnccl.so.2 could be loaded */
+    int32_t request; /* tnt_gpu_request_t */
+    int32_t device;  /* CUDA device ordinal, for messages */
+    char reason[384];
+};
+
+/* Collective-free and pure: given every rank's peer record (the same array
+ * on every rank), decides the transport identically everywhere. Fails (the
+ * same way on every rank) when some rank is not ok, when the ranks ask for
+ * different transports, or when NCCL is asked for but unusable (missing on
+ * some rank, or two ranks on one GPU). auto picks NCCL when every rank has
+ * NCCL and its own GPU, host staging otherwise. */
+tnt_status_t tnt_gpu_select(const struct tnt_gpu_peer *peers, int size,
+                            tnt_gpu_transport_t *transport_p);
+
+/* Finds two ranks whose UUIDs are equal. Returns 1 and sets *a_p < *b_p to
+ * the lowest such pair (by the first rank, then the second), 0 when all
+ * differ, -1 when out of memory. */
+int tnt_gpu_find_duplicate(const struct tnt_gpu_peer *peers, int size, int *a_p, int *b_p);
+
+/* ---- chunk planning for the host-staged path ------------------------------ */
+
+/* Chunks of a buffer of count elements of esize bytes, each at most
+ * chunk_bytes (rounded down to whole elements, at least one element). */
+typedef struct {
+    size_t count;       /* elements in all */
+    size_t chunk_elems; /* elements per chunk (the last may be smaller) */
+    size_t num_chunks;  /* 0 for count == 0 */
+} tnt_gpu_chunks_t;
+
+tnt_gpu_chunks_t tnt_gpu_chunks_plan(size_t count, size_t esize, size_t chunk_bytes);
+/* Element offset and length of chunk i (i < num_chunks). */
+void tnt_gpu_chunk_at(const tnt_gpu_chunks_t *plan, size_t i, size_t *offset_p, size_t *count_p);
+
+/* ---- hooks for core -------------------------------------------------------- */
+
+/* tnt_finalize: destroys the device context (NCCL communicator, pinned
+ * buffers). tnt_abort: aborts the NCCL communicator first so no kernel keeps
+ * waiting for a peer. Both are no-ops when no device call was made. */
+void tnt_gpu_finalize(tnt_comm_t *comm);
+void tnt_gpu_abort(tnt_comm_t *comm);
+
+#endif
