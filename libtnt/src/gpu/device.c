@@ -177,8 +177,16 @@ static void probe_self(struct tnt_gpu_peer *me, size_t *chunk_bytes_p)
 
     memset(me, 0, sizeof(*me));
     me->device = -1;
-    if (tnt_gpu_settings_read(&request, chunk_bytes_p) != TNT_OK) {
-        snprintf(me->reason, sizeof(me->reason), "%.383s", tnt_last_error());
+    tnt_status_t status = tnt_gpu_settings_read(&request, chunk_bytes_p);
+    if (status != TNT_OK) {
+        /* Without the "rank R: " prefix: the selection names the rank. */
+        const char *msg = tnt_last_error();
+        const char *colon = strstr(msg, ": ");
+        if (strncmp(msg, "rank ", 5) == 0 && colon != NULL) {
+            msg = colon + 2;
+        }
+        me->error = (int32_t)status;
+        snprintf(me->reason, sizeof(me->reason), "%.383s", msg);
         return;
     }
     me->request = (int32_t)request;

@@ -44,13 +44,14 @@ tnt_status_t tnt_gpu_settings_read(tnt_gpu_request_t *request_p, size_t *chunk_b
 
 /* What every rank contributes to the selection allgather (fixed layout, sent
  * as bytes). ok == 0: this rank cannot do device collectives; reason says
- * why. */
+ * why and error is the status it reports (0: TNT_ERR_UNSUPPORTED). */
 struct tnt_gpu_peer {
     uint8_t uuid[16]; /* cudaDeviceProp.uuid of the rank's current device */
     int32_t ok;
     int32_t nccl_ok; /* libnccl.so.2 could be loaded */
     int32_t request; /* tnt_gpu_request_t */
     int32_t device;  /* CUDA device ordinal, for messages */
+    int32_t error;   /* tnt_status_t when !ok, e.g. a bad setting */
     char reason[384];
 };
 

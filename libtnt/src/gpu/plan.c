@@ -166,9 +166,10 @@ tnt_status_t tnt_gpu_select(const struct tnt_gpu_peer *peers, int size,
 {
     for (int r = 0; r < size; r++) {
         if (!peers[r].ok) {
-            return tnt_error_raise(TNT_ERR_UNSUPPORTED,
-                                   "device collectives are not available: rank %d: %.384s", r,
-                                   peers[r].reason);
+            tnt_status_t error =
+                peers[r].error < 0 ? (tnt_status_t)peers[r].error : TNT_ERR_UNSUPPORTED;
+            return tnt_error_raise(error, "device collectives are not available: rank %d: %.384s",
+                                   r, peers[r].reason);
         }
     }
     for (int r = 1; r < size; r++) {
