@@ -7,7 +7,6 @@ they exercise the host-staged path; one rank per GPU exercises NCCL.
 
 Skipped where nvidia-smi finds no GPU (ctest reports them as skipped through
 tests/integration/gpu_skip.sh; pytest marks them skipped)."""
-import os
 import shutil
 import subprocess
 
