@@ -150,6 +150,15 @@ static void load_plugin(void)
 /* Set-up                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* comm->gpu as set by gpu_state(), or NULL; read under the same lock. */
+static struct tnt_gpu *gpu_peek(const tnt_comm_t *comm)
+{
+    pthread_mutex_lock(&g_gpu_create_lock);
+    struct tnt_gpu *gpu = comm->gpu;
+    pthread_mutex_unlock(&g_gpu_create_lock);
+    return gpu;
+}
+
 static tnt_status_t gpu_state(tnt_comm_t *comm, struct tnt_gpu **gpu_p)
 {
     tnt_status_t status = TNT_OK;
@@ -326,7 +335,7 @@ TNT_API tnt_status_t tnt_device_transport(const tnt_comm_t *comm, tnt_gpu_transp
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_device_transport: transport_p is NULL");
     }
     tnt_gpu_transport_t transport = TNT_GPU_TRANSPORT_NONE;
-    struct tnt_gpu *gpu = comm->gpu;
+    struct tnt_gpu *gpu = gpu_peek(comm);
     if (gpu != NULL) {
         pthread_mutex_lock(&gpu->lock);
         transport = gpu->transport;
@@ -467,16 +476,16 @@ TNT_API tnt_status_t tnt_device_synchronize(tnt_comm_t *comm, void *stream)
     if (status != TNT_OK) {
         return status;
     }
-    struct tnt_gpu *gpu = comm->gpu;
+    struct tnt_gpu *gpu = gpu_peek(comm);
     if (gpu == NULL || g_plugin == NULL) {
         return tnt_error_raise(TNT_ERR_UNSUPPORTED,
                                "%s: no device collective was set up on this communicator; call "
                                "tnt_device_init() or a device collective first",
                                fn);
     }
-    /* Not under gpu->lock: a stuck stream must not keep other threads from
-     * issuing (or aborting); the context outlives this call (it is destroyed
-     * only by tnt_finalize). */
+    /* The wait itself is not under gpu->lock: a stuck stream must not keep
+     * other threads from issuing (or aborting); the context outlives this
+     * call (only tnt_finalize destroys it). */
     pthread_mutex_lock(&gpu->lock);
     void *ctx = gpu->ctx;
     pthread_mutex_unlock(&gpu->lock);

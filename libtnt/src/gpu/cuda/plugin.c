@@ -538,11 +538,9 @@ static tnt_status_t stage_out(struct ctx *c, const struct stage_args *a,
     if (a->kind == STAGE_BROADCAST && c->p.rank != a->root) {
         return TNT_OK;
     }
+    /* No host wait for the slot's previous copy-in: this copy-out is queued
+     * behind it on the same stream. */
     tnt_gpu_chunk_at(plan, i, &off, &n);
-    tnt_status_t status = slot_acquire(c, s, a->fn, i);
-    if (status != TNT_OK) {
-        return status;
-    }
     char *dst = c->slot[s];
     if (a->kind == STAGE_ALLGATHER) {
         dst += (size_t)c->p.rank * n; /* own piece of the gathered chunk */
@@ -566,7 +564,16 @@ static tnt_status_t stage_in(struct ctx *c, const struct stage_args *a,
     cudaError_t e = cudaSuccess;
 
     tnt_gpu_chunk_at(plan, i, &off, &n);
-    status = sent ? wait_event(c, c->d2h[s], a->fn, i) : slot_acquire(c, s, a->fn, i);
+    if (sent) {
+        /* The copy-out came after the slot's previous copy-in on the copy
+         * stream, so that one is done too. */
+        status = wait_event(c, c->d2h[s], a->fn, i);
+        if (status == TNT_OK) {
+            c->h2d_pending[s] = 0;
+        }
+    } else {
+        status = slot_acquire(c, s, a->fn, i);
+    }
     if (status != TNT_OK) {
         return status;
     }
