@@ -35,6 +35,6 @@ if(TNT_WITH_CUDA)
   message(STATUS "tarantella: CUDA ${CUDAToolkit_VERSION} (${CUDAToolkit_LIBRARY_DIR}), "
     "NCCL ${TNT_NCCL_LIBRARY}: building libtnt_cuda.so")
 else()
-  message(STATUS "tarantella: TNT_WITH_CUDA=OFF (CUDA toolkit or NCCL not found); device "
-    "collectives will return TNT_ERR_UNSUPPORTED")
+  message(STATUS "tarantella: TNT_WITH_CUDA=OFF (CUDA toolkit and NCCL found: "
+    "${_tnt_cuda_found}); device collectives will return TNT_ERR_UNSUPPORTED")
 endif()

@@ -29,8 +29,11 @@ add_executable(gpu_unsupported_check ${CMAKE_CURRENT_LIST_DIR}/gpu_unsupported_c
 target_link_libraries(gpu_unsupported_check PRIVATE tnt)
 if(TNT_WITH_CUDA)
   set(_gpu_missing "no usable GPU")
+  # Every rank reports the failing rank of the collective set-up.
+  set(_gpu_missing_np3 "rank 0: no usable GPU")
 else()
   set(_gpu_missing "built without CUDA")
+  set(_gpu_missing_np3 "built without CUDA")
 endif()
 tnt_gpu_test(unsupported_np1 60 integration
   ${_gpu_env} timeout 50 ${_gpu_skip} --without-gpu
@@ -40,7 +43,7 @@ if(TARGET tarantella)
   # Several ranks: all fail at once (no rank waits for TNT_TIMEOUT=60).
   tnt_gpu_test(unsupported_np3 60 integration
     ${_gpu_env} TNT_TIMEOUT=20 timeout 50 ${_gpu_skip} --without-gpu ${_gpu_tnt} -n 3 --
-    $<TARGET_FILE:gpu_unsupported_check> unsupported "rank 0: ${_gpu_missing}")
+    $<TARGET_FILE:gpu_unsupported_check> unsupported "${_gpu_missing_np3}")
 endif()
 if(TNT_WITH_CUDA)
   # A bad TNT_GPU_TRANSPORT is reported as such, GPU or not.

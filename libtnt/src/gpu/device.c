@@ -55,6 +55,8 @@ static pthread_once_t g_plugin_once = PTHREAD_ONCE_INIT;
 static const struct tnt_gpu_plugin_ops *g_plugin;
 static char g_plugin_error[512];
 
+#ifdef TNT_WITH_CUDA
+/* What libtnt hands to libtnt_cuda.so (plugin.h). */
 static void host_log_debug(const char *fmt, ...)
 {
     if (!tnt_log_enabled(TNT_LOG_DEBUG)) {
@@ -81,7 +83,6 @@ static const struct tnt_gpu_host_ops g_host_ops = {
     .backoff_wait = tnt_backoff_wait,
 };
 
-#ifdef TNT_WITH_CUDA
 /* The plugin sits next to libtnt.so (build tree and install alike); where
  * libtnt is linked statically that directory is the executable's, so the
  * dynamic loader's own search (RUNPATH, LD_LIBRARY_PATH) comes second. */
