@@ -106,6 +106,7 @@ _LAZY = {
     "optimizers": ("optimizers", None),
     "model": ("model", None),
     "callbacks": ("callbacks", None),
+    "cuda": ("cuda", None),
     "models": ("models", None),
 }
 

@@ -23,9 +23,11 @@
 #include <pythread.h>
 
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <tnt/tnt.h>
+#include <tnt/tnt_cuda.h>
 
 /* ------------------------------------------------------------------------ */
 /* Process-wide communicator                                                 */
@@ -908,6 +910,126 @@ err_descs:
 /* Module                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Device buffers (tnt_cuda.h). The extension links no CUDA library: Python */
+/* passes data_ptr() and the cudaStream_t handle of                          */
+/* torch.cuda.current_stream() as integers, and libtnt hands them to         */
+/* libtnt_cuda.so, which it loads on first use.                              */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *device_result(PyObject *module, tnt_status_t status, const char *what)
+{
+    if (status != TNT_OK) {
+        return raise_status(get_state(module), status, what);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *tnt_py_allreduce_device(PyObject *module, PyObject *args)
+{
+    unsigned long long send, recv, stream;
+    Py_ssize_t count;
+    int dtype, op;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "KKniiK:allreduce_device", &send, &recv, &count, &dtype, &op,
+                          &stream)) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "allreduce_device");
+    }
+    if (count < 0) {
+        PyErr_Format(PyExc_ValueError, "allreduce_device: count %zd < 0", count);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS status = tnt_allreduce_device(
+        g_comm, (const void *)(uintptr_t)send, (void *)(uintptr_t)recv, (size_t)count,
+        (tnt_dtype_t)dtype, (tnt_op_t)op, (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS return device_result(module, status, "allreduce_device");
+}
+
+static PyObject *tnt_py_broadcast_device(PyObject *module, PyObject *args)
+{
+    unsigned long long buf, stream;
+    Py_ssize_t bytes;
+    int root;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "KniK:broadcast_device", &buf, &bytes, &root, &stream)) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "broadcast_device");
+    }
+    if (bytes < 0) {
+        PyErr_Format(PyExc_ValueError, "broadcast_device: bytes %zd < 0", bytes);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS status = tnt_broadcast_device(
+        g_comm, (void *)(uintptr_t)buf, (size_t)bytes, root, (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS return device_result(module, status, "broadcast_device");
+}
+
+static PyObject *tnt_py_allgather_device(PyObject *module, PyObject *args)
+{
+    unsigned long long send, recv, stream;
+    Py_ssize_t bytes;
+    tnt_status_t status;
+
+    if (!PyArg_ParseTuple(args, "KKnK:allgather_device", &send, &recv, &bytes, &stream)) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "allgather_device");
+    }
+    if (bytes < 0) {
+        PyErr_Format(PyExc_ValueError, "allgather_device: bytes %zd < 0", bytes);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS status =
+        tnt_allgather_device(g_comm, (const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
+                             (size_t)bytes, (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS return device_result(module, status, "allgather_device");
+}
+
+static PyObject *tnt_py_device_init(PyObject *module, PyObject *unused)
+{
+    tnt_status_t status;
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "device_init");
+    }
+    Py_BEGIN_ALLOW_THREADS status = tnt_device_init(g_comm);
+    Py_END_ALLOW_THREADS return device_result(module, status, "device_init");
+}
+
+static PyObject *tnt_py_device_transport(PyObject *module, PyObject *unused)
+{
+    tnt_gpu_transport_t transport = TNT_GPU_TRANSPORT_NONE;
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "device_transport");
+    }
+    tnt_status_t status = tnt_device_transport(g_comm, &transport);
+    if (status != TNT_OK) {
+        return raise_status(get_state(module), status, "device_transport");
+    }
+    return PyUnicode_FromString(tnt_gpu_transport_string(transport));
+}
+
+static PyObject *tnt_py_device_synchronize(PyObject *module, PyObject *arg)
+{
+    unsigned long long stream = PyLong_AsUnsignedLongLong(arg);
+    tnt_status_t status;
+    if (stream == (unsigned long long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "device_synchronize");
+    }
+    Py_BEGIN_ALLOW_THREADS status = tnt_device_synchronize(g_comm, (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS return device_result(module, status, "device_synchronize");
+}
+
 static PyMethodDef module_methods[] = {
     { "init", tnt_py_init, METH_NOARGS, "init()\n--\n\nBootstraps libtnt (idempotent)." },
     { "finalize", tnt_py_finalize, METH_NOARGS,
@@ -943,6 +1065,18 @@ static PyMethodDef module_methods[] = {
       "shard_step_range(n, batch, drop_remainder, step, rank, size)\n--\n\n" },
     { "fusion_plan", tnt_py_fusion_plan, METH_VARARGS,
       "fusion_plan(tensors, threshold_bytes)\n--\n\n(bucket_of_tensor, num_buckets)." },
+    /* Device buffers (tnt_cuda.h). */
+    { "allreduce_device", tnt_py_allreduce_device, METH_VARARGS,
+      "allreduce_device(send_ptr, recv_ptr, count, dtype, op, stream)\n--\n\n" },
+    { "broadcast_device", tnt_py_broadcast_device, METH_VARARGS,
+      "broadcast_device(ptr, nbytes, root, stream)\n--\n\n" },
+    { "allgather_device", tnt_py_allgather_device, METH_VARARGS,
+      "allgather_device(send_ptr, recv_ptr, bytes_per_rank, stream)\n--\n\n" },
+    { "device_init", tnt_py_device_init, METH_NOARGS, "device_init()\n--\n\n" },
+    { "device_transport", tnt_py_device_transport, METH_NOARGS,
+      "device_transport()\n--\n\n'none', 'nccl' or 'host'." },
+    { "device_synchronize", tnt_py_device_synchronize, METH_O,
+      "device_synchronize(stream)\n--\n\n" },
     { NULL, NULL, 0, NULL },
 };
 

@@ -1,4 +1,7 @@
-"""Collectives on numpy arrays, torch CPU tensors and Python scalars.
+"""Collectives on numpy arrays, torch tensors (CPU or CUDA) and Python scalars.
+
+CUDA tensors go to libtnt's device path (tarantella.cuda): enqueued on the
+tensor's current stream, without a copy through Python; see docs/gpu.md.
 
 Every function is collective: all ranks call it in the same order with the
 same shape and dtype. Out-of-place versions return a new object of the type
@@ -57,6 +60,16 @@ def _torch():
 def _is_tensor(x):
     t = _torch()
     return t is not None and isinstance(x, t.Tensor)
+
+
+def _is_cuda(x):
+    # CUDA tensors take the device path (cuda.py); imported only then.
+    return _is_tensor(x) and x.device.type == "cuda"
+
+
+def _cuda():
+    from . import cuda
+    return cuda
 
 
 def _torch_dtype_map():
@@ -197,6 +210,8 @@ def allreduce_(x, op="sum", check=True):
     ``op``: 'sum', 'avg' (sum / number of ranks; integer division for ints),
     'min', 'max', 'prod'. Every rank gets bitwise-identical results."""
     code_op = _op_code(op)
+    if _is_cuda(x):
+        return _cuda().allreduce_(x, code_op, check)
     v, code, _ = _view(x, "allreduce_", writable=True)
     if check:
         _check_agree(_K_ALLREDUCE, x.shape, code, code_op)
@@ -218,6 +233,8 @@ def allreduce(x, op="sum", check=True):
         _tnt.allreduce(v, out.reshape(-1), code, code_op)
         return out.item()
     code_op = _op_code(op)
+    if _is_cuda(x):
+        return _cuda().allreduce(x, code_op, check)
     v, code, _ = _view(x, "allreduce", writable=False)
     if check:
         _check_agree(_K_ALLREDUCE, x.shape, code, code_op)
@@ -236,6 +253,8 @@ def _check_root(root):
 def broadcast_(x, root=0, check=True):
     """Overwrites ``x`` on every rank with root's ``x`` (in place); returns ``x``."""
     _check_root(root)
+    if _is_cuda(x):
+        return _cuda().broadcast_(x, root, check)
     v, code, _ = _view(x, "broadcast_", writable=True)
     if check:
         _check_agree(_K_BROADCAST, x.shape, code, root, root=root)
@@ -254,7 +273,8 @@ def broadcast(x, root=0, check=True):
             _check_agree(_K_BROADCAST, (), code, root, root=root)
         _tnt.broadcast(v, root)
         return s.item()
-    _view(x, "broadcast", writable=False)
+    if not _is_cuda(x):
+        _view(x, "broadcast", writable=False)
     out = _new_like(x)
     out[...] = x
     return broadcast_(out, root, check)
@@ -266,6 +286,8 @@ def allgather(x, check=True):
     s = _scalar_in(x)
     if s is not None:
         x = s
+    if _is_cuda(x):
+        return _cuda().allgather(x, check)
     v, code, kind = _view(x, "allgather", writable=False)
     if check:
         _check_agree(_K_ALLGATHER, x.shape, code, 0)
@@ -288,6 +310,10 @@ def allgather_concat(x):
     int16, uint16, uint32, uint64, complex64 and complex128 work too."""
     if getattr(x, "ndim", 0) < 1:
         raise InvalidArgumentError("allgather_concat: need at least one dimension")
+    if _is_cuda(x):
+        # Ragged rows (predictions, metrics) are small: staged through the
+        # host rather than padded on the device.
+        return allgather_concat(x.cpu()).to(x.device)
     if isinstance(x, np.ndarray) and x.dtype in _CONCAT_ONLY_DTYPES:
         if not x.flags.c_contiguous:
             raise InvalidArgumentError("allgather_concat: array is not C-contiguous; use "

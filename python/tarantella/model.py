@@ -139,11 +139,15 @@ class Model:
     master's parameters and buffers are broadcast to all.
     """
 
-    def __init__(self, module, name=None):
+    def __init__(self, module, name=None, device=None):
         if isinstance(module, Model):
             module = module.module
         if not isinstance(module, torch.nn.Module):
             raise TypeError("tnt.Model expects a torch.nn.Module, got %s" % type(module).__name__)
+        # GPU: the module goes to this rank's GPU unless the user placed it
+        # (or passed device); batches follow it. CPU-only: nothing moves.
+        from .cuda import place_module
+        self.device = place_module(module, device)
         self.module = module
         self.name = name or type(module).__name__
         self.optimizer = None
@@ -157,6 +161,12 @@ class Model:
         self._reducer = None
         self._bn_warned = False
         self._broadcast_weights()
+
+    def _to_device(self, xb, yb):
+        if self.device.type == "cpu":
+            return xb, yb
+        from .cuda import to_device
+        return to_device(xb, self.device), to_device(yb, self.device)
 
     # -- torch.nn.Module conveniences ---------------------------------------
     def __call__(self, *args, **kwargs):
@@ -517,7 +527,7 @@ class Model:
                 if batch_sync:
                     cbs.call("on_train_batch_begin", step, global_logs={}, local_logs={})
                 if local_n > 0:
-                    xb, yb = data.fetch(idx)
+                    xb, yb = self._to_device(*data.fetch(idx))
                 else:
                     xb = yb = None
                 loss_sum, pairs = self._train_step(xb, yb, local_n, global_n)
@@ -576,7 +586,7 @@ class Model:
                     idx = np.arange(b0, min(b0 + micro, end))
                     if callbacks is not None:
                         callbacks.call("on_test_batch_begin", i, global_logs={}, local_logs={})
-                    xb, yb = data.fetch(idx)
+                    xb, yb = self._to_device(*data.fetch(idx))
                     out, loss = self._forward_loss(xb, yb)
                     loss_value = float(loss)
                     if self._loss_reduction == "mean":
@@ -640,7 +650,7 @@ class Model:
             with torch.no_grad():
                 for i, b0 in enumerate(range(begin, end, micro)):
                     cbs.call("on_predict_batch_begin", i, global_logs={}, local_logs={})
-                    xb, _ = data.fetch(np.arange(b0, min(b0 + micro, end)))
+                    xb, _ = self._to_device(*data.fetch(np.arange(b0, min(b0 + micro, end))))
                     out = self.module(xb)
                     outputs.append(out)
                     cbs.call("on_predict_batch_end", i, global_logs={"outputs": out},

@@ -95,10 +95,15 @@ class GradientReducer:
         # produces gradients (last layer first), so early buckets fill early.
         self._params = list(reversed(params))
         descs = []
+        # All parameters on the CPU, or all on one GPU (then the device
+        # engine in cuda.py reduces them on that GPU's current stream).
+        devices = sorted({str(p.device) for p in self._params})
+        self._device = self._params[0].device if self._params else torch.device("cpu")
+        if len(devices) > 1 or (devices and self._device.type not in ("cpu", "cuda")):
+            raise InvalidArgumentError("GradientReducer: parameters are on %s; put the model on "
+                                       "the CPU or on one GPU (model.to(tnt.cuda.local_device()))"
+                                       % ", ".join(devices))
         for i, p in enumerate(self._params):
-            if p.device.type != "cpu":
-                raise InvalidArgumentError("GradientReducer: parameter %d is on %s; only CPU "
-                                           "tensors are supported" % (i, p.device))
             descs.append((p.numel(), tensor_dtype_code(p, "GradientReducer parameter")))
         if threshold_kb is None:
             threshold = None
@@ -109,7 +114,12 @@ class GradientReducer:
         self._size = _tnt.size()
         if use_engine is None:
             use_engine = self._size > 1
-        self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM) if use_engine else None
+        if self._device.type == "cuda":
+            from .cuda import DeviceFusion
+            self._fusion = DeviceFusion(self._params, threshold, self._device) \
+                if use_engine else None
+        else:
+            self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM) if use_engine else None
         self._num_buckets = (self._fusion.num_buckets if use_engine else
                              _tnt.fusion_plan(descs, _env_threshold(threshold))[1])
         self._scale = 1.0 / self._size
@@ -207,7 +217,9 @@ class GradientReducer:
             work = g.contiguous()
         self._inflight[i] = (g, work)
         self._marked[i] = True
-        if self._fusion is not None:
+        if self._fusion is not None and self._device.type == "cuda":
+            self._fusion.mark_ready(i, work, self._scale)
+        elif self._fusion is not None:
             self._fusion.mark_ready(i, work.data_ptr(), self._scale)
         elif self._scale != 1.0:
             # One rank: the "sum over ranks" is this rank's scaled gradient.
@@ -391,14 +403,24 @@ def broadcast_parameters(module_or_tensors, root=0):
     # Structure check: number of tensors, total elements and a digest of the
     # shapes and dtypes must agree with the root's.
     # (str hashes are salted per process, so use a real digest.)
-    text = ";".join("%s:%s" % (tuple(t.shape), t.dtype) for t in tensors).encode()
+    # (The device type joins the digest for CUDA tensors only, so that CPU
+    # descriptors are unchanged; ranks must agree on where each tensor is,
+    # or their collectives would not match.)
+    text = ";".join("%s:%s%s" % (tuple(t.shape), t.dtype, ":cuda" if t.is_cuda else "")
+                    for t in tensors).encode()
     digest = int.from_bytes(hashlib.sha1(text).digest()[:7], "little")
     total = sum(t.numel() for t in tensors)
     _check_agree(_K_PARAMS, (len(tensors), total, digest), 0, int(root),
                  root=int(root))
     for t in tensors:
-        if t.device.type != "cpu":
-            raise InvalidArgumentError("broadcast_parameters: tensor on %s; only CPU tensors "
-                                       "are supported" % t.device)
-    _broadcast_tensors(tensors, int(root))
+        if t.device.type not in ("cpu", "cuda"):
+            raise InvalidArgumentError("broadcast_parameters: tensor on %s; only CPU and CUDA "
+                                       "tensors are supported" % t.device)
+    # Same order of collectives on every rank: the structure check above
+    # guarantees the same tensors, hence the same CPU/CUDA split.
+    _broadcast_tensors([t for t in tensors if t.device.type == "cpu"], int(root))
+    cuda_tensors = [t for t in tensors if t.device.type == "cuda"]
+    if cuda_tensors:
+        from .cuda import broadcast_tensors
+        broadcast_tensors(cuda_tensors, int(root))
 

@@ -23,15 +23,23 @@ libdir=$(dirname "$lib")
 [ -f "$libdir/pkgconfig/tnt.pc" ] || fail "no tnt.pc in $libdir/pkgconfig"
 [ -f "$libdir/cmake/tnt/tntConfig.cmake" ] || fail "no tntConfig.cmake in $libdir/cmake/tnt"
 [ -f "$libdir/cmake/tnt/tntConfigVersion.cmake" ] || fail "no tntConfigVersion.cmake"
-# Only the public header is installed.
-extra=$(find "$prefix/include" -type f ! -path '*/tnt/tnt.h')
+# Only the public headers are installed: tnt.h, and tnt_cuda.h (the device
+# API, which has no CUDA types and is there with or without TNT_WITH_CUDA).
+extra=$(find "$prefix/include" -type f ! -path '*/tnt/tnt.h' ! -path '*/tnt/tnt_cuda.h')
 [ -z "$extra" ] || fail "internal headers installed: $extra"
-# Only the public API is exported: every exported function is declared in tnt.h.
+[ -f "$prefix/include/tnt/tnt_cuda.h" ] || fail "no include/tnt/tnt_cuda.h"
+# Only the public API is exported: every exported function is declared in a
+# public header.
 leaked=""
 for sym in $(nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRW]$/ {print $3}'); do
-  grep -qE "[ *]$sym\(" "$prefix/include/tnt/tnt.h" || leaked="$leaked $sym"
+  grep -qE "[ *]$sym\(" "$prefix/include/tnt/tnt.h" "$prefix/include/tnt/tnt_cuda.h" \
+    || leaked="$leaked $sym"
 done
-[ -z "$leaked" ] || fail "libtnt.so exports symbols that tnt.h does not declare:$leaked"
+[ -z "$leaked" ] || fail "libtnt.so exports symbols that the public headers do not declare:$leaked"
+# libtnt.so must not need CUDA; libtnt_cuda.so, where built, sits next to it.
+if readelf -d "$lib" | grep -Eiq 'NEEDED.*(cuda|nccl)'; then
+  fail "libtnt.so needs a CUDA library"
+fi
 
 mkdir -p "$tmp/app"
 cat >"$tmp/app/hello.c" <<'C'

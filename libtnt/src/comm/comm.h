@@ -17,6 +17,7 @@
 
 struct tnt_shm;
 struct tnt_net;
+struct tnt_gpu;
 struct tnt_request;
 struct tnt_settings;
 
@@ -84,6 +85,9 @@ struct tnt_comm {
 
     struct tnt_shm *shm; /* ranks on this node (also when local_size == 1) */
     struct tnt_net *net; /* ranks on other nodes; NULL when num_nodes == 1 */
+    /* Device collectives (gpu/device.c): created at the first one, NULL
+     * until then and in builds where none was made. */
+    struct tnt_gpu *gpu;
 
     /* Collectives issued so far, for error messages ("allreduce #812"). */
     uint64_t coll_seq;

@@ -7,6 +7,7 @@
 #include "comm/comm.h"
 
 #include "coll/multinode.h"
+#include "gpu/gpu.h"
 #include "transport/shm.h"
 #include "transport/shm_name.h"
 #include "util/hash.h"
@@ -244,6 +245,9 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
     if (comm == NULL) {
         return;
     }
+    /* First: NCCL's teardown may still talk to peers, which are finalizing
+     * too; the host collectives are not needed for it. */
+    tnt_gpu_finalize(comm);
     if (tnt_progress_finalize(comm) != TNT_OK) {
         /* The progress thread is stuck in an operation and still uses comm;
          * leave everything mapped and connected for it. */
@@ -300,5 +304,7 @@ TNT_API void tnt_abort(tnt_comm_t *comm, int exit_code, const char *message)
 {
     const char *msg = message != NULL ? message : "(no message)";
     tnt_log(TNT_LOG_ERROR, "aborting the job (exit code %d): %s", exit_code, msg);
+    /* Stop NCCL kernels that wait for peers before the launcher kills us. */
+    tnt_gpu_abort(comm);
     tnt_boot_abort(comm != NULL ? comm->boot : NULL, exit_code, msg);
 }

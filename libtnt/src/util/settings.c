@@ -41,6 +41,7 @@ typedef struct {
 /* Choice fields are written as int; these enums must be int-sized. */
 _Static_assert(sizeof(tnt_log_level_t) == sizeof(int), "log level is stored as an int");
 _Static_assert(sizeof(tnt_settings_algo_t) == sizeof(int), "algorithm is stored as an int");
+_Static_assert(sizeof(tnt_settings_gpu_t) == sizeof(int), "GPU transport is stored as an int");
 
 static const setting_choice_t log_level_choices[] = {
     { "error", TNT_LOG_ERROR },
@@ -57,6 +58,15 @@ static const setting_choice_t algo_choices[] = {
     { "recursive_doubling", TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING },
     { "rd", TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING },
     { "ring", TNT_SETTINGS_ALGO_RING },
+    { NULL, 0 },
+};
+
+/* A typo must not silently run another transport than the one asked for,
+ * so a bad TNT_GPU_TRANSPORT fails tnt_init like every other value. */
+static const setting_choice_t gpu_choices[] = {
+    { "auto", TNT_SETTINGS_GPU_AUTO },
+    { "nccl", TNT_SETTINGS_GPU_NCCL },
+    { "host", TNT_SETTINGS_GPU_HOST },
     { NULL, 0 },
 };
 
@@ -88,6 +98,9 @@ static const setting_desc_t settings_table[] = {
     { "TNT_MULTINODE_CHUNK_KB", SETTING_SIZE_KB, "1024", 4, 1048576, NULL,
       FIELD(multinode_chunk_bytes), NULL },
     { "TNT_UCX_SPIN_US", SETTING_INT, "0", 0, 1000000, NULL, FIELD(ucx_spin_us), NULL },
+    { "TNT_GPU_TRANSPORT", SETTING_CHOICE, "auto", 0, 0, gpu_choices, FIELD(gpu_transport), NULL },
+    { "TNT_GPU_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(gpu_staging_bytes),
+      NULL },
 };
 
 #define SETTINGS_COUNT (sizeof(settings_table) / sizeof(settings_table[0]))

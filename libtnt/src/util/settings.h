@@ -31,6 +31,13 @@ typedef enum {
     TNT_SETTINGS_ALGO_RING
 } tnt_settings_algo_t;
 
+/* TNT_GPU_TRANSPORT: how device buffers travel (gpu/). */
+typedef enum {
+    TNT_SETTINGS_GPU_AUTO,
+    TNT_SETTINGS_GPU_NCCL,
+    TNT_SETTINGS_GPU_HOST
+} tnt_settings_gpu_t;
+
 typedef struct tnt_settings {
     double timeout_s;                   /* TNT_TIMEOUT; 0 = no timeout */
     tnt_log_level_t log_level;          /* TNT_LOG_LEVEL */
@@ -43,6 +50,8 @@ typedef struct tnt_settings {
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
     uint64_t ucx_spin_us;               /* TNT_UCX_SPIN_US */
+    tnt_settings_gpu_t gpu_transport;   /* TNT_GPU_TRANSPORT */
+    size_t gpu_staging_bytes;           /* TNT_GPU_STAGING_KB: one chunk of the host-staged path */
 } tnt_settings_t;
 
 /* Every field at its default. */

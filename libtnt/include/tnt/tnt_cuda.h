@@ -1,0 +1,98 @@
+/**
+ * @file tnt_cuda.h
+ * @brief libtnt collectives on GPU (CUDA device) buffers.
+ *
+ * A separate header so that CPU-only users never see it. No CUDA type leaks
+ * out of it: a stream is passed as `void *` (a `cudaStream_t`, NULL for the
+ * legacy default stream), so neither this header nor its users need the CUDA
+ * toolkit to compile.
+ *
+ * libtnt.so itself does not link CUDA or NCCL. The device code lives in
+ * `libtnt_cuda.so` (installed next to libtnt, built with TNT_WITH_CUDA=ON),
+ * which libtnt loads at the first device call; that library loads NCCL
+ * (`libnccl.so.2`) in turn. Where either is missing, or no GPU is visible,
+ * every function here returns ::TNT_ERR_UNSUPPORTED and tnt_last_error() names
+ * what is missing; the host collectives are not affected.
+ *
+ * Transports (chosen once per communicator, identically on every rank; see
+ * TNT_GPU_TRANSPORT in docs/environment.md):
+ *  - ::TNT_GPU_TRANSPORT_NCCL: an NCCL communicator that libtnt creates itself
+ *    (rank 0's ncclUniqueId travels over tnt_broadcast, so NCCL needs no
+ *    MASTER_ADDR). Needs every rank on its own GPU.
+ *  - ::TNT_GPU_TRANSPORT_HOST: device buffers are staged in chunks through
+ *    pinned host memory and reduced by the host collectives (shared memory
+ *    within a node, UCX between nodes). Works when ranks share a GPU.
+ *
+ * Stream semantics: every function is enqueued on @p stream with respect to
+ * the caller's earlier work on it, and work enqueued on @p stream afterwards
+ * sees the result. Results are not ready when the call returns: synchronise
+ * the stream (or use tnt_device_synchronize(), which is bounded by
+ * TNT_TIMEOUT) before reading them on the host. The device collectives of a
+ * communicator are called by every rank in the same order; they are not
+ * ordered against the host collectives (which may be issued in between).
+ * Device calls may come from any thread but are serialised by libtnt.
+ */
+#ifndef TNT_TNT_CUDA_H
+#define TNT_TNT_CUDA_H
+
+#include <tnt/tnt.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How device buffers travel between ranks. */
+typedef enum {
+    TNT_GPU_TRANSPORT_NONE = 0, /**< not set up yet (no device collective so far) */
+    TNT_GPU_TRANSPORT_NCCL = 1, /**< NCCL communicator created by libtnt */
+    TNT_GPU_TRANSPORT_HOST = 2, /**< staged through pinned host memory */
+} tnt_gpu_transport_t;
+
+/**
+ * Collective: sets up the device path now rather than at the first device
+ * collective (loads libtnt_cuda.so, checks that every rank sees a GPU,
+ * detects ranks sharing a GPU by device UUID, picks the transport from
+ * TNT_GPU_TRANSPORT and creates the NCCL communicator if that is the choice).
+ * Uses the calling thread's current CUDA device. Either every rank succeeds
+ * or every rank fails, with a message that names the rank at fault. A second
+ * call does nothing. Torn down by tnt_finalize().
+ */
+TNT_API tnt_status_t tnt_device_init(tnt_comm_t *comm);
+
+/** The transport tnt_device_init() chose; ::TNT_GPU_TRANSPORT_NONE before. */
+TNT_API tnt_status_t tnt_device_transport(const tnt_comm_t *comm, tnt_gpu_transport_t *transport_p);
+
+/** Short name of a transport: "none", "nccl" or "host". */
+TNT_API const char *tnt_gpu_transport_string(tnt_gpu_transport_t transport);
+
+/**
+ * Allreduce of device buffers: as tnt_allreduce() (sendbuf == recvbuf: in
+ * place; results identical on every rank), enqueued on @p stream.
+ * TNT_FLOAT16 / TNT_BFLOAT16 accumulate in float32 on the host path; NCCL
+ * accumulates in the element type.
+ */
+TNT_API tnt_status_t tnt_allreduce_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                          void *stream);
+
+/** Broadcast of a device buffer from @p root, enqueued on @p stream. */
+TNT_API tnt_status_t tnt_broadcast_device(tnt_comm_t *comm, void *buf, size_t bytes, int root,
+                                          void *stream);
+
+/** Allgather of device buffers, as tnt_allgather(), enqueued on @p stream. */
+TNT_API tnt_status_t tnt_allgather_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t bytes_per_rank, void *stream);
+
+/**
+ * Waits until @p stream has finished, for at most TNT_TIMEOUT seconds,
+ * checking NCCL for asynchronous errors meanwhile. On a timeout or an NCCL
+ * error the NCCL communicator is aborted (ncclCommAbort) so that no kernel
+ * waits forever for a dead peer, and later device collectives fail at once.
+ */
+TNT_API tnt_status_t tnt_device_synchronize(tnt_comm_t *comm, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TNT_TNT_CUDA_H */

@@ -1,0 +1,512 @@
+/*
+ * The public device-buffer API (tnt_cuda.h): argument checks, the lazy,
+ * collective set-up of the device path, and the loader of libtnt_cuda.so.
+ *
+ * libtnt.so links no CUDA library. The CUDA and NCCL code is in
+ * libtnt_cuda.so, loaded here with dlopen at the first device call, so that
+ * the same libtnt (and the Python extension over it) runs on machines
+ * without CUDA; there the device calls return TNT_ERR_UNSUPPORTED naming
+ * what is missing.
+ *
+ * Set-up is collective and all-or-nothing: every rank contributes one
+ * record (can it do device collectives at all, and if not why; its GPU's
+ * UUID; whether NCCL loads; what TNT_GPU_TRANSPORT says) to one allgather,
+ * and every rank runs the same selection over the same records. A rank that
+ * fails locally (bad setting, no GPU, plugin missing) still takes part in
+ * the allgather, so its peers fail at once with a message naming it instead
+ * of waiting for TNT_TIMEOUT.
+ */
+#include "gpu/gpu.h"
+#include "gpu/plugin.h"
+
+#include "comm/comm.h"
+#include "util/log.h"
+#include "util/wait.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TNT_GPU_PLUGIN_NAME "libtnt_cuda.so"
+
+/* Per communicator, created at the first device call (comm->gpu). */
+struct tnt_gpu {
+    /* Serialises device calls: the host-staged path owns one set of pinned
+     * chunk buffers and the NCCL calls of one communicator must be issued
+     * in the same order on every rank. */
+    pthread_mutex_t lock;
+    tnt_gpu_transport_t transport; /* NONE until set-up succeeded */
+    void *ctx;                     /* the plugin's context */
+};
+
+/* Serialises the creation of comm->gpu by concurrent first callers. */
+static pthread_mutex_t g_gpu_create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ------------------------------------------------------------------------ */
+/* Loading libtnt_cuda.so (once per process; never unloaded, CUDA libraries */
+/* do not support being unloaded)                                           */
+/* ------------------------------------------------------------------------ */
+
+static pthread_once_t g_plugin_once = PTHREAD_ONCE_INIT;
+static const struct tnt_gpu_plugin_ops *g_plugin;
+static char g_plugin_error[512];
+
+#ifdef TNT_WITH_CUDA
+/* What libtnt hands to libtnt_cuda.so (plugin.h). */
+static void host_log_debug(const char *fmt, ...)
+{
+    if (!tnt_log_enabled(TNT_LOG_DEBUG)) {
+        return;
+    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    tnt_log(TNT_LOG_DEBUG, "%s", msg);
+}
+
+static const struct tnt_gpu_host_ops g_host_ops = {
+    .abi = TNT_GPU_PLUGIN_ABI,
+    .allreduce = tnt_allreduce,
+    .broadcast = tnt_broadcast,
+    .allgather = tnt_allgather,
+    .error_raise = tnt_error_raise,
+    .error_set = tnt_error_set,
+    .dtype_size = tnt_dtype_size,
+    .log_debug = host_log_debug,
+    .backoff_init = tnt_backoff_init,
+    .backoff_wait = tnt_backoff_wait,
+};
+
+/* The plugin sits next to libtnt.so (build tree and install alike); where
+ * libtnt is linked statically that directory is the executable's, so the
+ * dynamic loader's own search (RUNPATH, LD_LIBRARY_PATH) comes second. */
+static void *open_plugin(char *errors, size_t errors_size)
+{
+    Dl_info info;
+    void *handle = NULL;
+    int used = 0;
+
+    if (dladdr((void *)&tnt_device_init, &info) != 0 && info.dli_fname != NULL) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        if (slash != NULL) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname,
+                     TNT_GPU_PLUGIN_NAME);
+            handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (handle != NULL) {
+                return handle;
+            }
+            used = snprintf(errors, errors_size, "%s; ", dlerror());
+        }
+    }
+    handle = dlopen(TNT_GPU_PLUGIN_NAME, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL && used >= 0 && (size_t)used < errors_size) {
+        snprintf(errors + used, errors_size - (size_t)used, "%s", dlerror());
+    }
+    return handle;
+}
+#endif
+
+static void load_plugin(void)
+{
+#ifdef TNT_WITH_CUDA
+    char errors[400] = "";
+    void *handle = open_plugin(errors, sizeof(errors));
+    if (handle == NULL) {
+        snprintf(g_plugin_error, sizeof(g_plugin_error),
+                 "cannot load %s (%s); is the CUDA runtime (libcudart.so.%d) installed and on "
+                 "LD_LIBRARY_PATH?",
+                 TNT_GPU_PLUGIN_NAME, errors, TNT_CUDA_MAJOR);
+        return;
+    }
+    tnt_gpu_plugin_get_fn get;
+    /* POSIX allows this conversion for dlsym results. */
+    *(void **)&get = dlsym(handle, TNT_GPU_PLUGIN_SYMBOL);
+    const struct tnt_gpu_plugin_ops *ops =
+        get != NULL ? get(TNT_GPU_PLUGIN_ABI, &g_host_ops) : NULL;
+    if (ops == NULL || ops->abi != TNT_GPU_PLUGIN_ABI) {
+        snprintf(g_plugin_error, sizeof(g_plugin_error),
+                 "%s is from another build of tarantella (no matching %s, ABI %d); reinstall "
+                 "libtnt and libtnt_cuda.so together",
+                 TNT_GPU_PLUGIN_NAME, TNT_GPU_PLUGIN_SYMBOL, TNT_GPU_PLUGIN_ABI);
+        dlclose(handle);
+        return;
+    }
+    g_plugin = ops;
+#else
+    snprintf(g_plugin_error, sizeof(g_plugin_error),
+             "this libtnt was built without CUDA (TNT_WITH_CUDA=OFF or no CUDA toolkit/NCCL at "
+             "build time); rebuild with -DTNT_WITH_CUDA=ON on a machine with the CUDA toolkit, "
+             "or use tensors on the CPU");
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+/* Set-up                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* comm->gpu as set by gpu_state(), or NULL; read under the same lock. */
+static struct tnt_gpu *gpu_peek(const tnt_comm_t *comm)
+{
+    pthread_mutex_lock(&g_gpu_create_lock);
+    struct tnt_gpu *gpu = comm->gpu;
+    pthread_mutex_unlock(&g_gpu_create_lock);
+    return gpu;
+}
+
+static tnt_status_t gpu_state(tnt_comm_t *comm, struct tnt_gpu **gpu_p)
+{
+    tnt_status_t status = TNT_OK;
+    pthread_mutex_lock(&g_gpu_create_lock);
+    if (comm->gpu == NULL) {
+        struct tnt_gpu *gpu = calloc(1, sizeof(*gpu));
+        if (gpu == NULL) {
+            status = tnt_error_raise(TNT_ERR_NO_MEMORY, "out of memory for the device state");
+        } else {
+            pthread_mutex_init(&gpu->lock, NULL);
+            comm->gpu = gpu;
+        }
+    }
+    pthread_mutex_unlock(&g_gpu_create_lock);
+    if (status == TNT_OK) {
+        *gpu_p = comm->gpu;
+    }
+    return status;
+}
+
+/* This rank's record for the selection allgather. TNT_GPU_TRANSPORT was
+ * checked at tnt_init with every other setting. */
+static void probe_self(const tnt_comm_t *comm, struct tnt_gpu_peer *me)
+{
+    memset(me, 0, sizeof(*me));
+    me->device = -1;
+    me->request = (int32_t)comm->settings->gpu_transport;
+    pthread_once(&g_plugin_once, load_plugin);
+    if (g_plugin == NULL) {
+        snprintf(me->reason, sizeof(me->reason), "%.383s", g_plugin_error);
+        return;
+    }
+    /* Sets ok, uuid, device, nccl_ok, or reason. */
+    g_plugin->probe(me);
+}
+
+/* Called with gpu->lock held. */
+static tnt_status_t setup_locked(tnt_comm_t *comm, struct tnt_gpu *gpu)
+{
+    struct tnt_gpu_peer me;
+    struct tnt_gpu_peer *peers = NULL;
+    const size_t chunk_bytes = comm->settings->gpu_staging_bytes;
+    tnt_gpu_transport_t transport;
+    tnt_status_t status;
+
+    if (gpu->transport != TNT_GPU_TRANSPORT_NONE) {
+        return TNT_OK;
+    }
+#ifndef TNT_WITH_CUDA
+    /* Every rank runs the same build, so all fail here alike without
+     * communicating. */
+    pthread_once(&g_plugin_once, load_plugin);
+    return tnt_error_raise(TNT_ERR_UNSUPPORTED, "device collectives: %s", g_plugin_error);
+#endif
+    probe_self(comm, &me);
+    peers = malloc((size_t)comm->size * sizeof(*peers));
+    if (peers == NULL) {
+        /* Peers are left to time out in the allgather: nothing can be sent. */
+        return tnt_error_raise(TNT_ERR_NO_MEMORY,
+                               "device set-up: out of memory for %d ranks' GPU records",
+                               comm->size);
+    }
+    status = tnt_allgather(comm, &me, peers, sizeof(me));
+    if (status != TNT_OK) {
+        goto err_free_peers;
+    }
+    status = tnt_gpu_select(peers, comm->size, &transport);
+    if (status != TNT_OK) {
+        goto err_free_peers;
+    }
+    struct tnt_gpu_context_params params = {
+        .comm = comm,
+        .rank = comm->rank,
+        .size = comm->size,
+        .timeout_s = comm->timeout_s,
+        .transport = transport,
+        .chunk_bytes = chunk_bytes,
+    };
+    status = g_plugin->context_create(&params, &gpu->ctx);
+    if (status != TNT_OK) {
+        goto err_free_peers;
+    }
+    gpu->transport = transport;
+    tnt_log_info("device collectives: transport %s, CUDA device %d, host chunks of %zu KiB",
+                 tnt_gpu_transport_string(transport), (int)me.device, chunk_bytes >> 10);
+    free(peers);
+    return TNT_OK;
+
+err_free_peers:
+    free(peers);
+    return status;
+}
+
+static tnt_status_t check_comm(const tnt_comm_t *comm, const char *fn)
+{
+    if (comm == NULL) {
+        return tnt_error_raise(TNT_ERR_NOT_INITIALIZED,
+                               "%s: comm is NULL; call tnt_init() first and pass the "
+                               "communicator it returned",
+                               fn);
+    }
+    return TNT_OK;
+}
+
+/* Locks the device state, setting it up first if needed. On TNT_OK the
+ * caller holds gpu->lock. */
+static tnt_status_t enter(tnt_comm_t *comm, const char *fn, struct tnt_gpu **gpu_p)
+{
+    struct tnt_gpu *gpu;
+    tnt_status_t status = gpu_state(comm, &gpu);
+    if (status != TNT_OK) {
+        return status;
+    }
+    pthread_mutex_lock(&gpu->lock);
+    status = setup_locked(comm, gpu);
+    if (status != TNT_OK) {
+        pthread_mutex_unlock(&gpu->lock);
+        return status;
+    }
+    *gpu_p = gpu;
+    return TNT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Public API                                                               */
+/* ------------------------------------------------------------------------ */
+
+TNT_API const char *tnt_gpu_transport_string(tnt_gpu_transport_t transport)
+{
+    switch (transport) {
+    case TNT_GPU_TRANSPORT_NONE:
+        return "none";
+    case TNT_GPU_TRANSPORT_NCCL:
+        return "nccl";
+    case TNT_GPU_TRANSPORT_HOST:
+        return "host";
+    }
+    return "unknown";
+}
+
+TNT_API tnt_status_t tnt_device_init(tnt_comm_t *comm)
+{
+    struct tnt_gpu *gpu;
+    tnt_status_t status = check_comm(comm, "tnt_device_init");
+    if (status == TNT_OK) {
+        status = enter(comm, "tnt_device_init", &gpu);
+    }
+    if (status == TNT_OK) {
+        pthread_mutex_unlock(&gpu->lock);
+    }
+    return status;
+}
+
+TNT_API tnt_status_t tnt_device_transport(const tnt_comm_t *comm, tnt_gpu_transport_t *transport_p)
+{
+    tnt_status_t status = check_comm(comm, "tnt_device_transport");
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (transport_p == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_device_transport: transport_p is NULL");
+    }
+    tnt_gpu_transport_t transport = TNT_GPU_TRANSPORT_NONE;
+    struct tnt_gpu *gpu = gpu_peek(comm);
+    if (gpu != NULL) {
+        pthread_mutex_lock(&gpu->lock);
+        transport = gpu->transport;
+        pthread_mutex_unlock(&gpu->lock);
+    }
+    *transport_p = transport;
+    return TNT_OK;
+}
+
+static int overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
+{
+    uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+    return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+TNT_API tnt_status_t tnt_allreduce_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                          void *stream)
+{
+    const char *fn = "tnt_allreduce_device";
+    struct tnt_gpu *gpu;
+    tnt_status_t status = check_comm(comm, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if ((unsigned)dtype >= (unsigned)TNT_DTYPE_LAST) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: dtype %d is not a tnt_dtype_t (TNT_FLOAT32 .. TNT_INT64)", fn,
+                               (int)dtype);
+    }
+    if ((unsigned)op >= (unsigned)TNT_OP_LAST) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: op %d is not a tnt_op_t (TNT_SUM, TNT_PROD, TNT_MIN, "
+                               "TNT_MAX, TNT_AVG)",
+                               fn, (int)op);
+    }
+    size_t esize = tnt_dtype_size(dtype);
+    if (count > SIZE_MAX / esize) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: count %zu overflows the address space", fn,
+                               count);
+    }
+    size_t bytes = count * esize;
+    if (bytes > 0 && (sendbuf == NULL || recvbuf == NULL)) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: %s is NULL but %zu bytes were asked for",
+                               fn, sendbuf == NULL ? "sendbuf" : "recvbuf", bytes);
+    }
+    if (sendbuf != recvbuf && overlap(sendbuf, bytes, recvbuf, bytes)) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: sendbuf and recvbuf overlap; pass the same pointer twice for "
+                               "an in-place allreduce",
+                               fn);
+    }
+    if (count == 0) {
+        return TNT_OK;
+    }
+    status = enter(comm, fn, &gpu);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = g_plugin->allreduce(gpu->ctx, sendbuf, recvbuf, count, dtype, op, stream);
+    pthread_mutex_unlock(&gpu->lock);
+    return status;
+}
+
+TNT_API tnt_status_t tnt_broadcast_device(tnt_comm_t *comm, void *buf, size_t bytes, int root,
+                                          void *stream)
+{
+    const char *fn = "tnt_broadcast_device";
+    struct tnt_gpu *gpu;
+    tnt_status_t status = check_comm(comm, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (root < 0 || root >= comm->size) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: root %d is not a rank of this job (ranks 0 .. %d)", fn, root,
+                               comm->size - 1);
+    }
+    if (buf == NULL && bytes > 0) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: buf is NULL but %zu bytes were asked for",
+                               fn, bytes);
+    }
+    if (bytes == 0) {
+        return TNT_OK;
+    }
+    status = enter(comm, fn, &gpu);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = g_plugin->broadcast(gpu->ctx, buf, bytes, root, stream);
+    pthread_mutex_unlock(&gpu->lock);
+    return status;
+}
+
+TNT_API tnt_status_t tnt_allgather_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t bytes_per_rank, void *stream)
+{
+    const char *fn = "tnt_allgather_device";
+    struct tnt_gpu *gpu;
+    tnt_status_t status = check_comm(comm, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (bytes_per_rank > SIZE_MAX / (size_t)comm->size) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: %d ranks x %zu bytes overflows the address space", fn,
+                               comm->size, bytes_per_rank);
+    }
+    size_t total = bytes_per_rank * (size_t)comm->size;
+    if (bytes_per_rank > 0 && (sendbuf == NULL || recvbuf == NULL)) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: %s is NULL but %zu bytes were asked for",
+                               fn, sendbuf == NULL ? "sendbuf" : "recvbuf", bytes_per_rank);
+    }
+    const char *own = (const char *)recvbuf + (size_t)comm->rank * bytes_per_rank;
+    if (bytes_per_rank > 0 && (const char *)sendbuf != own &&
+        overlap(sendbuf, bytes_per_rank, recvbuf, total)) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: sendbuf overlaps recvbuf other than at this rank's own block "
+                               "(rank * bytes_per_rank)",
+                               fn);
+    }
+    if (bytes_per_rank == 0) {
+        return TNT_OK;
+    }
+    status = enter(comm, fn, &gpu);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = g_plugin->allgather(gpu->ctx, sendbuf, recvbuf, bytes_per_rank, stream);
+    pthread_mutex_unlock(&gpu->lock);
+    return status;
+}
+
+TNT_API tnt_status_t tnt_device_synchronize(tnt_comm_t *comm, void *stream)
+{
+    const char *fn = "tnt_device_synchronize";
+    tnt_status_t status = check_comm(comm, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    struct tnt_gpu *gpu = gpu_peek(comm);
+    if (gpu == NULL || g_plugin == NULL) {
+        return tnt_error_raise(TNT_ERR_UNSUPPORTED,
+                               "%s: no device collective was set up on this communicator; call "
+                               "tnt_device_init() or a device collective first",
+                               fn);
+    }
+    /* The wait itself is not under gpu->lock: a stuck stream must not keep
+     * other threads from issuing (or aborting); the context outlives this
+     * call (only tnt_finalize destroys it). */
+    pthread_mutex_lock(&gpu->lock);
+    void *ctx = gpu->ctx;
+    pthread_mutex_unlock(&gpu->lock);
+    if (ctx == NULL) {
+        return tnt_error_raise(TNT_ERR_UNSUPPORTED,
+                               "%s: the device path is not set up (an earlier set-up failed)", fn);
+    }
+    return g_plugin->synchronize(ctx, stream);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Hooks for core                                                           */
+/* ------------------------------------------------------------------------ */
+
+void tnt_gpu_finalize(tnt_comm_t *comm)
+{
+    struct tnt_gpu *gpu = comm->gpu;
+    if (gpu == NULL) {
+        return;
+    }
+    if (gpu->ctx != NULL && g_plugin != NULL) {
+        g_plugin->context_destroy(gpu->ctx);
+    }
+    pthread_mutex_destroy(&gpu->lock);
+    free(gpu);
+    comm->gpu = NULL;
+}
+
+void tnt_gpu_abort(tnt_comm_t *comm)
+{
+    /* No lock: the thread holding it may be the one that is stuck. */
+    struct tnt_gpu *gpu = comm != NULL ? comm->gpu : NULL;
+    if (gpu != NULL && gpu->ctx != NULL && g_plugin != NULL) {
+        g_plugin->context_abort(gpu->ctx);
+    }
+}

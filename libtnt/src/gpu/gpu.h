@@ -1,0 +1,87 @@
+/*
+ * The device (GPU) path of libtnt, the part that needs no CUDA: transport
+ * selection, chunk planning and duplicate-GPU detection (plan.c,
+ * pure and unit-tested), and the loader of libtnt_cuda.so behind the public
+ * tnt_cuda.h functions (device.c). Nothing here includes a CUDA header.
+ *
+ * Layering: gpu sits beside fusion, above coll (the device path calls the
+ * host collectives for staging and for the NCCL bootstrap). core/init.c
+ * calls tnt_gpu_finalize() and tnt_gpu_abort() only.
+ */
+#ifndef TNT_GPU_GPU_H
+#define TNT_GPU_GPU_H
+
+#include <tnt/tnt.h>
+#include <tnt/tnt_cuda.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/settings.h"
+
+/* ---- settings ------------------------------------------------------------- */
+
+/* What TNT_GPU_TRANSPORT asks for; parsed with every other TNT_* variable by
+ * util/settings.c at tnt_init (comm->settings). */
+typedef tnt_settings_gpu_t tnt_gpu_request_t;
+#define TNT_GPU_REQUEST_AUTO TNT_SETTINGS_GPU_AUTO
+#define TNT_GPU_REQUEST_NCCL TNT_SETTINGS_GPU_NCCL
+#define TNT_GPU_REQUEST_HOST TNT_SETTINGS_GPU_HOST
+
+/* Chunks in flight on the host-staged path: while the host reduces chunk i,
+ * chunk i+1 is being copied out and chunk i-1 copied back in. Each chunk is
+ * TNT_GPU_STAGING_KB. */
+#define TNT_GPU_STAGING_SLOTS 3
+
+/* ---- selection ------------------------------------------------------------ */
+
+/* What every rank contributes to the selection allgather (fixed layout, sent
+ * as bytes). ok == 0: this rank cannot do device collectives; reason says
+ * why and error is the status it reports (0: TNT_ERR_UNSUPPORTED). */
+struct tnt_gpu_peer {
+    uint8_t uuid[16]; /* cudaDeviceProp.uuid of the rank's current device */
+    int32_t ok;
+    int32_t nccl_ok; /* libnccl.so.2 could be loaded */
+    int32_t request; /* tnt_gpu_request_t */
+    int32_t device;  /* CUDA device ordinal, for messages */
+    int32_t error;   /* tnt_status_t when !ok, e.g. a bad setting */
+    char reason[384];
+};
+
+/* Collective-free and pure: given every rank's peer record (the same array
+ * on every rank), decides the transport identically everywhere. Fails (the
+ * same way on every rank) when some rank is not ok, when the ranks ask for
+ * different transports, or when NCCL is asked for but unusable (missing on
+ * some rank, or two ranks on one GPU). auto picks NCCL when every rank has
+ * NCCL and its own GPU, host staging otherwise. */
+tnt_status_t tnt_gpu_select(const struct tnt_gpu_peer *peers, int size,
+                            tnt_gpu_transport_t *transport_p);
+
+/* Finds two ranks whose UUIDs are equal. Returns 1 and sets *a_p < *b_p to
+ * the lowest such pair (by the first rank, then the second), 0 when all
+ * differ, -1 when out of memory. */
+int tnt_gpu_find_duplicate(const struct tnt_gpu_peer *peers, int size, int *a_p, int *b_p);
+
+/* ---- chunk planning for the host-staged path ------------------------------ */
+
+/* Chunks of a buffer of count elements of esize bytes, each at most
+ * chunk_bytes (rounded down to whole elements, at least one element). */
+typedef struct {
+    size_t count;       /* elements in all */
+    size_t chunk_elems; /* elements per chunk (the last may be smaller) */
+    size_t num_chunks;  /* 0 for count == 0 */
+} tnt_gpu_chunks_t;
+
+tnt_gpu_chunks_t tnt_gpu_chunks_plan(size_t count, size_t esize, size_t chunk_bytes);
+/* Element offset and length of chunk i (i < num_chunks). */
+void tnt_gpu_chunk_at(const tnt_gpu_chunks_t *plan, size_t i, size_t *offset_p, size_t *count_p);
+
+/* ---- hooks for core -------------------------------------------------------- */
+
+/* tnt_finalize: destroys the device context (NCCL communicator, pinned
+ * buffers). tnt_abort: aborts the NCCL communicator first so no kernel keeps
+ * waiting for a peer. Both are no-ops when no device call was made. */
+void tnt_gpu_finalize(tnt_comm_t *comm);
+void tnt_gpu_abort(tnt_comm_t *comm);
+
+#endif

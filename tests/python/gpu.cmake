@@ -1,0 +1,16 @@
+# GPU pytest suites. python.gpu runs only where nvidia-smi lists a GPU and is
+# reported SKIPPED elsewhere (gpu_skip.sh exits 77); python.gpu_absent checks
+# the clean failure of the device path where there is none.
+add_test(NAME python.gpu
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/integration/gpu_skip.sh
+          ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu.py
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(python.gpu PROPERTIES TIMEOUT 900 LABELS "python;gpu" SKIP_RETURN_CODE 77
+  ENVIRONMENT "TNT_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONPATH=${PROJECT_BINARY_DIR}/python;OMP_NUM_THREADS=1")
+add_test(NAME python.gpu_absent
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/integration/gpu_skip.sh --without-gpu
+          ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_absent.py
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(python.gpu_absent PROPERTIES TIMEOUT 120 LABELS python SKIP_RETURN_CODE 77
+  ENVIRONMENT "TNT_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONPATH=${PROJECT_BINARY_DIR}/python")
