@@ -14,11 +14,13 @@
 #include <stdint.h>
 
 #include "boot/boot.h"
+#include "util/watch.h"
 
 struct tnt_shm;
 struct tnt_net;
 struct tnt_request;
 struct tnt_settings;
+struct tnt_doctor;
 
 /* The longest message a request keeps (as long as tnt_last_error()'s). */
 #define TNT_REQUEST_ERROR_MAX 1024
@@ -84,6 +86,11 @@ struct tnt_comm {
 
     struct tnt_shm *shm; /* ranks on this node (also when local_size == 1) */
     struct tnt_net *net; /* ranks on other nodes; NULL when num_nodes == 1 */
+
+    /* The hang doctor (coll/doctor.h) and the hook the transports' waits
+     * call (its first member; NULL in communicators built without one). */
+    struct tnt_doctor *doctor;
+    tnt_watch_t *watch;
 
     /* Collectives issued so far, for error messages ("allreduce #812"). */
     uint64_t coll_seq;
