@@ -112,6 +112,7 @@ EXIT_UNCAUGHT = 1
 EXIT_PEER_FAILED = 2
 
 _previous_excepthook = None
+_PEER_GRACE_S = 1.0
 
 
 def _excepthook(etype, value, tb):
@@ -134,7 +135,20 @@ def _excepthook(etype, value, tb):
         if text.startswith(prefix):
             text = text[len(prefix):]
         line = "rank %d stops because of another rank: %s" % (rank, text)
+        _sys.stderr.write("tarantella: %s\n" % line)
+        _sys.stderr.flush()
+        # The ranks that see the same failure see it within a second of each
+        # other: let each print its line before the first abort kills them.
+        import time
+        time.sleep(_PEER_GRACE_S)
         code = EXIT_PEER_FAILED
+        # The line is printed; the abort carries it to the launcher's report
+        # without printing it a second time.
+        try:
+            devnull = _os.open(_os.devnull, _os.O_WRONLY)
+            _os.dup2(devnull, 2)
+        except OSError:
+            pass
     else:
         _previous_excepthook(etype, value, tb)
         line = "rank %d: uncaught %s: %s" % (rank, etype.__name__, value)

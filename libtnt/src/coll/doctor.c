@@ -44,11 +44,12 @@
 #define DOCTOR_MSG_MAX     128           /* local ranks per message */
 #define DOCTOR_RECV_ROUNDS 64            /* messages taken per refresh */
 
-/* info word: bit 0 inside a collective, bit 1 paused, bits 2-5 kind,
- * bits 6-25 bucket + 1 (0: none), bits 26-63 fusion step + 1 (0: none). */
+/* info word: bit 0 inside a collective, bit 1 paused,
+ * bits 2-4 kind, bit 5 gave up (timed out), bits 6-25 bucket + 1 (0: none), bits 26-63 fusion step + 1 (0: none). */
 #define INFO_IN          1ull
 #define INFO_PAUSED      2ull
-#define INFO_KIND(i)     ((unsigned)(((i) >> 2) & 0xf))
+#define INFO_GAVE_UP     32ull /* timed out: counts as waiting from then on */
+#define INFO_KIND(i)     ((unsigned)(((i) >> 2) & 0x7))
 #define INFO_BUCKET(i)   ((i) >> 6 & 0xfffffull)
 #define INFO_STEP(i)     ((i) >> 26)
 #define INFO_FUSION_MASK (~0ull << 6)
@@ -151,7 +152,7 @@ void tnt_doctor_enter(tnt_doctor_t *d, uint64_t seq, tnt_doctor_kind_t kind)
     if (d == NULL) {
         return;
     }
-    uint64_t info = INFO_IN | ((uint64_t)kind & 0xf) << 2 | d->pending_fusion;
+    uint64_t info = INFO_IN | ((uint64_t)kind & 0x7) << 2 | d->pending_fusion;
     if (atomic_load_explicit(&d->paused, memory_order_relaxed) > 0) {
         info |= INFO_PAUSED;
     }
@@ -251,6 +252,9 @@ static int view_known(const tnt_doctor_t *d, int r, uint64_t now)
 static int view_waiting(const tnt_doctor_t *d, int r, uint64_t now)
 {
     const struct doctor_view *v = &d->view[r];
+    if (v->info & INFO_GAVE_UP) {
+        return 1; /* it waited until TNT_TIMEOUT; keeps the verdict the same */
+    }
     if (!(v->info & INFO_IN) || v->beat_age_ns == UINT64_MAX) {
         return 0;
     }
@@ -428,19 +432,19 @@ static int doctor_verdict(tnt_doctor_t *d, uint64_t now, double threshold_s, con
     const struct doctor_view *b = &d->view[blamed];
     if (suspect < 0) {
         format_into(d->verdict, sizeof d->verdict,
-                    "%s does not answer, nor does any rank on its node, %s %g s; ranks %s are "
-                    "waiting in %s; is it stopped or its node down?",
-                    who, what, threshold_s, ranks, coll);
+                    "%s does not answer, nor does any rank on its node, %s %g s; waiting in %s: "
+                    "ranks %s; is it stopped or its node down?",
+                    who, what, threshold_s, coll, ranks);
     } else if ((b->info & INFO_IN) && b->seq == wseq) {
         format_into(d->verdict, sizeof d->verdict,
-                    "%s stopped making progress inside %s %s %g s; ranks %s are waiting in it; "
+                    "%s stopped making progress inside %s %s %g s; waiting in it: ranks %s; "
                     "is it stopped (SIGSTOP, a debugger) or starved of CPU?",
                     who, coll, what, threshold_s, ranks);
     } else {
         char last[160];
         describe_collective(d, b->seq, b->info, last, sizeof last);
         format_into(d->verdict, sizeof d->verdict,
-                    "%s has not entered %s %s %g s (its last was %s); ranks %s are waiting in it; "
+                    "%s has not entered %s %s %g s (its last was %s); waiting in it: ranks %s; "
                     "is it stuck in its own code or I/O? (kill -USR2 prints every rank's stack)",
                     who, coll, what, threshold_s, last, ranks);
     }
@@ -497,6 +501,11 @@ static tnt_status_t doctor_poll(tnt_watch_t *watch, uint64_t waited_ns)
             /* Everyone waits on everyone, or the one holding it up asked for
              * a long wait: keep waiting (a dead peer still ends the wait). */
             return TNT_OK;
+        }
+        atomic_fetch_or_explicit(&d->mine->info, INFO_GAVE_UP, memory_order_relaxed);
+        if (comm->net != NULL) {
+            doctor_refresh(d, now);
+            doctor_send(d, now); /* peers learn that this rank gave up */
         }
         if (reporter == comm->rank) {
             return tnt_error_raise(TNT_ERR_TIMEOUT, "%s", d->verdict);
