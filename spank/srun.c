@@ -69,15 +69,34 @@ static int srun_argv_has_option(void)
     return found;
 }
 
+/*
+ * A training step cannot go on without one of its ranks, so a --tarantella
+ * step ends as soon as any task exits with a non-zero status or a signal:
+ * srun reads SLURM_KILL_BAD_EXIT in _opt_env(), after spank_init (see the
+ * top of this file), like -K. An explicit -K0/-K1 on the command line is
+ * parsed later and wins; a value the user exported is kept.
+ */
+static int srun_kill_on_bad_exit(void)
+{
+    if (getenv("SLURM_KILL_BAD_EXIT") != NULL)
+        return 0;
+    if (setenv("SLURM_KILL_BAD_EXIT", "1", 1) != 0) {
+        slurm_error("tarantella: cannot set SLURM_KILL_BAD_EXIT=1 in srun's environment; "
+                    "run srun with -K (--kill-on-bad-exit)");
+        return -1;
+    }
+    return 0;
+}
+
 int tnt_spank_srun_init(spank_t sp)
 {
     (void)sp;
-    /* Somebody chose already (the user, a module file): respect it; post_opt
-     * says what to do if it is not PMIx. */
-    if (getenv("SLURM_MPI_TYPE") != NULL)
-        return 0;
     if (getenv(TNT_SPANK_INHERITED_ENV) == NULL && !srun_argv_has_option())
         return 0;
+    /* Somebody chose the MPI plugin already (the user, a module file):
+     * respect it; post_opt says what to do if it is not PMIx. */
+    if (getenv("SLURM_MPI_TYPE") != NULL)
+        return srun_kill_on_bad_exit();
     if (setenv("SLURM_MPI_TYPE", "pmix", 1) != 0) {
         slurm_error("tarantella: cannot set SLURM_MPI_TYPE=pmix in srun's environment; "
                     "run srun with --mpi=pmix");
@@ -85,7 +104,7 @@ int tnt_spank_srun_init(spank_t sp)
     }
     tnt_spank_state.mpi_type_set_by_us = 1;
     slurm_debug("tarantella: --tarantella seen, selecting the mpi/pmix plugin for this step");
-    return 0;
+    return srun_kill_on_bad_exit();
 }
 
 int tnt_spank_srun_post_opt(spank_t sp)

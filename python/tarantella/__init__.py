@@ -6,7 +6,9 @@ single rank under plain ``python3 script.py``). ``tnt.init()`` may be called
 again and does nothing. libtnt is finalized at interpreter exit.
 """
 import atexit as _atexit
+import contextlib as _contextlib
 import os as _os
+import sys as _sys
 
 from . import errors
 from .errors import (TarantellaError, InvalidArgumentError, NoMemoryError, TimeoutError,
@@ -90,7 +92,94 @@ def abort(message="tarantella: abort requested", exit_code=1):
     _tnt.abort(int(exit_code), str(message))
 
 
+@_contextlib.contextmanager
+def long_wait():
+    """Marks a stretch in which this rank may wait long on purpose, e.g. for
+    rank 0 writing a checkpoint: inside it, this rank neither warns
+    (TNT_STALL_WARN) nor times out (TNT_TIMEOUT) in collectives, and peers
+    do not blame it. A peer that dies still ends the wait. Enter it on every
+    rank of the collective (collective saves do)."""
+    _tnt.stall_pause()
+    try:
+        yield
+    finally:
+        _tnt.stall_resume()
+
+
+#: Exit status of a rank that stops because of an uncaught exception.
+EXIT_UNCAUGHT = 1
+#: Exit status of a rank that stops because a peer failed or hung.
+EXIT_PEER_FAILED = 2
+
+_previous_excepthook = None
+_PEER_GRACE_S = 1.0
+
+
+def _excepthook(etype, value, tb):
+    """Uncaught exception on one rank of a multi-rank job: the others would
+    wait for it until TNT_TIMEOUT, so after the traceback the whole job is
+    aborted (PMIx_Abort: srun and the launcher kill every rank). An error a
+    peer caused gets one short line instead of a traceback."""
+    try:
+        multi = _tnt.is_initialized() and _tnt.size() > 1
+    except Exception:
+        multi = False
+    if not multi or issubclass(etype, (KeyboardInterrupt, SystemExit)):
+        _previous_excepthook(etype, value, tb)
+        return
+    rank = _tnt.rank()
+    if getattr(value, "caused_by_peer", False):
+        # One line, the abort's own: the message names the rank to look at.
+        text = str(value)
+        prefix = "rank %d: " % rank
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+        line = "rank %d stops because of another rank: %s" % (rank, text)
+        _sys.stderr.write("tarantella: %s\n" % line)
+        _sys.stderr.flush()
+        # The ranks that see the same failure see it within a second of each
+        # other: let each print its line before the first abort kills them.
+        import time
+        time.sleep(_PEER_GRACE_S)
+        code = EXIT_PEER_FAILED
+        # The line is printed; the abort carries it to the launcher's report
+        # without printing it a second time.
+        try:
+            devnull = _os.open(_os.devnull, _os.O_WRONLY)
+            _os.dup2(devnull, 2)
+        except OSError:
+            pass
+    else:
+        _previous_excepthook(etype, value, tb)
+        line = "rank %d: uncaught %s: %s" % (rank, etype.__name__, value)
+        code = EXIT_UNCAUGHT
+    try:
+        _sys.stderr.flush()
+    except Exception:
+        pass
+    _tnt.abort(code, line[:400])
+
+
+def _install_failure_handlers():
+    global _previous_excepthook
+    if _previous_excepthook is None and _sys.excepthook is not _excepthook:
+        _previous_excepthook = _sys.excepthook
+        _sys.excepthook = _excepthook
+    # kill -USR2 / scancel --signal=USR2: libtnt prints where this rank is
+    # (collective and sequence number), then faulthandler the Python stack
+    # of every thread; the job goes on. Only when nobody else handles USR2.
+    import signal
+    if signal.getsignal(signal.SIGUSR2) == signal.SIG_DFL:
+        import faulthandler
+        try:
+            _tnt.report_on_signal(int(signal.SIGUSR2))
+            faulthandler.register(signal.SIGUSR2, all_threads=True, chain=True)
+        except (errors.TarantellaError, RuntimeError, ValueError):
+            pass
+
+
 init()
+_install_failure_handlers()
 
 from .collectives import (allreduce, allreduce_, broadcast, broadcast_, allgather,  # noqa: E402
                           allgather_concat, barrier)

@@ -258,6 +258,43 @@ static PyObject *tnt_py_abort(PyObject *module, PyObject *args)
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+static PyObject *tnt_py_stall_pause(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "stall_pause");
+    }
+    tnt_stall_pause(g_comm);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tnt_py_stall_resume(PyObject *module, PyObject *unused)
+{
+    (void)unused;
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "stall_resume");
+    }
+    tnt_stall_resume(g_comm);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tnt_py_report_on_signal(PyObject *module, PyObject *arg)
+{
+    long signo = PyLong_AsLong(arg);
+
+    if (signo == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "report_on_signal");
+    }
+    tnt_status_t status = tnt_report_on_signal(g_comm, (int)signo);
+    if (status != TNT_OK) {
+        return raise_status(get_state(module), status, "report_on_signal");
+    }
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Blocking collectives on buffer objects                                    */
 /* ------------------------------------------------------------------------ */
@@ -1048,6 +1085,11 @@ static PyMethodDef module_methods[] = {
     { "dtype_size", tnt_py_dtype_size, METH_O, "dtype_size(dtype)\n--\n\n" },
     { "abort", tnt_py_abort, METH_VARARGS,
       "abort(exit_code, message)\n--\n\nKills the whole job; does not return." },
+    { "stall_pause", tnt_py_stall_pause, METH_NOARGS,
+      "stall_pause()\n--\n\nThis rank may wait long on purpose (tnt_stall_pause)." },
+    { "stall_resume", tnt_py_stall_resume, METH_NOARGS, "stall_resume()\n--\n\n" },
+    { "report_on_signal", tnt_py_report_on_signal, METH_O,
+      "report_on_signal(signo)\n--\n\nOn signo, print where this rank is (tnt_report_on_signal)." },
     { "barrier", tnt_py_barrier, METH_NOARGS, "barrier()\n--\n\n" },
     { "allreduce", tnt_py_allreduce, METH_VARARGS,
       "allreduce(send, recv, dtype, op)\n--\n\nrecv None or send itself: in place." },

@@ -17,8 +17,14 @@ __all__ = [
 
 
 class TarantellaError(Exception):
-    """Base class of every error raised by tarantella."""
+    """Base class of every error raised by tarantella.
+
+    ``caused_by_peer`` is true for errors that another rank caused (it died,
+    or the hang doctor named it): an uncaught one ends the job with one
+    short line instead of a traceback, since the rank to look at is the one
+    named in the message."""
     status = None
+    caused_by_peer = False
 
 
 class InvalidArgumentError(TarantellaError, ValueError):
@@ -34,11 +40,13 @@ class NoMemoryError(TarantellaError, MemoryError):
 class TimeoutError(TarantellaError, builtins.TimeoutError):
     """A peer did not arrive within TNT_TIMEOUT seconds; the message names it."""
     status = -3
+    caused_by_peer = True
 
 
 class PeerFailedError(TarantellaError):
     """A peer process died or its connection broke."""
     status = -4
+    caused_by_peer = True
 
 
 class BootstrapError(TarantellaError):

@@ -9,7 +9,7 @@ broadcasts the bytes, so the other ranks need not see it.
 import os
 import tempfile
 
-from ._comm import any_rank, broadcast_bytes, rank
+from ._comm import _pkg, any_rank, broadcast_bytes, rank
 from .errors import TarantellaError
 
 __all__ = ["collective_save", "collective_read"]
@@ -56,12 +56,15 @@ def collective_save(path, write, all_devices=False, what="save"):
     rank, so no rank can be left waiting for another."""
     writer = all_devices or rank() == 0
     error = None
-    if writer:
-        try:
-            _atomic_write(path, write)
-        except Exception as e:  # reported below on every rank
-            error = e
-    failed = any_rank(error is not None)
+    # Every rank: the others wait for the writer as long as the file system
+    # takes, which the hang doctor must not take for a hang.
+    with _pkg().long_wait():
+        if writer:
+            try:
+                _atomic_write(path, write)
+            except Exception as e:  # reported below on every rank
+                error = e
+        failed = any_rank(error is not None)
     if error is not None:
         raise error
     if failed:

@@ -61,9 +61,11 @@ if(TNT_WITH_UCX)
     set_tests_properties(integration.multinode.kill PROPERTIES TIMEOUT 60 LABELS integration
       ENVIRONMENT "${_mn_env}")
     # Rank 3 stays alive but stops taking part: the others must give up after
-    # TNT_TIMEOUT=3 s with a timeout that names the silent rank, not hang.
+    # TNT_TIMEOUT=3 s with the hang doctor's verdict naming the silent rank
+    # (its node-mate reads its progress slot), not hang.
     add_test(NAME integration.multinode.hang
-      COMMAND ${CMAKE_CURRENT_LIST_DIR}/multinode_kill.sh 1 3 10 "did not answer within 3 s" --
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/multinode_kill.sh 1 3 10
+              "rank 3 \\([^,]+, pid [0-9]+\\) has not entered allreduce #[0-9]+ within TNT_TIMEOUT = 3 s" --
               timeout -k 5 40 $<TARGET_FILE:tarantella> --simulate-nodes 4 -n 8
               --python-interpreter "" -- ${_mn_check} --expect-nodes 4 --mode hang --kill-rank 3)
     set_tests_properties(integration.multinode.hang PROPERTIES TIMEOUT 60 LABELS integration

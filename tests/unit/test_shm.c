@@ -93,7 +93,7 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
             tnt_settings_t settings;
             if (tnt_settings_load(&settings) != TNT_OK)
                 _exit(3);
-            tnt_shm_params_t params = { name, r, n, global, timeout_s, &settings };
+            tnt_shm_params_t params = { name, r, n, global, timeout_s, &settings, NULL };
             tnt_shm_t *shm = NULL;
             tnt_status_t st = tnt_shm_create(&params, &shm);
             if (st != TNT_OK) {
@@ -458,7 +458,7 @@ static void test_attach_timeout(void **state)
     if (pid == 0) {
         tnt_settings_t settings;
         tnt_settings_set_defaults(&settings);
-        tnt_shm_params_t params = { name, 0, 2, NULL, 0.5, &settings };
+        tnt_shm_params_t params = { name, 0, 2, NULL, 0.5, &settings, NULL };
         tnt_shm_t *shm = NULL;
         _exit(tnt_shm_create(&params, &shm) == TNT_ERR_TIMEOUT ? 0 : 1);
     }

@@ -125,6 +125,29 @@ TNT_API const char *tnt_hostname(const tnt_comm_t *comm);
 TNT_API void tnt_abort(tnt_comm_t *comm, int exit_code, const char *message);
 
 /* ------------------------------------------------------------------------ */
+/* Stalls (docs/failures.md)                                                 */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Declares a long wait on purpose on this rank (rank 0 writing a checkpoint
+ * while the others wait for it). Until the matching tnt_stall_resume, this
+ * rank neither warns (TNT_STALL_WARN) nor times out (TNT_TIMEOUT) in a
+ * collective, and peers do not blame it; a peer that dies still ends the
+ * wait. Calls nest; any thread. Every rank of a collective save calls it.
+ */
+TNT_API void tnt_stall_pause(tnt_comm_t *comm);
+TNT_API void tnt_stall_resume(tnt_comm_t *comm);
+
+/**
+ * Installs a handler for @p signo (SIGUSR2 is the convention) that prints
+ * one line to stderr saying where this rank is: its current or last
+ * collective with sequence number (and fusion step and bucket), and whether
+ * it is waiting for peers. A handler installed before is called after it.
+ * The job goes on. Fails with ::TNT_ERR_INVALID_ARG for SIGKILL/SIGSTOP.
+ */
+TNT_API tnt_status_t tnt_report_on_signal(tnt_comm_t *comm, int signo);
+
+/* ------------------------------------------------------------------------ */
 /* Blocking collectives                                                      */
 /* ------------------------------------------------------------------------ */
 

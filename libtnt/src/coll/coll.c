@@ -10,6 +10,7 @@
  */
 #include "coll/coll.h"
 
+#include "coll/doctor.h"
 #include "coll/multinode.h"
 #include "reduce/reduce.h"
 #include "transport/shm.h"
@@ -17,10 +18,12 @@
 
 #include <string.h>
 
-static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name)
+static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind)
 {
     comm->coll_seq++;
+    tnt_doctor_enter(comm->doctor, comm->coll_seq, kind);
     if (comm->broken_status != TNT_OK) {
+        tnt_doctor_leave(comm->doctor);
         return tnt_error_raise(TNT_ERR_PEER_FAILED,
                                "%s #%llu not started: %s #%llu failed before it (%s), so the "
                                "ranks are out of step; finalize and restart the job",
@@ -35,6 +38,7 @@ static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name)
  * sent; every other failure leaves the ranks out of step. */
 static tnt_status_t coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
 {
+    tnt_doctor_leave(comm->doctor);
     if (status < 0 && status != TNT_ERR_INVALID_ARG && status != TNT_ERR_UNSUPPORTED &&
         comm->broken_status == TNT_OK) {
         comm->broken_status = status;
@@ -53,7 +57,7 @@ tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *rec
 tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale)
 {
-    tnt_status_t status = coll_begin(comm, "allreduce");
+    tnt_status_t status = coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE);
     if (status != TNT_OK) {
         return status;
     }
@@ -66,7 +70,7 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
                 tnt_reduce_scale(dtype, recvbuf, count, scale);
             }
         }
-        return TNT_OK;
+        return coll_end(comm, "allreduce", TNT_OK);
     }
     if (comm->num_nodes == 1) {
         status = tnt_shm_allreduce_scaled(comm->shm, sendbuf, recvbuf, count, dtype, op, scale);
@@ -88,12 +92,12 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
 
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
 {
-    tnt_status_t status = coll_begin(comm, "broadcast");
+    tnt_status_t status = coll_begin(comm, "broadcast", TNT_DOCTOR_BROADCAST);
     if (status != TNT_OK) {
         return status;
     }
     if (comm->size == 1) {
-        return TNT_OK;
+        return coll_end(comm, "broadcast", TNT_OK);
     }
     if (comm->num_nodes == 1) {
         status = tnt_shm_broadcast(comm->shm, buf, bytes, comm->local_rank_of_rank[root]);
@@ -106,7 +110,7 @@ tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int r
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank)
 {
-    tnt_status_t status = coll_begin(comm, "allgather");
+    tnt_status_t status = coll_begin(comm, "allgather", TNT_DOCTOR_ALLGATHER);
     if (status != TNT_OK) {
         return status;
     }
@@ -114,7 +118,7 @@ tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *rec
         if (sendbuf != recvbuf && bytes_per_rank > 0) {
             memmove(recvbuf, sendbuf, bytes_per_rank);
         }
-        return TNT_OK;
+        return coll_end(comm, "allgather", TNT_OK);
     }
     /* On one node local rank == rank, so the shm layout is the global one. */
     if (comm->num_nodes == 1) {
@@ -127,12 +131,12 @@ tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *rec
 
 tnt_status_t tnt_coll_barrier(tnt_comm_t *comm)
 {
-    tnt_status_t status = coll_begin(comm, "barrier");
+    tnt_status_t status = coll_begin(comm, "barrier", TNT_DOCTOR_BARRIER);
     if (status != TNT_OK) {
         return status;
     }
     if (comm->size == 1) {
-        return TNT_OK;
+        return coll_end(comm, "barrier", TNT_OK);
     }
     if (comm->num_nodes == 1) {
         status = tnt_shm_barrier(comm->shm);

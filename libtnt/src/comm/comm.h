@@ -14,12 +14,14 @@
 #include <stdint.h>
 
 #include "boot/boot.h"
+#include "util/watch.h"
 
 struct tnt_shm;
 struct tnt_net;
 struct tnt_gpu;
 struct tnt_request;
 struct tnt_settings;
+struct tnt_doctor;
 
 /* The longest message a request keeps (as long as tnt_last_error()'s). */
 #define TNT_REQUEST_ERROR_MAX 1024
@@ -88,6 +90,11 @@ struct tnt_comm {
     /* Device collectives (gpu/device.c): created at the first one, NULL
      * until then and in builds where none was made. */
     struct tnt_gpu *gpu;
+
+    /* The hang doctor (coll/doctor.h) and the hook the transports' waits
+     * call (its first member; NULL in communicators built without one). */
+    struct tnt_doctor *doctor;
+    tnt_watch_t *watch;
 
     /* Collectives issued so far, for error messages ("allreduce #812"). */
     uint64_t coll_seq;

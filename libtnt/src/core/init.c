@@ -6,6 +6,7 @@
  */
 #include "comm/comm.h"
 
+#include "coll/doctor.h"
 #include "coll/multinode.h"
 #include "gpu/gpu.h"
 #include "transport/shm.h"
@@ -118,6 +119,29 @@ static void check_local_layout(const tnt_comm_t *comm, const struct tnt_boot_inf
     }
 }
 
+/* The doctor needs every rank's pid and host for its verdicts. */
+static tnt_status_t create_doctor(tnt_comm_t *comm, const struct peer_id *peers)
+{
+    int64_t *pids = malloc((size_t)comm->size * sizeof(*pids));
+    const char **hosts = malloc((size_t)comm->size * sizeof(*hosts));
+    tnt_status_t status;
+
+    if (pids == NULL || hosts == NULL) {
+        free(pids);
+        free(hosts);
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for %d ranks",
+                               comm->size);
+    }
+    for (int r = 0; r < comm->size; r++) {
+        pids[r] = peers[r].pid;
+        hosts[r] = peers[r].hostname;
+    }
+    status = tnt_doctor_create(comm, pids, hosts);
+    free(pids);
+    free(hosts);
+    return status;
+}
+
 TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p)
 {
     tnt_settings_t *settings;
@@ -190,6 +214,10 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
         goto err_free_layout;
     }
     check_local_layout(comm, info);
+    status = create_doctor(comm, peers);
+    if (status != TNT_OK) {
+        goto err_free_layout;
+    }
 
     char shm_name[TNT_SHM_NAME_MAX];
     if (tnt_shm_segment_name(tnt_fnv1a_string(info->job_id),
@@ -205,11 +233,17 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
         .local_size = comm->local_size,
         .global_ranks = comm->local_to_global,
         .timeout_s = comm->timeout_s,
+        .watch = comm->watch,
         .settings = comm->settings,
     };
     status = tnt_shm_create(&params, &comm->shm);
     if (status != TNT_OK) {
-        goto err_free_layout;
+        goto err_doctor;
+    }
+    status = tnt_doctor_attach_board(comm->doctor, tnt_fnv1a_string(info->job_id),
+                                     (long long)peers[comm->node_first_rank[comm->node_id]].pid);
+    if (status != TNT_OK) {
+        goto err_shm;
     }
     if (comm->num_nodes > 1) {
         status = tnt_multinode_init(comm);
@@ -227,6 +261,8 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
 
 err_shm:
     tnt_shm_destroy(comm->shm);
+err_doctor:
+    tnt_doctor_destroy(comm->doctor);
 err_free_layout:
     free_layout(comm);
 err_free_peers:
@@ -255,10 +291,12 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
                       "leaking the communicator");
         return;
     }
+    tnt_doctor_quiesce(comm->doctor);
     if (comm->num_nodes > 1) {
         tnt_multinode_finalize(comm);
     }
     tnt_shm_destroy(comm->shm);
+    tnt_doctor_destroy(comm->doctor);
     tnt_boot_finalize(comm->boot);
     free_layout(comm);
     tnt_settings_destroy(comm->settings);
@@ -307,4 +345,26 @@ TNT_API void tnt_abort(tnt_comm_t *comm, int exit_code, const char *message)
     /* Stop NCCL kernels that wait for peers before the launcher kills us. */
     tnt_gpu_abort(comm);
     tnt_boot_abort(comm != NULL ? comm->boot : NULL, exit_code, msg);
+}
+
+TNT_API void tnt_stall_pause(tnt_comm_t *comm)
+{
+    if (comm != NULL) {
+        tnt_doctor_pause(comm->doctor);
+    }
+}
+
+TNT_API void tnt_stall_resume(tnt_comm_t *comm)
+{
+    if (comm != NULL) {
+        tnt_doctor_resume(comm->doctor);
+    }
+}
+
+TNT_API tnt_status_t tnt_report_on_signal(tnt_comm_t *comm, int signo)
+{
+    if (comm == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_report_on_signal: comm is NULL");
+    }
+    return tnt_doctor_report_on_signal(comm->doctor, signo);
 }

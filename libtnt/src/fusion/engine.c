@@ -48,6 +48,7 @@
  */
 #include "fusion/fusion.h"
 
+#include "coll/doctor.h"
 #include "coll/coll.h"
 #include "reduce/reduce.h"
 #include "comm/comm.h"
@@ -237,6 +238,7 @@ static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *
     struct tnt_fusion *fusion = bucket->fusion;
     tnt_status_t status;
 
+    tnt_doctor_note_fusion(comm->doctor, fusion->step, (uint32_t)(bucket - fusion->buckets));
     status = fusion_reduce_run(comm, fusion, bucket->dtype, bucket->first_tensor,
                                bucket->num_staged, bucket->staged_count, bucket->staging);
     if (status != TNT_OK || !bucket->split) {

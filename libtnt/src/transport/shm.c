@@ -121,7 +121,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
     }
 
     tnt_backoff_t backoff;
-    tnt_backoff_init(&backoff, shm->timeout_s);
+    tnt_backoff_init(&backoff, tnt_watch_own_timeout(shm->watch, shm->timeout_s));
     uint64_t next_check = tnt_time_ns() + TNT_SHM_LIVENESS_NS;
     while (atomic_load_explicit(seq, memory_order_acquire) < target) {
         if (tnt_backoff_wait(&backoff) != 0) {
@@ -138,6 +138,11 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         if (failed > 0)
             return tnt_shm_peer_failed(shm, failed - 1, what);
         uint64_t now = tnt_time_ns();
+        tnt_status_t verdict = tnt_watch_poll(shm->watch, now - start);
+        if (verdict != TNT_OK) {
+            shm->broken = verdict;
+            return verdict;
+        }
         if (now >= next_check) {
             next_check = now + TNT_SHM_LIVENESS_NS;
             if (!tnt_shm_pid_alive(tnt_shm_peer_pid(shm, peer)))
@@ -386,6 +391,7 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->me = params->local_rank;
     shm->n = params->local_size;
     shm->timeout_s = params->timeout_s;
+    shm->watch = params->watch;
     shm->cma_allowed = params->settings->shm_cma;
     shm->probe_word = TNT_SHM_MAGIC;
     snprintf(shm->name, sizeof shm->name, "%s", params->name);

@@ -16,6 +16,7 @@
 
 #include "util/settings.h"
 #include "util/slice.h"
+#include "util/watch.h"
 
 typedef struct tnt_shm tnt_shm_t;
 
@@ -32,6 +33,9 @@ typedef struct {
      * messages >= 256 KiB when all local ranks can use it; default off, see
      * docs/benchmarks.md). Required. */
     const tnt_settings_t *settings;
+    /* The hang doctor: polled from slow waits, and then it, not timeout_s,
+     * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
+    tnt_watch_t *watch;
 } tnt_shm_params_t;
 
 /* Collective over the local ranks. */

@@ -76,6 +76,7 @@ struct tnt_shm {
     int *global_ranks; /* n entries, own copy */
     pid_t *pids;       /* n entries, copied after everyone attached */
     double timeout_s;
+    tnt_watch_t *watch;       /* the hang doctor, or NULL (util/watch.h) */
     uint64_t phase;           /* last phase this rank finished */
     uint64_t num_collectives; /* for messages: "allreduce #12" */
     tnt_status_t broken;      /* sticky error after a peer failed */

@@ -24,8 +24,17 @@ static inline int tnt_shm_segment_name(uint64_t job_hash, long long first_pid, c
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* The hang doctor's per-node board (coll/doctor.c): "/tnt-<hash>-doctor-<pid>",
+ * which the pattern below matches too. Returns 0, or -1 when len is too small. */
+static inline int tnt_shm_doctor_name(uint64_t job_hash, long long first_pid, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "/tnt-%016llx-doctor-%lld", (unsigned long long)job_hash, first_pid);
+
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 /* An fnmatch(3) pattern over /dev/shm entries (no leading '/') that matches
- * the segment of any job whose node's first rank has pid first_pid; for a
+ * the segment (and the doctor's board) of any job whose node's first rank has pid first_pid; for a
  * caller that does not know the job id's hash. Returns 0, or -1 when len is
  * too small. */
 static inline int tnt_shm_segment_pattern(long long first_pid, char *buf, size_t len)

@@ -83,6 +83,8 @@ static const setting_choice_t gpu_choices[] = {
  * docs/environment.md documents the same names and values. */
 static const setting_desc_t settings_table[] = {
     { "TNT_TIMEOUT", SETTING_SECONDS, "300", 0, 1e9, NULL, FIELD(timeout_s), "0 = no timeout" },
+    { "TNT_STALL_WARN", SETTING_SECONDS, "60", 0, 1e9, NULL, FIELD(stall_warn_s),
+      "0 = no warning" },
     { "TNT_LOG_LEVEL", SETTING_CHOICE, "warn", 0, 0, log_level_choices, FIELD(log_level), NULL },
     { "TNT_LOG_ON_ALL_DEVICES", SETTING_BOOL, "0", 0, 0, NULL, FIELD(log_on_all_ranks), NULL },
     { "TNT_FUSION_THRESHOLD_KB", SETTING_SIZE_KB, "1024", 0, 4194304, NULL,

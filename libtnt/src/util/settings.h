@@ -40,6 +40,7 @@ typedef enum {
 
 typedef struct tnt_settings {
     double timeout_s;                   /* TNT_TIMEOUT; 0 = no timeout */
+    double stall_warn_s;                /* TNT_STALL_WARN; 0 = no warning */
     tnt_log_level_t log_level;          /* TNT_LOG_LEVEL */
     int log_on_all_ranks;               /* TNT_LOG_ON_ALL_DEVICES */
     size_t fusion_threshold_bytes;      /* TNT_FUSION_THRESHOLD_KB */

@@ -141,6 +141,7 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     params.timeout_s = comm->timeout_s;
     params.staging_bytes = net->chunk_bytes * (size_t)net->depth;
     params.spin_us = comm->settings->ucx_spin_us;
+    params.watch = comm->watch;
     status = tnt_ucx_create(&params, &net->ucx);
     if (status != TNT_OK) {
         goto err_free_tables;
@@ -180,4 +181,14 @@ void tnt_multinode_finalize(tnt_comm_t *comm)
     tnt_ucx_destroy(net->ucx);
     tnt_mn_free(net);
     comm->net = NULL;
+}
+
+int tnt_multinode_side_send(tnt_comm_t *comm, int peer, const void *buf, size_t bytes)
+{
+    return comm->net != NULL ? tnt_ucx_side_send(comm->net->ucx, peer, buf, bytes) : -1;
+}
+
+size_t tnt_multinode_side_recv(tnt_comm_t *comm, void *buf, size_t bytes)
+{
+    return comm->net != NULL ? tnt_ucx_side_recv(comm->net->ucx, buf, bytes) : 0;
 }

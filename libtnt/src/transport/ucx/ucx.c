@@ -23,6 +23,14 @@
 #define TNT_UCX_TAG_RANK_BITS 20
 #define TNT_UCX_TAG_STEP_BITS 20
 #define TNT_UCX_MAX_RANKS     (1 << TNT_UCX_TAG_RANK_BITS)
+/* Side messages (the hang doctor's) use sequence field 2^24 - 1, which no
+ * collective's tag has (tnt_ucx_tag), and step 0; any source matches. */
+#define TNT_UCX_SIDE_SEQ 0xFFFFFFu
+#define TNT_UCX_SIDE_TAG \
+    ((uint64_t)TNT_UCX_SIDE_SEQ << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS))
+#define TNT_UCX_SIDE_TAG_MASK                                                   \
+    (((uint64_t)0xFFFFFFu << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)) | \
+     ((1ull << TNT_UCX_TAG_STEP_BITS) - 1))
 /* Sequence numbers reserved for the wire-up and goodbye handshakes. */
 #define TNT_UCX_SEQ_WIREUP    0xFFFFFFu
 #define TNT_UCX_SEQ_GOODBYE   0xFFFFFEu
@@ -55,6 +63,7 @@ struct tnt_ucx {
     int rank;
     int size;
     double timeout_s;
+    tnt_watch_t *watch; /* the hang doctor, or NULL */
     ucp_context_h context;
     ucp_worker_h worker;
     int efd;                    /* worker wake-up fd, -1 if unavailable */
@@ -442,6 +451,7 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
     ucx->rank = params->rank;
     ucx->size = params->size;
     ucx->timeout_s = params->timeout_s;
+    ucx->watch = params->watch;
     ucx->efd = -1;
     ucx->spin_ns = params->spin_us * 1000;
     ucx->failed = TNT_OK;
@@ -683,7 +693,8 @@ void *tnt_ucx_staging(tnt_ucx_t *ucx, size_t *bytes_p)
 
 uint64_t tnt_ucx_tag(uint32_t seq, int src_rank, uint32_t step)
 {
-    return ((uint64_t)(seq & 0xFFFFFFu) << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)) |
+    /* seq % (2^24 - 1): the all-ones value is the side messages' (below). */
+    return ((uint64_t)(seq % TNT_UCX_SIDE_SEQ) << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)) |
            ((uint64_t)((uint32_t)src_rank & (TNT_UCX_MAX_RANKS - 1)) << TNT_UCX_TAG_STEP_BITS) |
            (uint64_t)(step & ((1u << TNT_UCX_TAG_STEP_BITS) - 1));
 }
@@ -1070,7 +1081,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
     for (int i = 0; i < n; i++) {
         remaining += ops[i] != NULL;
     }
-    tnt_backoff_init(&backoff, ucx->timeout_s);
+    tnt_backoff_init(&backoff, tnt_watch_own_timeout(ucx->watch, ucx->timeout_s));
     spin_start = tnt_time_ns();
     while (remaining > 0) {
         int progressed = 0;
@@ -1098,7 +1109,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             /* The timeout bounds time without progress, not the transfer:
              * a 1 GiB allreduce over TCP may legitimately take long. */
             if (finished) {
-                tnt_backoff_init(&backoff, ucx->timeout_s);
+                tnt_backoff_init(&backoff, tnt_watch_own_timeout(ucx->watch, ucx->timeout_s));
                 spin_start = tnt_time_ns();
             }
             continue;
@@ -1107,9 +1118,97 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             status = tnt_ucx_timed_out(ucx, ops, n, what);
             continue; /* the failure branch above cancels and reaps */
         }
+        if (backoff.iteration >= 16) {
+            status = tnt_watch_poll(ucx->watch, tnt_time_ns() - spin_start);
+            if (status != TNT_OK) {
+                ucx->failed = status;
+                continue; /* the failure branch above cancels and reaps */
+            }
+        }
         tnt_ucx_idle(ucx, &backoff, spin_start);
     }
     return status;
+}
+
+int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t ret;
+
+    if (ucx->failed != TNT_OK || peer < 0 || peer >= ucx->size || ucx->peers[peer].ep == NULL ||
+        ucx->peers[peer].failed) {
+        return -1;
+    }
+    /* Sent at once or not at all: the caller's buffer is free on return and
+     * no request outlives the call; a message that cannot go now is skipped
+     * (the doctor sends again a second later). */
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    ret =
+        ucp_tag_send_nbx(ucx->peers[peer].ep, buf, bytes,
+                         TNT_UCX_SIDE_TAG | ((uint64_t)ucx->rank << TNT_UCX_TAG_STEP_BITS), &param);
+    if (ret == NULL) {
+        return 0;
+    }
+    if (!UCS_PTR_IS_ERR(ret)) {
+        /* Not expected with FORCE_IMM_CMPL; never leave a request behind. */
+        ucp_request_cancel(ucx->worker, ret);
+        ucp_request_free(ret);
+    }
+    return -1;
+}
+
+static void tnt_ucx_side_recv_done(void *request, ucs_status_t status,
+                                   const ucp_tag_recv_info_t *info, void *user_data)
+{
+    (void)request;
+    (void)status;
+    (void)info;
+    (void)user_data;
+}
+
+size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+    ucp_request_param_t param;
+    ucs_status_ptr_t ret;
+    ucs_status_t st = UCS_OK;
+
+    ucp_worker_progress(ucx->worker);
+    msg = ucp_tag_probe_nb(ucx->worker, TNT_UCX_SIDE_TAG, TNT_UCX_SIDE_TAG_MASK, 1, &info);
+    if (msg == NULL) {
+        return 0;
+    }
+    if (info.length > bytes) {
+        /* Not one of ours: receive into nothing would fail; drop it by
+         * truncation (UCX reports MESSAGE_TRUNCATED, which is fine here). */
+        info.length = bytes;
+    }
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+    param.cb.recv = tnt_ucx_side_recv_done;
+    ret = ucp_tag_msg_recv_nbx(ucx->worker, buf, bytes, msg, &param);
+    if (UCS_PTR_IS_ERR(ret)) {
+        return 0;
+    }
+    if (ret != NULL) {
+        /* Eager messages are already here: this finishes in a few progress
+         * calls; bounded anyway. */
+        tnt_backoff_t backoff;
+        tnt_backoff_init(&backoff, 1.0);
+        while ((st = ucp_request_check_status(ret)) == UCS_INPROGRESS) {
+            ucp_worker_progress(ucx->worker);
+            if (tnt_backoff_wait(&backoff) != 0) {
+                ucp_request_cancel(ucx->worker, ret);
+                break;
+            }
+        }
+        while (ucp_request_check_status(ret) == UCS_INPROGRESS) {
+            ucp_worker_progress(ucx->worker);
+        }
+        ucp_request_free(ret);
+    }
+    return st == UCS_OK ? info.length : 0;
 }
 
 tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what)

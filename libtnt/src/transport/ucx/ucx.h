@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "boot/boot.h"
+#include "util/watch.h"
 
 typedef struct tnt_ucx tnt_ucx_t;
 /* A posted send or receive: a slot of the preallocated request pool. */
@@ -47,6 +48,9 @@ typedef struct {
     double timeout_s;     /* TNT_TIMEOUT, bounds every wait; 0 = none */
     size_t staging_bytes; /* registered staging area (tnt_ucx_staging) */
     uint64_t spin_us;     /* busy-poll this long before blocking (0: no) */
+    /* The hang doctor: polled from slow waits, and then it, not timeout_s,
+     * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
+    tnt_watch_t *watch;
 } tnt_ucx_params_t;
 
 /* Collective over all ranks (calls tnt_boot_allgather twice, even on ranks
@@ -105,6 +109,14 @@ int tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t *op);
 tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
                               size_t send_bytes, int src, uint64_t recv_tag, void *recvbuf,
                               size_t recv_bytes, const char *what);
+
+/* Side messages for the hang doctor, in a tag range no collective uses, on
+ * the thread that drives the worker. side_send sends at once or not at all
+ * (0, or -1: skipped; buf is free on return either way). side_recv takes one
+ * queued side message from any rank into buf and returns its length (0:
+ * none); larger ones are truncated. */
+int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes);
+size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes);
 
 /* First failure seen (TNT_OK while healthy). After a failure every operation
  * fails fast; the transport is not usable again. */

@@ -1,0 +1,65 @@
+/*
+ * The hang doctor: when a collective stops making progress, every rank
+ * reaches the same verdict about which rank is to blame, warns after
+ * TNT_STALL_WARN seconds and fails the collective after TNT_TIMEOUT.
+ *
+ * Each rank publishes a small progress slot (collective sequence number and
+ * kind, fusion step and bucket, whether it is inside the collective, a
+ * heartbeat that only its wait loops advance, a pause flag) in a per-node
+ * board: a shared-memory segment of its own (/tnt-<hash>-doctor-<pid>), so
+ * node-mates can read the slot of a rank that is stopped or stuck in user
+ * code. Waiting ranks exchange their node's board across nodes over a UCX
+ * tag range no collective uses (coll/multinode.h side messages), so every
+ * waiting rank ends up with the same table and computes the same verdict:
+ * the rank that is not waiting and is furthest behind (lowest sequence
+ * number, then lowest rank), else the lowest rank nobody reports on.
+ *
+ * Entering and leaving a collective costs two relaxed stores; nothing else
+ * happens until a wait has lasted half a second.
+ */
+#ifndef TNT_COLL_DOCTOR_H
+#define TNT_COLL_DOCTOR_H
+
+#include "comm/comm.h"
+
+#include <stdint.h>
+
+typedef struct tnt_doctor tnt_doctor_t;
+
+typedef enum {
+    TNT_DOCTOR_ALLREDUCE = 1,
+    TNT_DOCTOR_BROADCAST,
+    TNT_DOCTOR_ALLGATHER,
+    TNT_DOCTOR_BARRIER,
+} tnt_doctor_kind_t;
+
+/* Not collective. pids and hosts: size entries (every rank's pid and host
+ * name, from tnt_init's exchange), copied. Sets comm->doctor and
+ * comm->watch; the board is private until tnt_doctor_attach_board. */
+tnt_status_t tnt_doctor_create(tnt_comm_t *comm, const int64_t *pids, const char *const *hosts);
+/* Collective over the node's ranks, after the shm transport is up: maps the
+ * node's board (local rank 0 creates it; the last rank to attach unlinks
+ * the name, so nothing stays in /dev/shm). */
+tnt_status_t tnt_doctor_attach_board(tnt_doctor_t *doctor, uint64_t job_hash, long long first_pid);
+/* Drains side messages still queued (before the network goes away). */
+void tnt_doctor_quiesce(tnt_doctor_t *doctor);
+void tnt_doctor_destroy(tnt_doctor_t *doctor);
+
+/* Collective bookkeeping (coll/coll.c), on the thread running collectives. */
+void tnt_doctor_enter(tnt_doctor_t *doctor, uint64_t seq, tnt_doctor_kind_t kind);
+void tnt_doctor_leave(tnt_doctor_t *doctor);
+/* The fusion engine names the step and bucket of its next allreduce. */
+void tnt_doctor_note_fusion(tnt_doctor_t *doctor, uint64_t step, uint32_t bucket);
+
+/* A long wait on purpose (any thread; nests): while paused, this rank
+ * neither warns nor times out, and peers do not blame it. */
+void tnt_doctor_pause(tnt_doctor_t *doctor);
+void tnt_doctor_resume(tnt_doctor_t *doctor);
+
+/* Installs a handler for signo that writes one line about where this rank
+ * is (async-signal-safe); a handler already installed is chained. */
+tnt_status_t tnt_doctor_report_on_signal(tnt_doctor_t *doctor, int signo);
+/* The same line into buf (for tests and the Python API). */
+void tnt_doctor_where(tnt_doctor_t *doctor, char *buf, size_t len);
+
+#endif
