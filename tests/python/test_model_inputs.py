@@ -4,7 +4,6 @@ validation_split, the default shuffle seed from torch.manual_seed at 1 and 3
 ranks, and gradient hooks that live only while fit runs."""
 import collections
 import json
-import os
 
 import numpy as np
 import pytest
