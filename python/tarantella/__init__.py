@@ -183,6 +183,7 @@ _install_failure_handlers()
 
 from .collectives import (allreduce, allreduce_, broadcast, broadcast_, allgather,  # noqa: E402
                           allgather_concat, barrier)
+from .objects import broadcast_object, allgather_object  # noqa: E402
 from . import data  # noqa: E402
 
 # The torch-based parts load on first use (PEP 562), so that scripts that only

@@ -24,6 +24,7 @@ data.DistributedSampler, collective saving from saving.py, losses and
 metrics from losses.py and metrics.py.
 """
 import io
+import math
 import os
 import time
 import warnings
@@ -89,12 +90,82 @@ def _as_tensor(a, what):
     return t
 
 
-class _Data:
-    """Samples addressed by position 0..n-1, fetched as collated batches."""
+def _map_inputs(fn, x):
+    """Applies fn to each input of x: a tensor, or a tuple, list or dict of
+    them (a multi-input model)."""
+    if isinstance(x, dict):
+        return {k: fn(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(fn(v) for v in x) if type(x) in (tuple, list) else [fn(v) for v in x]
+    return fn(x)
 
-    def __init__(self, x, y=None, what="x"):
-        if y is None and isinstance(x, (tuple, list)) and len(x) == 2 \
-                and not isinstance(x, torch.utils.data.Dataset):
+
+def _floatx(t):
+    return t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t
+
+
+def call_module(module, xb):
+    """Calls the module on a batch of inputs: a tuple or list of inputs is
+    passed as positional arguments, a dict as keyword arguments."""
+    if isinstance(xb, dict):
+        return module(**xb)
+    if isinstance(xb, (tuple, list)):
+        return module(*xb)
+    return module(xb)
+
+
+def _positional_inputs(module):
+    """How many positional arguments module.forward requires (2 or more
+    makes a pair (x1, x2) multi-input data rather than (x, y))."""
+    import inspect
+    try:
+        params = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
+
+
+def _as_is(batch):
+    # DataLoader collate_fn: _Data.fetch already returns collated tensors.
+    return batch
+
+
+class _Fetcher(torch.utils.data.Dataset):
+    """A DataLoader "dataset" whose items are whole micro-batches: item
+    ``positions`` (a list of sample positions) is ``data.fetch(positions)``,
+    so worker processes load and collate exactly this rank's samples."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __len__(self):
+        return self.data.n
+
+    def __getitem__(self, positions):
+        return self.data.fetch(positions)
+
+
+def _check_loader_args(num_workers, pin_memory):
+    if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) \
+            or num_workers < 0:
+        raise ValueError("num_workers must be an integer >= 0 (0 loads in this process), "
+                         "got %r" % (num_workers,))
+    return int(num_workers), bool(pin_memory)
+
+
+class _Data:
+    """Samples addressed by position 0..n-1, fetched as collated batches.
+
+    ``x``: an array or tensor, a tuple / list / dict of them (the inputs of
+    a multi-input model, with the same number of samples), or a torch
+    Dataset whose items are ``(input, label)`` (``input`` may itself be a
+    tuple or dict). With ``y`` None, a pair ``(x, y)`` is split, unless the
+    module takes two positional inputs and ``x`` is two arrays.
+    """
+
+    def __init__(self, x, y=None, what="x", n_inputs=1):
+        if y is None and self._is_pair(x, n_inputs):
             x, y = x
         self.dataset = None
         if isinstance(x, torch.utils.data.Dataset):
@@ -103,18 +174,54 @@ class _Data:
             self.dataset = x
             self.n = len(x)
             return
-        self.x = _as_tensor(x, what)
+        if isinstance(x, dict) or isinstance(x, (tuple, list)):
+            if len(x) == 0:
+                raise ValueError("tnt.Model: %s is an empty %s; give the model's inputs"
+                                 % (what, type(x).__name__))
+            self.x = _map_inputs(lambda a: _as_tensor(a, what), x)
+            parts = list(self.x.items()) if isinstance(self.x, dict) else \
+                [("%s[%d]" % (what, i), t) for i, t in enumerate(self.x)]
+            counts = {name: t.shape[0] for name, t in parts}
+            if len(set(counts.values())) > 1:
+                raise ValueError("tnt.Model: the inputs of %s have different numbers of "
+                                 "samples: %s" % (what, ", ".join("%s: %d" % kv
+                                                                   for kv in counts.items())))
+            self.n = parts[0][1].shape[0]
+        else:
+            self.x = _as_tensor(x, what)
+            self.n = self.x.shape[0]
         self.y = _as_tensor(y, "y") if y is not None else None
-        self.n = self.x.shape[0]
         if self.y is not None and self.y.shape[0] != self.n:
             raise ValueError("tnt.Model: %s has %d samples but y has %d"
                              % (what, self.n, self.y.shape[0]))
+
+    @staticmethod
+    def _is_pair(x, n_inputs):
+        if not isinstance(x, (tuple, list)) or len(x) != 2 \
+                or isinstance(x, torch.utils.data.Dataset):
+            return False
+        # ((x1, x2), y) or ({"a": ..}, y) is a pair; (x1, x2) is one only
+        # when the module takes a single input.
+        return isinstance(x[0], (tuple, list, dict)) or n_inputs < 2
+
+    def subset(self, begin, end):
+        """The samples at positions begin..end-1 as a _Data (views, no copy)."""
+        import copy
+        part = copy.copy(self)
+        if self.dataset is not None:
+            part.dataset = torch.utils.data.Subset(self.dataset, range(begin, end))
+        else:
+            part.x = _map_inputs(lambda t: t[begin:end], self.x)
+            part.y = self.y[begin:end] if self.y is not None else None
+        part.n = end - begin
+        return part
 
     def fetch(self, positions):
         """(x, y) for the samples at ``positions``; y is None without labels."""
         if self.dataset is None:
             idx = torch.from_numpy(np.asarray(positions, dtype=np.int64))
-            return self.x[idx], (self.y[idx] if self.y is not None else None)
+            return (_map_inputs(lambda t: t[idx], self.x),
+                    self.y[idx] if self.y is not None else None)
         items = [self.dataset[int(i)] for i in positions]
         batch = torch.utils.data.default_collate(items)
         if isinstance(batch, (tuple, list)) and len(batch) == 2:
@@ -123,9 +230,19 @@ class _Data:
             xb, yb = batch[0], None
         else:
             xb, yb = batch, None
-        if isinstance(xb, torch.Tensor) and xb.dtype == torch.float64:
-            xb = xb.float()
-        return xb, yb
+        return _map_inputs(_floatx, xb), yb
+
+    def batches(self, index_lists, num_workers=0, pin_memory=False):
+        """Iterates (x, y) over ``index_lists`` (non-empty lists of sample
+        positions), in order. With ``num_workers`` > 0, DataLoader worker
+        processes fetch and collate the batches ahead, and only these
+        samples; ``pin_memory`` pins the batches' memory."""
+        if num_workers == 0 and not pin_memory:
+            return (self.fetch(idx) for idx in index_lists)
+        loader = torch.utils.data.DataLoader(_Fetcher(self), batch_size=None,
+                                             sampler=index_lists, num_workers=num_workers,
+                                             pin_memory=pin_memory, collate_fn=_as_is)
+        return iter(loader)
 
 
 # --------------------------------------------------------------------------
@@ -159,6 +276,7 @@ class Model:
         self.history = None
         self._metric_specs = []
         self._reducer = None
+        self.clipnorm = self.clipvalue = None
         self._bn_warned = False
         self._broadcast_weights()
 
@@ -211,7 +329,8 @@ class Model:
             _pkg().broadcast_parameters(self.module, root=0)
 
     # -- compile ------------------------------------------------------------
-    def compile(self, optimizer="sgd", loss=None, metrics=None, tnt_fusion_threshold_kb=None):
+    def compile(self, optimizer="sgd", loss=None, metrics=None, tnt_fusion_threshold_kb=None,
+                clipnorm=None, clipvalue=None):
         """Sets the optimizer (a torch optimizer over this model's
         parameters, an optimizer class, or a name: 'sgd', 'adam', 'adamw',
         'rmsprop', 'adagrad' with Keras's default learning rates), the loss
@@ -220,9 +339,22 @@ class Model:
         metrics (names such as 'accuracy', or callables fn(y_true, y_pred)
         returning a per-sample tensor or the batch mean; torch.nn modules are
         called as m(y_pred, y_true)). ``tnt_fusion_threshold_kb`` overrides
-        TNT_FUSION_THRESHOLD_KB for this model's gradient buckets."""
+        TNT_FUSION_THRESHOLD_KB for this model's gradient buckets.
+
+        ``clipnorm`` clips the global norm over all gradients (as
+        torch.nn.utils.clip_grad_norm_) and ``clipvalue`` each gradient
+        element, after the allreduce: every rank clips the same reduced
+        gradient, so the step equals serial training with the same
+        clipping."""
         if loss is None:
             raise ValueError("compile: a loss is required")
+        for name, value in (("clipnorm", clipnorm), ("clipvalue", clipvalue)):
+            if value is not None and not (isinstance(value, (int, float, np.number))
+                                          and not isinstance(value, bool) and value > 0):
+                raise ValueError("compile: %s must be a positive number or None, got %r"
+                                 % (name, value))
+        self.clipnorm = float(clipnorm) if clipnorm is not None else None
+        self.clipvalue = float(clipvalue) if clipvalue is not None else None
         self.optimizer = self._make_optimizer(optimizer)
         self.loss = loss
         self.loss_fn = _make_loss(loss)
@@ -232,11 +364,6 @@ class Model:
         self.compiled_metrics = [_Metric(m, threshold) for m in self._metric_specs]
         self.metrics_names = ["loss"] + [m.name for m in self.compiled_metrics]
         self._fusion_threshold_kb = tnt_fusion_threshold_kb
-        if self._reducer is not None:
-            self._reducer.close()
-        # One rank has nothing to reduce and its share of every batch is 1,
-        # so it trains without the reducer's hooks.
-        self._reducer = self._make_reducer() if _size() > 1 else None
 
     @property
     def compiled(self):
@@ -400,7 +527,7 @@ class Model:
 
     # -- one step -----------------------------------------------------------
     def _forward_loss(self, xb, yb):
-        out = self.module(xb)
+        out = call_module(self.module, xb)
         loss = self.loss_fn(out, yb)
         return out, loss
 
@@ -431,30 +558,82 @@ class Model:
             loss_sum, pairs = 0.0, [(0.0, 0) for _ in self.compiled_metrics]
         if reducer is not None:
             reducer.synchronize()
+        self._clip_gradients()
         opt.step()
         return loss_sum, pairs
+
+    def _clip_gradients(self):
+        """compile's clipnorm / clipvalue, on the reduced gradients (the same
+        on every rank, so every rank clips alike)."""
+        if self.clipnorm is None and self.clipvalue is None:
+            return
+        params = [p for p in self.module.parameters() if p.grad is not None]
+        if self.clipnorm is not None:
+            torch.nn.utils.clip_grad_norm_(params, self.clipnorm)
+        if self.clipvalue is not None:
+            torch.nn.utils.clip_grad_value_(params, self.clipvalue)
 
     # -- fit ----------------------------------------------------------------
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose=1, callbacks=None,
             validation_data=None, shuffle=True, initial_epoch=0, steps_per_epoch=None,
             validation_batch_size=None, validation_freq=1, shuffle_seed=None,
             tnt_micro_batch_size=None, tnt_distribute_dataset=True,
-            tnt_distribute_validation_dataset=True, drop_remainder=False):
+            tnt_distribute_validation_dataset=True, drop_remainder=False,
+            validation_split=0.0, num_workers=0, pin_memory=False):
         """Trains for ``epochs`` epochs; returns the History.
 
         ``x`` is a torch Dataset (items ``(input, label)``), or an array /
-        tensor with labels ``y`` (or an ``(x, y)`` pair). ``batch_size`` is
-        the *global* batch size (default 32), or give
+        tensor with labels ``y`` (or an ``(x, y)`` pair); for a multi-input
+        model, a tuple or list of arrays (passed to forward as positional
+        arguments) or a dict (passed as keyword arguments). ``batch_size``
+        is the *global* batch size (default 32), or give
         ``tnt_micro_batch_size`` per rank. With ``tnt_distribute_dataset``
         (default) every rank holds the whole dataset and trains on its shard
         of every global batch; set it False when each rank passes its own
         data, and ``batch_size`` is then this rank's micro-batch.
-        ``shuffle_seed`` fixes the epoch permutations (default: a seed drawn
-        on the master and shared). The last partial batch is trained on
-        unless ``drop_remainder``."""
+        ``shuffle_seed`` fixes the epoch permutations (default: drawn from
+        torch's global generator on the master, so ``torch.manual_seed``
+        makes the order reproducible at any rank count). The last partial
+        batch is trained on unless ``drop_remainder``.
+        ``validation_split`` (Keras): the last fraction of the samples,
+        before shuffling, is validation data (``validation_data`` wins).
+        ``num_workers`` > 0 loads each rank's micro-batches in that many
+        DataLoader worker processes (only the rank's own samples);
+        ``pin_memory`` pins them."""
         self._require_compiled("fit")
+        num_workers, pin_memory = _check_loader_args(num_workers, pin_memory)
+        # The gradient hooks live only while fit runs: a backward() outside
+        # fit does not feed the reducer. One rank has nothing to reduce and
+        # its share of every batch is 1, so it trains without hooks.
+        self._reducer = self._make_reducer() if _size() > 1 else None
+        try:
+            return self._fit(
+                x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
+                initial_epoch, steps_per_epoch, validation_batch_size, validation_freq,
+                shuffle_seed, tnt_micro_batch_size, tnt_distribute_dataset,
+                tnt_distribute_validation_dataset, drop_remainder, validation_split,
+                num_workers, pin_memory)
+        finally:
+            reducer, self._reducer = self._reducer, None
+            if reducer is not None:
+                reducer.close()
+
+    def _fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
+             initial_epoch, steps_per_epoch, validation_batch_size, validation_freq,
+             shuffle_seed, tnt_micro_batch_size, tnt_distribute_dataset,
+             tnt_distribute_validation_dataset, drop_remainder, validation_split,
+             num_workers, pin_memory):
         size, rank = _size(), _rank()
-        data = _Data(x, y)
+        n_inputs = _positional_inputs(self.module)
+        data = _Data(x, y, n_inputs=n_inputs)
+        val_data, val_distribute = None, tnt_distribute_validation_dataset
+        if validation_data is not None:
+            val_data = _Data(validation_data, what="validation_data", n_inputs=n_inputs)
+        elif validation_split:
+            data, val_data = self._split_validation(data, validation_split)
+            # Split from each rank's own data, it is each rank's own too: all
+            # of it is evaluated there, and the sums are combined.
+            val_distribute = tnt_distribute_dataset
         if tnt_distribute_dataset:
             batch = self._global_batch(batch_size, tnt_micro_batch_size)
             micro = batch // size
@@ -467,7 +646,13 @@ class Model:
             batch = micro
         self._warn_batchnorm(max(micro, 1) if tnt_distribute_dataset else micro)
         if shuffle_seed is None:
-            seed = np.array([np.random.SeedSequence().entropy % (1 << 62)], dtype=np.int64)
+            # Drawn from torch's global generator, as DataLoader(shuffle=True)
+            # draws its seed, so torch.manual_seed(s) fixes the order. Every
+            # rank draws (their generators stay in step, like the serial
+            # run's); the master's value is the one used, on any rank count.
+            seed = np.zeros(1, dtype=np.int64)
+            if shuffle:
+                seed[0] = int(torch.empty((), dtype=torch.int64).random_().item())
             if size > 1:
                 seed = _pkg().broadcast(seed, root=0)
             shuffle_seed = int(seed[0])
@@ -514,6 +699,11 @@ class Model:
             self.module.train()
             stats = _Stats(self.compiled_metrics)
             sampler.set_epoch(epoch)
+            # This rank's samples of every step, loaded in order (by worker
+            # processes with num_workers > 0).
+            feed = data.batches([ids for ids in (sampler.step_info(s)[0]
+                                                 for s in range(min(steps, len(sampler))))
+                                 if ids], num_workers, pin_memory)
             cbs.call("on_epoch_begin", epoch, global_logs={}, local_logs={})
             for step in range(steps):
                 if tnt_distribute_dataset:
@@ -527,7 +717,7 @@ class Model:
                 if batch_sync:
                     cbs.call("on_train_batch_begin", step, global_logs={}, local_logs={})
                 if local_n > 0:
-                    xb, yb = self._to_device(*data.fetch(idx))
+                    xb, yb = self._to_device(*next(feed))
                 else:
                     xb = yb = None
                 loss_sum, pairs = self._train_step(xb, yb, local_n, global_n)
@@ -548,12 +738,13 @@ class Model:
                     break
             logs = stats.logs(_sum_over_ranks(stats.values))
             local_logs = stats.logs()
-            if validation_data is not None and (epoch + 1) % validation_freq == 0:
+            if val_data is not None and (epoch + 1) % validation_freq == 0:
                 val_logs = self._evaluate_logs(
-                    _Data(validation_data, what="validation_data"),
-                    validation_batch_size or batch if tnt_distribute_validation_dataset
+                    val_data,
+                    validation_batch_size or batch if val_distribute
                     else (validation_batch_size or micro),
-                    tnt_distribute_validation_dataset)
+                    val_distribute, combine=val_distribute or validation_data is None,
+                    num_workers=num_workers, pin_memory=pin_memory)
                 logs.update({"val_" + k: v for k, v in val_logs.items()})
                 local_logs.update({"val_" + k: v for k, v in val_logs.items()})
             cbs.call("on_epoch_end", epoch, global_logs=logs, local_logs=local_logs)
@@ -563,6 +754,22 @@ class Model:
         cbs.call("on_train_end", global_logs=logs, local_logs=logs)
         return history
 
+    @staticmethod
+    def _split_validation(data, validation_split):
+        """Keras's validation_split: the last fraction of the samples, before
+        any shuffling, becomes the validation data."""
+        if isinstance(validation_split, bool) or \
+                not isinstance(validation_split, (int, float, np.number)) \
+                or not 0.0 <= validation_split < 1.0:
+            raise ValueError("fit: validation_split must be a number in [0, 1), got %r"
+                             % (validation_split,))
+        split_at = int(math.floor(data.n * (1.0 - validation_split)))
+        if split_at == 0 or split_at == data.n:
+            raise ValueError("fit: %d samples are not enough to split them into training and "
+                             "validation data with validation_split=%g; use more data or "
+                             "another validation_split" % (data.n, validation_split))
+        return data.subset(0, split_at), data.subset(split_at, data.n)
+
     # -- evaluate / predict ---------------------------------------------------
     def _local_slice(self, n, distribute):
         """This rank's contiguous share of n samples for evaluate/predict."""
@@ -571,22 +778,26 @@ class Model:
         from . import _tnt
         return _tnt.shard_range(n, _rank(), _size())
 
-    def _evaluate_logs(self, data, batch_size, distribute, callbacks=None):
+    def _evaluate_logs(self, data, batch_size, distribute, callbacks=None, combine=None,
+                       num_workers=0, pin_memory=False):
         """Loss and metrics over all of ``data`` (each sample counted once
-        over all ranks); the same dict on every rank."""
+        over all ranks); the same dict on every rank. ``combine`` (default:
+        ``distribute``) sums the ranks' results; without ``distribute`` each
+        rank evaluates all of its ``data``."""
         begin, end = self._local_slice(data.n, distribute)
         size = _size() if distribute else 1
         micro = max(1, -(-int(batch_size) // size))
+        chunks = [np.arange(b0, min(b0 + micro, end)) for b0 in range(begin, end, micro)]
+        feed = data.batches(chunks, num_workers, pin_memory)
         stats = _Stats(self.compiled_metrics)
         was_training = self.module.training
         self.module.eval()
         try:
             with torch.no_grad():
-                for i, b0 in enumerate(range(begin, end, micro)):
-                    idx = np.arange(b0, min(b0 + micro, end))
+                for i, idx in enumerate(chunks):
                     if callbacks is not None:
                         callbacks.call("on_test_batch_begin", i, global_logs={}, local_logs={})
-                    xb, yb = self._to_device(*data.fetch(idx))
+                    xb, yb = self._to_device(*next(feed))
                     out, loss = self._forward_loss(xb, yb)
                     loss_value = float(loss)
                     if self._loss_reduction == "mean":
@@ -597,25 +808,31 @@ class Model:
                         callbacks.call("on_test_batch_end", i, global_logs=local, local_logs=local)
         finally:
             self.module.train(was_training)
-        values = _sum_over_ranks(stats.values) if distribute else stats.values
+        if combine is None:
+            combine = distribute
+        values = _sum_over_ranks(stats.values) if combine else stats.values
         return stats.logs(values)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose=1, callbacks=None,
-                 return_dict=False, tnt_micro_batch_size=None, tnt_distribute_dataset=True):
+                 return_dict=False, tnt_micro_batch_size=None, tnt_distribute_dataset=True,
+                 num_workers=0, pin_memory=False):
         """Loss and metrics over the whole dataset, equal to the serial
         values: every rank evaluates its contiguous shard and the sums and
         counts are combined. Returns ``[loss, *metrics]`` (or the scalar loss
         without metrics, or a dict with ``return_dict``); the same on every
-        rank. Test-batch callback hooks see this rank's running logs."""
+        rank. Test-batch callback hooks see this rank's running logs.
+        ``num_workers`` and ``pin_memory`` as in fit."""
         self._require_compiled("evaluate")
-        data = _Data(x, y)
+        num_workers, pin_memory = _check_loader_args(num_workers, pin_memory)
+        data = _Data(x, y, n_inputs=_positional_inputs(self.module))
         batch = self._global_batch(batch_size, tnt_micro_batch_size)
         cbs = tnt_callbacks.CallbackList(callbacks, self, {"verbose": verbose},
                                          is_master=_rank() == 0, output_rank=_is_output_rank())
         start = time.monotonic()
         cbs.call("on_test_begin", global_logs={}, local_logs={})
         logs = self._evaluate_logs(data, batch, tnt_distribute_dataset,
-                                   callbacks=cbs if cbs.callbacks else None)
+                                   callbacks=cbs if cbs.callbacks else None,
+                                   num_workers=num_workers, pin_memory=pin_memory)
         cbs.call("on_test_end", global_logs=logs, local_logs=logs)
         if verbose and _is_output_rank():
             from .progbar import Progbar
@@ -629,13 +846,16 @@ class Model:
         return values[0] if len(values) == 1 else values
 
     def predict(self, x, batch_size=None, verbose=0, callbacks=None, tnt_micro_batch_size=None,
-                tnt_distribute_dataset=True, tnt_predict_on_all_ranks=True):
+                tnt_distribute_dataset=True, tnt_predict_on_all_ranks=True, num_workers=0,
+                pin_memory=False):
         """Module outputs for every sample of ``x`` (a Dataset, an array or
         an (x, y) pair whose labels are ignored), as numpy, in dataset
         order. Each rank computes its contiguous shard; the result is
         assembled on every rank, or only on the master with
-        ``tnt_predict_on_all_ranks=False`` (the others return None)."""
-        data = _Data(x)
+        ``tnt_predict_on_all_ranks=False`` (the others return None).
+        ``num_workers`` and ``pin_memory`` as in fit."""
+        num_workers, pin_memory = _check_loader_args(num_workers, pin_memory)
+        data = _Data(x, n_inputs=_positional_inputs(self.module))
         batch = self._global_batch(batch_size, tnt_micro_batch_size)
         begin, end = self._local_slice(data.n, tnt_distribute_dataset)
         size = _size() if tnt_distribute_dataset else 1
@@ -644,14 +864,16 @@ class Model:
                                          is_master=_rank() == 0, output_rank=_is_output_rank())
         cbs.call("on_predict_begin", global_logs={}, local_logs={})
         outputs = []
+        chunks = [np.arange(b0, min(b0 + micro, end)) for b0 in range(begin, end, micro)]
+        feed = data.batches(chunks, num_workers, pin_memory)
         was_training = self.module.training
         self.module.eval()
         try:
             with torch.no_grad():
-                for i, b0 in enumerate(range(begin, end, micro)):
+                for i in range(len(chunks)):
                     cbs.call("on_predict_batch_begin", i, global_logs={}, local_logs={})
-                    xb, _ = self._to_device(*data.fetch(np.arange(b0, min(b0 + micro, end))))
-                    out = self.module(xb)
+                    xb, _ = self._to_device(*next(feed))
+                    out = call_module(self.module, xb)
                     outputs.append(out)
                     cbs.call("on_predict_batch_end", i, global_logs={"outputs": out},
                              local_logs={"outputs": out})

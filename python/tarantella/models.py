@@ -61,6 +61,8 @@ def _compile_state(model, include_optimizer):
         "loss": model.loss,
         "metrics": list(model._metric_specs),
         "fusion_threshold_kb": model._fusion_threshold_kb,
+        "clipnorm": model.clipnorm,
+        "clipvalue": model.clipvalue,
     }
 
 
@@ -132,7 +134,8 @@ def load_model(filepath, custom_objects=None, compile=True):
         if state.get("optimizer_state") is not None:
             optimizer.load_state_dict(state["optimizer_state"])
         model.compile(optimizer=optimizer, loss=state["loss"], metrics=state["metrics"],
-                      tnt_fusion_threshold_kb=state.get("fusion_threshold_kb"))
+                      tnt_fusion_threshold_kb=state.get("fusion_threshold_kb"),
+                      clipnorm=state.get("clipnorm"), clipvalue=state.get("clipvalue"))
     return model
 
 

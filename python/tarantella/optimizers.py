@@ -25,6 +25,7 @@ exactly the serial mean-loss gradient.
 import contextlib
 import hashlib
 import os
+import warnings
 import weakref
 
 import numpy as np
@@ -277,6 +278,10 @@ class DistributedOptimizer(torch.optim.Optimizer):
             reducer = GradientReducer(model if model is not None else optimizer.param_groups,
                                       threshold_kb=threshold_kb)
         self._reducer = reducer
+        # synchronize() / skip_synchronize(), as in Horovod: see step().
+        self._should_synchronize = True
+        self._synchronized = False
+        self._warned_resync = False
 
     @property
     def optimizer(self):
@@ -320,9 +325,53 @@ class DistributedOptimizer(torch.optim.Optimizer):
         return self._reducer.no_sync()
 
     def synchronize(self):
+        """Waits until the gradients of the last backward are reduced (every
+        ``p.grad`` then holds the global gradient, the same on every rank),
+        so they can be clipped or inspected before the step. Step with
+        ``with optimizer.skip_synchronize(): optimizer.step()``."""
         self._reducer.synchronize()
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """``step()`` inside the block does not synchronize: use it after
+        ``synchronize()``, so the gradients are not reduced a second time::
+
+            loss.backward()
+            optimizer.synchronize()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            with optimizer.skip_synchronize():
+                optimizer.step()
+        """
+        previous = self._should_synchronize
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = previous
 
     def step(self, closure=None):
+        if not self._should_synchronize:
+            if self._reducer.pending:
+                raise RuntimeError(
+                    "DistributedOptimizer.step() inside skip_synchronize() while gradients are "
+                    "still being reduced; call optimizer.synchronize() after backward and "
+                    "before the skip_synchronize() block")
+            self._synchronized = False
+            return self._optimizer.step(closure)
+        if self._synchronized and not self._reducer.pending:
+            # Already reduced by synchronize(): reducing again would cost a
+            # second allreduce for the same values (Horovod reduces again
+            # and warns; here the step just goes on, and warns once).
+            self._synchronized = False
+            if not self._warned_resync:
+                self._warned_resync = True
+                warnings.warn("DistributedOptimizer.step() after synchronize() without "
+                              "skip_synchronize(): the gradients are already reduced and are "
+                              "not reduced again; write `with optimizer.skip_synchronize(): "
+                              "optimizer.step()`", stacklevel=2)
+            return self._optimizer.step(closure)
+        self._synchronized = False
         if closure is None:
             self._reducer.synchronize()
             return self._optimizer.step()

@@ -2,8 +2,12 @@
 # the digits example). One ctest test per file; pytest exits 5 when it
 # collects nothing, which fails the test like any other non-zero exit.
 # Budget: about 4 minutes together on the 2-core CI machine.
-set(_tnt_pymodel_suites model callbacks save)
+set(_tnt_pymodel_suites model callbacks save model_inputs clipping)
 set(_tnt_pymodel_timeout_model 300)
+# Multi-rank runs with DataLoader workers, 1-vs-3-rank seeds, the porting
+# example with a resume; generous for an oversubscribed 2-core machine.
+set(_tnt_pymodel_timeout_model_inputs 600)
+set(_tnt_pymodel_timeout_clipping 600)
 set(_tnt_pymodel_timeout_callbacks 180)
 set(_tnt_pymodel_timeout_save 180)
 foreach(_suite ${_tnt_pymodel_suites})
