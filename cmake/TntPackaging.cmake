@@ -42,11 +42,11 @@ set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 # name;package;summary;component dependencies;extra Debian dependencies
 set(_tnt_deb_components
   "lib|libtnt|Tarantella collectives library (libtnt)||"
-  "dev|libtnt-dev|Tarantella collectives library: header, pkg-config and CMake files|lib|libpmix-dev"
+  "dev|libtnt-dev|Tarantella collectives library: header, pkg-config and CMake files|lib|"
   "launcher|tarantella|Tarantella single-node launcher (a PMIx server)||")
 if(TNT_WITH_SPANK)
   list(APPEND _tnt_deb_components
-    "spank|slurm-spank-tarantella|SPANK plugin adding --tarantella to srun, sbatch and salloc||slurm-client | slurmd")
+    "spank|slurm-spank-tarantella|SPANK plugin adding --tarantella to srun, sbatch and salloc||")
 endif()
 if(TNT_WITH_PYTHON)
   # The extension is built for one Python ABI (TNT_PYTHON's major.minor).
@@ -75,6 +75,10 @@ foreach(_entry ${_tnt_deb_components})
     set(CPACK_DEBIAN_${_COMP}_PACKAGE_DEPENDS "${_debdeps}")
   endif()
 endforeach()
+# The plugin is loaded by srun/sbatch/salloc (slurm-client) and slurmstepd
+# (slurmd); either is enough on a given host. Set after the loop, whose
+# fields are separated by '|'.
+set(CPACK_DEBIAN_SPANK_PACKAGE_DEPENDS "slurm-client | slurmd")
 # The launcher runs Python programs: suggest the package.
 set(CPACK_DEBIAN_LAUNCHER_PACKAGE_RECOMMENDS python3-tarantella)
 set(CPACK_DEBIAN_SPANK_PACKAGE_RECOMMENDS "tarantella, python3-tarantella")
