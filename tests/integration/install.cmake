@@ -29,12 +29,9 @@ endif()
 # machine's package database, used (launcher + Python package, a program
 # built against libtnt-dev, the plugin loaded by a private SLURM cluster when
 # root and the daemons are there) and purged.
-set(_pkg_cluster "")
-if(TNT_WITH_SPANK AND TNT_WITH_PYTHON)
-  set(_pkg_cluster ${PROJECT_SOURCE_DIR}/tests/slurm/cluster.sh)
-endif()
 if(TNT_WITH_SPANK AND TNT_WITH_PYTHON)
   add_test(NAME integration.package_deb
-    COMMAND ${CMAKE_CURRENT_LIST_DIR}/package_deb.sh ${PROJECT_SOURCE_DIR} ${_pkg_cluster})
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/package_deb.sh ${PROJECT_SOURCE_DIR}
+            ${PROJECT_SOURCE_DIR}/tests/slurm/cluster.sh)
   set_tests_properties(integration.package_deb PROPERTIES TIMEOUT 900 LABELS integration)
 endif()
