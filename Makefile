@@ -6,7 +6,7 @@ CMAKE_FLAGS ?= -DTNT_WERROR=ON
 PYTHON    ?= /usr/bin/python3
 RANKS     ?= 2
 
-.PHONY: all deps configure build run test test-unit bench install clean
+.PHONY: all deps configure build run test test-unit bench install deb clean
 
 all: build
 
@@ -21,10 +21,10 @@ build: configure
 
 # The main job: data-parallel training of the digits CNN on $(RANKS) ranks.
 # The package runs from the build tree (build/python holds _tnt and the
-# modules), so nothing has to be installed first.
+# modules; the launcher puts it on the ranks' PYTHONPATH), so nothing has to
+# be installed first.
 run: build
-	PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python$${PYTHONPATH:+:$$PYTHONPATH} \
-	  $(BUILD_DIR)/bin/tarantella -n $(RANKS) -- python/examples/digits.py
+	$(BUILD_DIR)/bin/tarantella -n $(RANKS) -- python/examples/digits.py
 
 # The whole suite: unit, integration (launcher and mpirun), Python, and the
 # SLURM end-to-end tests against real daemons the suite starts and stops.
@@ -39,6 +39,11 @@ bench: build
 
 install: build
 	cmake --install $(BUILD_DIR)
+
+# Debian packages (libtnt, libtnt-dev, tarantella, slurm-spank-tarantella,
+# python3-tarantella) for /usr, built in build-deb/ (see docs/install.md).
+deb: deps
+	bash scripts/build-debs.sh build-deb
 
 clean:
 	rm -rf $(BUILD_DIR)

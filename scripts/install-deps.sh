@@ -5,12 +5,12 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config dpkg-dev
   libpmix-dev libucx-dev ucx-utils libhwloc-dev hwloc libnuma-dev
   libcmocka-dev
   munge slurmctld slurmd slurm-client libslurm-dev
   openmpi-bin libopenmpi-dev
-  python3-dev python3-torch python3-numpy python3-sklearn python3-pytest
+  python3-dev python3-venv python3-torch python3-numpy python3-sklearn python3-pytest
   iproute2 procps util-linux
 )
 

@@ -198,12 +198,43 @@ static int stepd_environment(spank_t sp, const tnt_spank_config_t *config, int n
     return 0;
 }
 
+/*
+ * The trap of srun's default --cpus-per-task=1: Slurm allocates (and, with
+ * task/affinity or task/cgroup, binds) one CPU per rank, so each rank
+ * computes with one thread while the node's other CPUs stay idle. Local rank
+ * 0 says so once per node, with the --cpus-per-task that fills the node. Not
+ * when the user set OMP_NUM_THREADS (a choice), or when the ranks already
+ * fill at least half the node.
+ */
+static void stepd_cpu_hint(spank_t sp, hwloc_topology_t topology, int local_rank,
+                           uint32_t local_size, int user_omp_threads)
+{
+    char node[64];
+    uint32_t cpus_per_task = 0;
+    int node_cpus = hwloc_bitmap_weight(hwloc_topology_get_topology_cpuset(topology));
+
+    if (local_rank != 0 || user_omp_threads || local_size == 0 || node_cpus < 2 * (int)local_size)
+        return;
+    if (spank_get_item(sp, S_STEP_CPUS_PER_TASK, &cpus_per_task) != ESPANK_SUCCESS ||
+        cpus_per_task != 1)
+        return;
+    if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
+        snprintf(node, sizeof node, "?");
+    fprintf(stderr,
+            "tarantella: warning: node %s: each of the %u rank%s here has 1 CPU "
+            "(--cpus-per-task=1, srun's default) but the node has %d CPUs; give each rank "
+            "more with --cpus-per-task=%d (or run fewer ranks, e.g. one per socket with "
+            "--tarantella=pin=socket), or set OMP_NUM_THREADS to keep it so\n",
+            node, local_size, local_size == 1 ? "" : "s", node_cpus, node_cpus / (int)local_size);
+    fflush(stderr);
+}
+
 int tnt_spank_stepd_task_init(spank_t sp)
 {
     const tnt_spank_config_t *config = &tnt_spank_state.config;
     hwloc_topology_t topology;
     hwloc_bitmap_t allowed, cpuset, nodeset;
-    int local_rank = 0, ret = -1, rc, threads;
+    int local_rank = 0, ret = -1, rc, threads, user_omp_threads;
     uint32_t local_size = 0, rank = 0;
     char err[512], where[640], gpu_desc[160], node[64], host[64];
 
@@ -258,8 +289,11 @@ int tnt_spank_stepd_task_init(spank_t sp)
         stepd_error("task %u: pin=%s: %s", rank, tnt_pin_mode_name(config->pin), err);
         goto err_bitmaps;
     }
+    user_omp_threads =
+        spank_getenv(sp, "OMP_NUM_THREADS", gpu_desc, sizeof gpu_desc) != ESPANK_ENV_NOEXIST;
     if (stepd_environment(sp, config, threads) != 0)
         goto err_bitmaps;
+    stepd_cpu_hint(sp, topology, local_rank, local_size, user_omp_threads);
     if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0)
         goto err_bitmaps;
     if (config->verbose) {

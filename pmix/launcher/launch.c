@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,9 +63,104 @@ void tnt_launch_free(struct launch *launch)
     free(launch->node_size);
     free(launch->node_names);
     free(launch->exec_argv);
+    free(launch->pythonpath);
     if (launch->topology != NULL)
         hwloc_topology_destroy(launch->topology);
     tnt_launch_options_free(&launch->opts);
+}
+
+/*
+ * Where this launcher's Python package lives, relative to the directory of
+ * the launcher binary (CMake records both the build tree's and the install
+ * tree's, ':'-separated), and the interpreter's sys.path at configure time.
+ */
+#ifndef TNT_LAUNCH_PYTHON_PKG_RELDIRS
+#define TNT_LAUNCH_PYTHON_PKG_RELDIRS ""
+#endif
+#ifndef TNT_LAUNCH_PYTHON_SYS_PATH
+#define TNT_LAUNCH_PYTHON_SYS_PATH ""
+#endif
+
+/* Is dir (resolved) one of the ':'-separated entries of list (resolved)? */
+static int path_in_list(const char *dir, const char *list)
+{
+    char entry[PATH_MAX], resolved[PATH_MAX];
+
+    while (*list != '\0') {
+        const char *colon = strchr(list, ':');
+        size_t n = colon != NULL ? (size_t)(colon - list) : strlen(list);
+
+        if (n > 0 && n < sizeof entry) {
+            memcpy(entry, list, n);
+            entry[n] = '\0';
+            if (realpath(entry, resolved) != NULL && strcmp(resolved, dir) == 0)
+                return 1;
+        }
+        list += n + (colon != NULL ? 1 : 0);
+    }
+    return 0;
+}
+
+/*
+ * The directory that holds this launcher's tarantella package (the one with
+ * tarantella/__init__.py): build/python next to build/bin/tarantella, or the
+ * install tree's package directory next to <prefix>/bin/tarantella. 0 and
+ * the resolved path in out, or -1 when there is none (a build without the
+ * Python package, or a launcher copied elsewhere).
+ */
+static int find_python_package(char *out, size_t len)
+{
+    char exe[PATH_MAX], candidate[PATH_MAX + 64], resolved[PATH_MAX], probe[PATH_MAX + 32];
+    const char *rel = TNT_LAUNCH_PYTHON_PKG_RELDIRS;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash;
+
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    slash = strrchr(exe, '/');
+    if (slash == NULL)
+        return -1;
+    *slash = '\0';
+    while (*rel != '\0') {
+        const char *colon = strchr(rel, ':');
+        int m = colon != NULL ? (int)(colon - rel) : (int)strlen(rel);
+
+        if (rel[0] == '/')
+            snprintf(candidate, sizeof candidate, "%.*s", m, rel);
+        else
+            snprintf(candidate, sizeof candidate, "%s/%.*s", exe, m, rel);
+        if (realpath(candidate, resolved) != NULL) {
+            snprintf(probe, sizeof probe, "%s/tarantella/__init__.py", resolved);
+            if (access(probe, R_OK) == 0 && strlen(resolved) < len) {
+                strcpy(out, resolved);
+                return 0;
+            }
+        }
+        rel += m + (colon != NULL ? 1 : 0);
+    }
+    return -1;
+}
+
+/*
+ * The ranks' PYTHONPATH: this launcher's package first, unless the default
+ * interpreter finds it anyway (installed into its site-packages), -x sets
+ * PYTHONPATH, or PYTHONPATH has it already. 0, or -1 when out of memory.
+ */
+static int plan_pythonpath(struct launch *launch)
+{
+    const struct tnt_launch_options *opts = &launch->opts;
+    char pkg[PATH_MAX];
+    int oom;
+
+    if (tnt_env_lookup(opts->exports, "PYTHONPATH") != NULL ||
+        find_python_package(pkg, sizeof pkg) != 0)
+        return 0;
+    if (strcmp(opts->python, TNT_LAUNCH_DEFAULT_PYTHON) == 0 &&
+        path_in_list(pkg, TNT_LAUNCH_PYTHON_SYS_PATH))
+        return 0;
+    launch->pythonpath = tnt_launch_pythonpath(pkg, getenv("PYTHONPATH"), &oom);
+    return oom ? -1 : 0;
 }
 
 /*
@@ -142,6 +238,10 @@ int tnt_launch_plan(struct launch *launch)
             goto out;
         }
     }
+    if (plan_pythonpath(launch) != 0) {
+        tnt_launch_error("out of memory");
+        goto out;
+    }
     /* OMP_NUM_THREADS: the rank's CPUs divided among the ranks that share
      * them (the rule of tnt_pin_thread_count, shared with the plugin). */
     for (int r = 0; r < n; r++) {
@@ -153,7 +253,9 @@ int tnt_launch_plan(struct launch *launch)
             tnt_launch_error("cannot size rank %d's thread count: %s", r, err);
             goto out;
         }
-        if (tnt_launch_rank_env(opts, environ, r, rs->nthreads, launch->ngpus, &rs->added) != 0) {
+        if (tnt_launch_rank_env(opts, environ, r, rs->nthreads, launch->ngpus, &rs->added) != 0 ||
+            (launch->pythonpath != NULL &&
+             tnt_envlist_set(&rs->added, "PYTHONPATH", launch->pythonpath) != 0)) {
             tnt_launch_error("out of memory");
             goto out;
         }

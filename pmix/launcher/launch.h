@@ -55,6 +55,7 @@ struct launch {
     char (*node_names)[256];
     hwloc_topology_t topology;
     char **exec_argv;
+    char *pythonpath; /* the ranks' PYTHONPATH when the launcher adds its package, or NULL */
 };
 
 /*

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *const log_levels[] = { "error", "warn", "info", "debug", "trace" };
 
@@ -122,6 +123,44 @@ static int add_export(struct tnt_launch_options *opts, const char *assignment, c
     return 0;
 }
 
+/*
+ * Options of the older Tarantella launcher (gaspi_run over ssh) that have no
+ * meaning here. Each says what replaces it, so an old command line fails with
+ * the fix instead of "unknown option".
+ */
+static const struct {
+    const char *name;
+    const char *replacement;
+} removed_options[] = {
+    { "--npernode", "tarantella runs every rank on this machine: give the total with -n N; "
+                    "across nodes use srun --tarantella -N NODES --ntasks-per-node=R "
+                    "(or --hostfile FILE, which hands the job to mpirun)" },
+    { "--n-per-node", "tarantella runs every rank on this machine: give the total with -n N; "
+                      "across nodes use srun --tarantella -N NODES --ntasks-per-node=R "
+                      "(or --hostfile FILE, which hands the job to mpirun)" },
+    { "--cleanup", "it is no longer needed: at the end of every job tarantella stops what the "
+                   "ranks left behind and removes their shared memory; just run the job again" },
+    { "--force", "it is no longer needed: every job's processes and shared memory are its own, "
+                 "so a new job never conflicts with an earlier one; just run the job" },
+};
+
+/* 1 (with the message in errbuf) when arg is one of the removed options,
+ * with or without "=VALUE". */
+static int removed_option(const char *arg, char *errbuf, size_t errlen)
+{
+    for (size_t k = 0; k < sizeof removed_options / sizeof removed_options[0]; k++) {
+        size_t len = strlen(removed_options[k].name);
+
+        if (strncmp(arg, removed_options[k].name, len) == 0 &&
+            (arg[len] == '\0' || arg[len] == '=')) {
+            opt_err(errbuf, errlen, "option %s of the older Tarantella launcher was removed: %s",
+                    removed_options[k].name, removed_options[k].replacement);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *opts, char *errbuf,
                              size_t errlen)
 {
@@ -179,14 +218,17 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
             if (add_export(opts, value, errbuf, errlen) != 0)
                 return -1;
         } else if ((m = match_value(argc, argv, &i, "--log-level", &value)) != 0) {
-            int found = 0;
+            const char *level = NULL;
 
+            /* Any case: the old launcher took INFO, DEBUG, ... */
             for (size_t l = 0; m > 0 && l < sizeof log_levels / sizeof log_levels[0]; l++)
-                found |= strcmp(value, log_levels[l]) == 0;
-            if (!found)
-                return opt_err(errbuf, errlen, "invalid --log-level '%s': valid levels are %s",
+                if (strcasecmp(value, log_levels[l]) == 0)
+                    level = log_levels[l];
+            if (level == NULL)
+                return opt_err(errbuf, errlen,
+                               "invalid --log-level '%s': valid levels are %s (in any case)",
                                m > 0 ? value : "", TNT_LAUNCH_LOG_LEVELS);
-            opts->log_level = value;
+            opts->log_level = level;
         } else if ((m = match_value(argc, argv, &i, "--fusion-threshold", &value)) != 0) {
             if (m < 0 || parse_long(value, 0, LONG_MAX / 1024, &number) != 0)
                 return opt_err(errbuf, errlen,
@@ -215,6 +257,8 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
                                "to the number of ranks (-n)",
                                m > 0 ? value : "");
             opts->simulate_nodes = (int)number;
+        } else if (removed_option(arg, errbuf, errlen)) {
+            return -1;
         } else {
             return opt_err(errbuf, errlen, "unknown option '%s'; see tarantella --help", arg);
         }
@@ -264,6 +308,7 @@ const char *tnt_launch_usage(void)
            "  -x VAR=VALUE              set VAR in every rank's environment (repeatable)\n"
            "  --no-gpu                  hide GPUs from the ranks (CUDA_VISIBLE_DEVICES=\"\")\n"
            "  --log-level LEVEL         libtnt log level: error, warn, info, debug, trace\n"
+           "                            (any case)\n"
            "                            (TNT_LOG_LEVEL); info and above also make the\n"
            "                            launcher describe each rank's binding\n"
            "  --log-on-all-devices      log on every rank, not only rank 0\n"
@@ -276,8 +321,11 @@ const char *tnt_launch_usage(void)
            "                            (otherwise they are only preferred)\n"
            "  --pin-to-socket           same as --pin socket\n"
            "  --pin-memory-to-socket    same as --pin socket --pin-memory\n"
-           "  --python-interpreter PATH interpreter for .py programs (default /usr/bin/python3;\n"
-           "                            \"\" executes the program directly)\n"
+           "  --python-interpreter PATH interpreter for .py programs (\"\" executes the\n"
+           "                            program directly); default, the one the package\n"
+           "                            was built for: " TNT_LAUNCH_DEFAULT_PYTHON "\n"
+           "                            (the ranks' PYTHONPATH gets this launcher's package\n"
+           "                            unless that interpreter finds it by itself)\n"
            "  --dry-run                 print each rank's command, added environment and\n"
            "                            binding; start nothing\n"
            "  --hostfile FILE           outside SLURM: hand the job to OpenMPI's mpirun\n"

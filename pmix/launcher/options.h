@@ -10,7 +10,11 @@
 
 #include "pin.h"
 
+/* The interpreter the Python package was built for (CMake's TNT_PYTHON,
+ * recorded at configure time). */
+#ifndef TNT_LAUNCH_DEFAULT_PYTHON
 #define TNT_LAUNCH_DEFAULT_PYTHON "/usr/bin/python3"
+#endif
 /* An upper bound on -n that keeps every per-rank table small; a node with
  * more local ranks than this is not a workstation. */
 #define TNT_LAUNCH_MAX_RANKS 4096
@@ -20,7 +24,7 @@ struct tnt_launch_options {
     int no_gpu;     /* --no-gpu: CUDA_VISIBLE_DEVICES="" */
     char **exports; /* -x VAR=VAL, in order (NULL-terminated, owned) */
     int nexports;
-    const char *log_level;     /* --log-level: error|warn|info|debug|trace, or NULL */
+    const char *log_level;     /* --log-level (any case), lowercased: error|warn|..., or NULL */
     int log_on_all_devices;    /* --log-on-all-devices */
     int output_on_all_devices; /* --output-on-all-devices */
     long fusion_threshold_kb;  /* --fusion-threshold KB; -1 = not given */

@@ -29,6 +29,20 @@ tnt_bootstrap_test(singleton_slurm_warning 30
   ${_bs_clean_env} SLURM_NTASKS=4 ${_bs_expect} 1
   "srun --tarantella.*srun --mpi=pmix.*MpiDefault=pmix" --
   timeout 20 ${_bs_check} --launcher none)
+# torchrun (WORLD_SIZE/RANK/LOCAL_RANK) or OpenMPI's variables without a PMIx
+# server: one warning naming both Tarantella launchers, not a silent singleton.
+tnt_bootstrap_test(singleton_torchrun_warning 30
+  ${_bs_clean_env} -u OMPI_COMM_WORLD_RANK WORLD_SIZE=4 RANK=2 LOCAL_RANK=0 ${_bs_expect} 1
+  "WORLD_SIZE=4 \\(set by torchrun.*rank 2 of 4.*srun --tarantella.*tarantella -n 4 --" --
+  timeout 20 ${_bs_check} --launcher none)
+tnt_bootstrap_test(singleton_ompi_warning 30
+  ${_bs_clean_env} -u WORLD_SIZE -u RANK OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1
+  ${_bs_expect} 1 "OMPI_COMM_WORLD_SIZE=2 .*rank 1 of 2.*srun --tarantella.*tarantella -n 2 --" --
+  timeout 20 ${_bs_check} --launcher none)
+# A lone WORLD_SIZE=1 is a singleton by intent: no warning.
+tnt_bootstrap_test(singleton_world_size_1 30
+  ${_bs_clean_env} WORLD_SIZE=1 ${_bs_expect} 0 "singleton" --
+  timeout 20 ${_bs_check} --launcher none)
 # Bad values fail tnt_init: one clear error line each, naming the variable,
 # the value and the valid values (they used to warn and use the default).
 tnt_bootstrap_test(bad_env 30

@@ -7,7 +7,7 @@ target_link_libraries(slurm_allreduce_check PRIVATE tnt)
 
 if(TARGET spank_tarantella)
   set(_spank_e2e ${CMAKE_CURRENT_LIST_DIR}/spank_e2e.sh)
-  foreach(_case allreduce pin_core env bad_values help sbatch_option sbatch_directive salloc without)
+  foreach(_case allreduce pin_core env cpus_hint bad_values help sbatch_option sbatch_directive salloc without)
     tnt_add_slurm_test(NAME slurm.spank.${_case} TIMEOUT 90
       COMMAND bash ${_spank_e2e} ${_case} $<TARGET_FILE:slurm_allreduce_check>)
   endforeach()

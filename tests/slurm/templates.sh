@@ -28,6 +28,17 @@ for knob in PYTHON SCRIPT SCRIPT_ARGS; do
     grep -q "^$knob=" "$TEMPLATE" || fail "$NAME: knob $knob missing"
 done
 grep -q '^#SBATCH --tarantella' "$TEMPLATE" || fail "$NAME: no #SBATCH --tarantella line"
+# What every template offers: account placeholder, an environment block and
+# a sized --cpus-per-task.
+grep -q '^##SBATCH --account=YOUR_ACCOUNT' "$TEMPLATE" || fail "$NAME: no --account placeholder"
+grep -q '^# ---- environment' "$TEMPLATE" || fail "$NAME: no environment block"
+grep -Eq '^#SBATCH --cpus-per-task=[0-9]+' "$TEMPLATE" || fail "$NAME: no --cpus-per-task"
+# Bash older than 4.4 (still the default on some clusters): no expansion of
+# a possibly empty array under set -u, no mapfile/readarray, no ${x@Q}.
+! grep -nvE '^[[:space:]]*#' "$TEMPLATE" |
+    grep -E '"\$\{[A-Za-z_]+\[@\]\}"|mapfile|readarray|\$\{[A-Za-z_]+@[QEPAa]\}' ||
+    fail "$NAME: uses bash features newer than 4.3 (see above)"
+bash -n "$TEMPLATE" || fail "$NAME: syntax error"
 
 if [ "$PYPATH" != "-" ]; then
     export PYTHONPATH=$PYPATH
@@ -42,16 +53,19 @@ fi
 cd "$REPO" # the templates name the script relative to the submit directory
 case $NAME in
 single-node-cpu)
-    timeout -k 5 150 sbatch --wait --time=10 -o "$WORK/job.out" "$WORK/job.sbatch" || rc=$?
+    # The template sizes --cpus-per-task for a real node; these have 2 CPUs.
+    timeout -k 5 150 sbatch --wait --time=10 --cpus-per-task=1 -o "$WORK/job.out" \
+        "$WORK/job.sbatch" || rc=$?
     ;;
 multi-node-cpu)
     # 2 nodes x 1 rank here; this cluster's "nodes" share 2 CPUs, so one
     # OpenMP thread per rank (a user's OMP_NUM_THREADS is kept by the plugin).
     OMP_NUM_THREADS=1 timeout -k 5 150 sbatch --wait --time=10 --nodes=2 --ntasks-per-node=1 \
-        -o "$WORK/job.out" "$WORK/job.sbatch" || rc=$?
+        --cpus-per-task=1 -o "$WORK/job.out" "$WORK/job.sbatch" || rc=$?
     ;;
 multi-node-gpu)
-    out=$(timeout -k 5 30 sbatch --test-only --time=10 "$WORK/job.sbatch" 2>&1) || fail "sbatch --test-only: $out"
+    out=$(timeout -k 5 30 sbatch --test-only --time=10 --cpus-per-task=1 "$WORK/job.sbatch" 2>&1) ||
+        fail "sbatch --test-only: $out"
     echo "$out"
     echo "$out" | grep -Eq 'to start at .* using [0-9]+ processors on nodes' || fail "unexpected: $out"
     echo "PASS: $NAME"

@@ -205,6 +205,68 @@ static void test_errors(void **state)
     expect_error(ARGC(empty), empty, "empty", NULL);
 }
 
+/* The older launcher's spelling: levels in any case, stored lowercased. */
+static void test_log_level_any_case(void **state)
+{
+    char *upper[] = { "tarantella", "--log-level", "INFO", "p" };
+    char *mixed[] = { "tarantella", "--log-level=Debug", "p" };
+    char *bad[] = { "tarantella", "--log-level", "VERBOSE", "p" };
+
+    (void)state;
+    assert_int_equal(parse(ARGC(upper), upper), 0);
+    assert_string_equal(opts.log_level, "info");
+    assert_int_equal(parse(ARGC(mixed), mixed), 0);
+    assert_string_equal(opts.log_level, "debug");
+    expect_error(ARGC(bad), bad, "'VERBOSE'", "error, warn, info, debug, trace");
+}
+
+/* The older launcher's removed options fail with what replaces them. */
+static void test_removed_options(void **state)
+{
+    char *npernode[] = { "tarantella", "--npernode", "2", "p" };
+    char *n_per_node[] = { "tarantella", "--n-per-node=4", "p" };
+    char *cleanup[] = { "tarantella", "--cleanup" };
+    char *force[] = { "tarantella", "--force", "-n", "2", "p" };
+
+    (void)state;
+    expect_error(ARGC(npernode), npernode, "--npernode", "-n N");
+    expect_error(ARGC(npernode), npernode, "removed", "srun --tarantella -N NODES");
+    expect_error(ARGC(n_per_node), n_per_node, "--n-per-node", "--ntasks-per-node");
+    expect_error(ARGC(cleanup), cleanup, "--cleanup", "no longer needed");
+    expect_error(ARGC(force), force, "--force", "no longer needed");
+    /* Only the exact names: a program's own options after "--" are its own. */
+    {
+        char *after[] = { "tarantella", "--", "p", "--force" };
+        assert_int_equal(parse(ARGC(after), after), 0);
+    }
+}
+
+/* The ranks' PYTHONPATH gets the launcher's package first, once. */
+static void test_pythonpath(void **state)
+{
+    int oom = -1;
+    char *v;
+
+    (void)state;
+    v = tnt_launch_pythonpath("/b/python", NULL, &oom);
+    assert_string_equal(v, "/b/python");
+    assert_int_equal(oom, 0);
+    free(v);
+    v = tnt_launch_pythonpath("/b/python", "", &oom);
+    assert_string_equal(v, "/b/python");
+    free(v);
+    v = tnt_launch_pythonpath("/b/python", "/x:/y", &oom);
+    assert_string_equal(v, "/b/python:/x:/y");
+    free(v);
+    v = tnt_launch_pythonpath("/b/python", "/b/pythonx", &oom);
+    assert_string_equal(v, "/b/python:/b/pythonx");
+    free(v);
+    assert_null(tnt_launch_pythonpath("/b/python", "/x:/b/python", &oom));
+    assert_int_equal(oom, 0);
+    assert_null(tnt_launch_pythonpath("/b/python", "/b/python/:/x", &oom));
+    assert_int_equal(oom, 0);
+}
+
 static void test_layout(void **state)
 {
     int node_of[7], local[7], first[3], size[3];
@@ -379,6 +441,9 @@ int main(void)
         cmocka_unit_test_teardown(test_program_without_dashes, teardown),
         cmocka_unit_test_teardown(test_help_version, teardown),
         cmocka_unit_test_teardown(test_errors, teardown),
+        cmocka_unit_test_teardown(test_log_level_any_case, teardown),
+        cmocka_unit_test_teardown(test_removed_options, teardown),
+        cmocka_unit_test(test_pythonpath),
         cmocka_unit_test(test_layout),
         cmocka_unit_test_teardown(test_rank_env, teardown),
         cmocka_unit_test_teardown(test_rank_env_no_gpu, teardown),
