@@ -187,7 +187,12 @@ void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
     shm->sig_pending = 1;
 }
 
-/* "allreduce #12 of 100 elements (dtype 0, op 0)" */
+/* In tnt_dtype_t and tnt_op_t order. */
+static const char *const tnt_shm_dtype_names[] = { "float32",  "float64", "float16",
+                                                   "bfloat16", "int32",   "int64" };
+static const char *const tnt_shm_op_names[] = { "sum", "prod", "min", "max", "avg" };
+
+/* "allreduce #12 of 100 float32 elements, sum" */
 static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t count)
 {
     unsigned kind = (unsigned)(what >> 16) & 0xff;
@@ -209,8 +214,12 @@ static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t co
                  (unsigned long long)count);
         break;
     default:
-        snprintf(buf, len, "%s #%llu of %llu elements (dtype %u, op %u)", name, number,
-                 (unsigned long long)count, dtype, op);
+        snprintf(
+            buf, len, "%s #%llu of %llu %s elements, %s", name, number, (unsigned long long)count,
+            dtype < sizeof tnt_shm_dtype_names / sizeof *tnt_shm_dtype_names
+                ? tnt_shm_dtype_names[dtype]
+                : "?",
+            op < sizeof tnt_shm_op_names / sizeof *tnt_shm_op_names ? tnt_shm_op_names[op] : "?");
         break;
     }
 }
