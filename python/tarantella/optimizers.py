@@ -16,6 +16,14 @@ not produce (unused parameters, or every parameter on a rank that had no
 samples this step; a missing ``.grad`` becomes zeros) and waits, after which
 every ``p.grad`` holds ``sum over ranks of scale_r * grad_r``.
 
+After the first step the gradients live in one flat buffer per dtype, laid
+out in plan order: each ``p.grad`` becomes a view into it (values unchanged,
+so nothing observable changes), backward accumulates into those views in
+place, and every fusion bucket is then one contiguous range that libtnt
+reduces where it lies, with no copy into a staging buffer and back. Code that
+replaces ``p.grad`` (``zero_grad(set_to_none=True)``, assigning new tensors)
+still works: the reducer notices and goes back to the copying path.
+
 With the default scale ``1/size`` that is the average. For exact serial
 equivalence with uneven micro-batches, each rank passes
 ``local_count / global_count`` (``set_micro_batch(local, global)``) and
@@ -131,6 +139,12 @@ class GradientReducer:
         # libtnt works on) alive until synchronize().
         self._marked = [False] * n
         self._inflight = [None] * n
+        # Flat, plan-ordered gradient storage (see the module docstring):
+        # installed after the first synchronize(); None entries are
+        # parameters that keep their own .grad (not plain contiguous).
+        self._flat_enabled = self._fusion is not None
+        self._flat = None
+        self._views = None
         self._hooks = []
         self._acc_nodes = []
         for i, p in enumerate(self._params):
@@ -245,9 +259,50 @@ class GradientReducer:
                 g, work = item
                 if work is not g:
                     g.copy_(work)
+            self._install_flat_grads()
         finally:
             self._marked = [False] * len(self._params)
             self._inflight = [None] * len(self._params)
+
+    def _install_flat_grads(self):
+        """Makes every plain contiguous ``p.grad`` a view into one flat buffer
+        per dtype, in plan order, so that each fusion bucket is one
+        contiguous range (reduced in place, no staging copies). Runs after
+        the reduction, so it copies values once, at the first step; later
+        steps find the views in place. When the caller replaced a gradient
+        since (set_to_none, assignment), the flat storage is given up."""
+        if not self._flat_enabled:
+            return
+        if self._views is None:
+            totals, offsets = {}, []
+            for p in self._params:
+                if p.layout != torch.strided or not p.is_contiguous():
+                    offsets.append(None)
+                    continue
+                offsets.append(totals.get(p.dtype, 0))
+                totals[p.dtype] = offsets[-1] + p.numel()
+            self._flat = {dt: torch.zeros(n, dtype=dt) for dt, n in totals.items()}
+            self._views = [None if off is None else
+                           self._flat[p.dtype][off:off + p.numel()].view(p.shape)
+                           for p, off in zip(self._params, offsets)]
+            first = True
+        else:
+            first = False
+        with torch.no_grad():
+            for p, v in zip(self._params, self._views):
+                if v is None:
+                    continue
+                g = p.grad
+                if g is not None and g.data_ptr() == v.data_ptr():
+                    continue
+                if not first:
+                    # The caller replaced the views: keep its tensors.
+                    self._flat_enabled = False
+                    self._flat = self._views = None
+                    return
+                if g is not None:
+                    v.copy_(g)
+                p.grad = v
 
     def close(self):
         """Removes the hooks and destroys the fusion engine."""

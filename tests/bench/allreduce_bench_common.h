@@ -23,6 +23,7 @@ struct bench_opts {
     size_t max_bytes;
     double volume; /* bytes reduced per size, to pick the iteration count */
     double time_s; /* at most about this long per size */
+    int post;      /* libtnt only: tnt_allreduce_post + tnt_wait (the hand-off) */
 };
 
 static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
@@ -31,6 +32,7 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
     o->max_bytes = (size_t)256 << 20;
     o->volume = 4.0 * (1 << 30);
     o->time_s = 0.5;
+    o->post = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--min") == 0 && i + 1 < argc)
             o->min_bytes = strtoull(argv[++i], NULL, 0);
@@ -40,8 +42,11 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
             o->volume = strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--time") == 0 && i + 1 < argc)
             o->time_s = strtod(argv[++i], NULL);
+        else if (strcmp(argv[i], "--post") == 0)
+            o->post = 1;
         else {
-            fprintf(stderr, "usage: %s [--min BYTES] [--max BYTES] [--volume BYTES] [--time S]\n",
+            fprintf(stderr,
+                    "usage: %s [--min BYTES] [--max BYTES] [--volume BYTES] [--time S] [--post]\n",
                     argv[0]);
             return -1;
         }

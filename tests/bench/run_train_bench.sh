@@ -3,6 +3,11 @@
 # torch DDP (gloo), 2 ranks x 1 thread, same machine, same run. The two
 # programs alternate (which one goes first flips every repeat) because these
 # VMs' vCPUs drift for tens of seconds at a time; the report takes medians.
+# Every run is bracketed by vcpu_probe (built from /work/shared/tools/
+# vcpu_probe.c or $TNT_VCPU_PROBE); runs whose two probes disagree are
+# dropped by the report, which gives close and far placements separately.
+# The compute floor: the same MLP at batch 1 on one rank (mlp1), which the
+# communication-bound mlp2 (batch 1 per rank on 2 ranks) is compared with.
 #
 #   tests/bench/run_train_bench.sh [BUILD_DIR] [REPEATS] [OUT_DIR]
 #
@@ -28,27 +33,43 @@ export OMP_NUM_THREADS=1
 export PYTHONPATH=$BUILD/python${PYTHONPATH:+:$PYTHONPATH}
 export TNT_TIMEOUT=${TNT_TIMEOUT:-120}
 BENCH=$REPO/tests/bench/train_bench.py
+PROBE_SRC=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
+[ -r "$PROBE_SRC" ] || { echo "run_train_bench: no $PROBE_SRC; set TNT_VCPU_PROBE" >&2; exit 1; }
+PROBE=$OUT/vcpu_probe
+cc -O2 -pthread -o "$PROBE" "$PROBE_SRC"
+WORKLOADS=${TNT_TRAIN_WORKLOADS:-digits mlp64 mlp2 mlp1}
+EXTRA=${TNT_TRAIN_ARGS:-}          # e.g. "--steps 2 --windows 1" for a smoke run
+PLOTS=${TNT_TRAIN_PLOTS:-$REPO/docs/img}
 
 run_one() {  # backend workload repeat
     load=$(cut -d' ' -f1 /proc/loadavg)
-    if [ "$1" = tnt ]; then
-        line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend tnt --workload "$2" 2>/dev/null \
+    # The floor runs on one rank, tnt only.
+    if [ "$2" = mlp1 ] && [ "$1" != tnt ]; then
+        return 0
+    fi
+    before=$("$PROBE" | sed 's/.*placement //')
+    if [ "$2" = mlp1 ]; then
+        line=$(timeout 600 "$LAUNCHER" -n 1 -- $PY "$BENCH" --backend tnt --workload mlp1 $EXTRA 2>/dev/null \
+               | grep '^RESULT ' | sed 's/^RESULT //') || true
+    elif [ "$1" = tnt ]; then
+        line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend tnt --workload "$2" $EXTRA 2>/dev/null \
                | grep '^RESULT ' | sed 's/^RESULT //') || true
     else
-        line=$(timeout 600 $PY "$BENCH" --backend ddp --workload "$2" --nproc 2 2>/dev/null \
+        line=$(timeout 600 $PY "$BENCH" --backend ddp --workload "$2" --nproc 2 $EXTRA 2>/dev/null \
                | grep '^RESULT ' | sed 's/^RESULT //') || true
     fi
     if [ -z "$line" ]; then
         echo "run_train_bench: $1 $2 (repeat $3) produced no result" >&2
         return 0
     fi
-    echo "$line" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); d['repeat']=$3; d['load']=$load; print(json.dumps(d))" >> "$RESULTS"
-    tail -n 1 "$RESULTS" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); k='epoch_s' if 'epoch_s' in d else 'step_s'; print('  %-3s %-6s #%d: %s=%.4f%s (load %.1f)' % (d['backend'], d['workload'], d['repeat'], k, d[k], ', accuracy %.3f' % d['accuracy'] if 'accuracy' in d else '', d['load']))"
+    after=$("$PROBE" | sed 's/.*placement //')
+    echo "$line" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); d['repeat']=$3; d['load']=$load; d['probe']=['$before', '$after']; print(json.dumps(d))" >> "$RESULTS"
+    tail -n 1 "$RESULTS" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); k='epoch_s' if 'epoch_s' in d else 'step_s'; print('  %-3s %-6s #%d: %s=%.4f%s (load %.1f, probes %s)' % (d['backend'], d['workload'], d['repeat'], k, d[k], ', accuracy %.3f' % d['accuracy'] if 'accuracy' in d else '', d['load'], '/'.join(d['probe'])))"
 }
 
 i=1
 while [ "$i" -le "$REPEATS" ]; do
-    for w in digits mlp64 mlp2; do
+    for w in $WORKLOADS; do
         if [ $((i % 2)) -eq 1 ]; then
             run_one tnt $w $i; run_one ddp $w $i
         else
@@ -62,4 +83,4 @@ if ! $PY -c "import matplotlib" 2>/dev/null && [ "$(id -u)" = 0 ]; then
     echo "run_train_bench: installing python3-matplotlib for the plots"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null 2>&1 || true
 fi
-$PY "$REPO/tests/bench/train_bench_report.py" "$RESULTS" --plots "$REPO/docs/img" | tee "$OUT/report.md"
+$PY "$REPO/tests/bench/train_bench_report.py" "$RESULTS" --plots "$PLOTS" | tee "$OUT/report.md"

@@ -12,6 +12,8 @@ ranks, with one BLAS/OpenMP thread per rank:
            SGD; time per step (median over timed windows)
   mlp2     the same MLP at global batch 2, where the 42 MB gradient
            allreduce dominates; time per step
+  mlp1     the same MLP at batch 1 on ONE rank (tnt backend, -n 1): the
+           compute floor that mlp2 on 2 ranks (batch 1 each) is compared to
 
   tnt:  build/bin/tarantella -n 2 -- python3 train_bench.py --backend tnt --workload mlp2
   ddp:  python3 train_bench.py --backend ddp --workload mlp2 --nproc 2
@@ -73,7 +75,7 @@ def workload(name, steps):
         x, x_test, y, y_test = load_data(42)
         return (DigitsCNN, lambda p: torch.optim.Adam(p, lr=3e-3), x, y, x_test, y_test, 64,
                 steps)
-    batch = 64 if name == "mlp64" else 2
+    batch = {"mlp64": 64, "mlp2": 2, "mlp1": 1}[name]
     rng = np.random.RandomState(0)
     n = batch * steps
     x = rng.randn(n, 1024).astype(np.float32)
@@ -210,14 +212,14 @@ def run_ddp_rank(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=("tnt", "ddp", "ddp-rank"), required=True)
-    parser.add_argument("--workload", choices=("digits", "mlp64", "mlp2"), required=True)
+    parser.add_argument("--workload", choices=("digits", "mlp64", "mlp2", "mlp1"), required=True)
     parser.add_argument("--steps", type=int, default=None,
                         help="steps per timed window (mlp) or epochs (digits)")
     parser.add_argument("--windows", type=int, default=3, help="timed windows (mlp)")
     parser.add_argument("--nproc", type=int, default=2, help="ranks (ddp)")
     args = parser.parse_args()
     if args.steps is None:
-        args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40}[args.workload]
+        args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40, "mlp1": 40}[args.workload]
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.backend == "tnt":
         run_tnt(args)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Summarises tests/bench/run_train_bench.sh results: medians per backend
-and workload, the tnt/DDP ratios against the goals of issue 5, and (with
-matplotlib) the plots docs/img/train_step_times.png and
-docs/img/train_runs.png.
+and workload, the tnt/DDP ratios against their goals, mlp2 against the
+compute floor (mlp1: batch 1 on one rank), separately for each vCPU
+placement (runs whose two probes disagree are dropped), and (with
+matplotlib) the plots DIR/train_relative_<placement>.png and
+DIR/train_runs_<placement>.png.
 
     train_bench_report.py RESULTS.jsonl [MORE.jsonl ...] [--plots DIR]
 """
@@ -17,6 +19,7 @@ WORKLOADS = {
     "mlp64": ("step_s", "10.5M MLP, B=64: s/step", 0.95),
     "mlp2": ("step_s", "10.5M MLP, B=2: s/step", 0.5),
 }
+FLOOR_GOAL = 1.15  # mlp2 on 2 ranks against mlp1 (batch 1) on one
 
 
 def main():
@@ -24,11 +27,25 @@ def main():
     parser.add_argument("results", nargs="+", help="results.jsonl files (runs are pooled)")
     parser.add_argument("--plots", default=None)
     args = parser.parse_args()
-    runs = []
+    runs, dropped = [], 0
     for i, path in enumerate(args.results):
         for line in open(path):
             if line.strip():
-                runs.append(dict(json.loads(line), file=i))
+                r = dict(json.loads(line), file=i)
+                probe = r.get("probe")
+                if probe and probe[0] != probe[1]:
+                    dropped += 1
+                    continue
+                r["placement"] = probe[0] if probe else "unprobed"
+                runs.append(r)
+    print("Runs dropped because the vCPU placement changed during them: %d\n" % dropped)
+    for pl in sorted({r["placement"] for r in runs}, key=lambda p: (p != "close", p)):
+        print("### %s placement\n" % pl)
+        report([r for r in runs if r["placement"] == pl], args.plots, pl)
+        print()
+
+
+def report(runs, plots, placement):
     blas = sorted({r.get("blas", "?") for r in runs})
     loads = [r["load"] for r in runs if "load" in r]
     print("BLAS: %s; threads per rank: %s; runs: %d; load average before runs: median %.1f "
@@ -64,7 +81,14 @@ def main():
               % (label, acc, med["tnt"], med["ddp"], ratio,
                  "%.2f" % statistics.median(paired) if paired else "-", goal,
                  "yes" if ratio <= goal else "no", len(vals["tnt"]), len(vals["ddp"])))
-    if args.plots and summary:
+    floor = [r["step_s"] for r in runs if r["workload"] == "mlp1"]
+    if floor and "mlp2" in summary:
+        f = statistics.median(floor)
+        t = summary["mlp2"][0]["tnt"]
+        print("\nCompute floor (same MLP, batch 1, one rank): %.4f s/step (%d runs); tnt mlp2 "
+              "on 2 ranks is %.2fx the floor (goal <= %.2f: %s)"
+              % (f, len(floor), t / f, FLOOR_GOAL, "met" if t / f <= FLOOR_GOAL else "not met"))
+    if plots and summary:
         try:
             import matplotlib
             matplotlib.use("Agg")
@@ -72,7 +96,7 @@ def main():
         except ImportError:
             print("\n(matplotlib missing: no plots)")
             return
-        os.makedirs(args.plots, exist_ok=True)
+        os.makedirs(plots, exist_ok=True)
         names = list(summary)
         fig, ax = plt.subplots(figsize=(7, 3.6))
         xs = range(len(names))
@@ -87,11 +111,12 @@ def main():
         ax.set_xticklabels([WORKLOADS[n][1] for n in names], fontsize=8)
         ax.set_ylabel("time relative to DDP (median)")
         short = ", ".join(sorted({b.split(" (")[0] for b in blas}))
-        ax.set_title("tnt vs DDP, 2 ranks x 1 thread, %s (red: goal)" % short, fontsize=9)
+        ax.set_title("tnt vs DDP, 2 ranks x 1 thread, %s, %s placement (red: goal)"
+                     % (short, placement), fontsize=9)
         ax.set_ylim(0, 1.25)
         ax.legend(fontsize=8, loc="upper left", ncol=2)
         fig.tight_layout()
-        fig.savefig(os.path.join(args.plots, "train_relative.png"), dpi=110)
+        fig.savefig(os.path.join(plots, "train_relative_%s.png" % placement), dpi=110)
         fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.2))
         for ax, n in zip(axes if len(names) > 1 else [axes], names):
             vals = summary[n][3]
@@ -100,8 +125,9 @@ def main():
             ax.set_ylim(bottom=0)
         fig.suptitle("every run (alternating programs)", fontsize=9)
         fig.tight_layout()
-        fig.savefig(os.path.join(args.plots, "train_runs.png"), dpi=110)
-        print("\nplots: %s/train_relative.png, %s/train_runs.png" % (args.plots, args.plots))
+        fig.savefig(os.path.join(plots, "train_runs_%s.png" % placement), dpi=110)
+        print("\nplots: %s/train_relative_%s.png, %s/train_runs_%s.png"
+              % (plots, placement, plots, placement))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ target_link_libraries(collectives_check PRIVATE tnt)
 
 set(_coll_check $<TARGET_FILE:collectives_check>)
 # The same clean launcher environment as bootstrap.cmake (TNT_TEST_CLEAN_ENV).
-set(_coll_env ${TNT_TEST_CLEAN_ENV} -u TNT_SHM_CMA -u TNT_SHM_STAGING_KB TNT_TIMEOUT=60)
+set(_coll_env ${TNT_TEST_CLEAN_ENV} -u TNT_SHM_CMA -u TNT_SHM_STAGING_KB -u TNT_SHM_SMALL_KB
+  -u TNT_SHM_STREAM_KB TNT_TIMEOUT=60)
 
 function(tnt_collectives_test name timeout)
   add_test(NAME integration.collectives.${name} COMMAND ${ARGN})
@@ -35,6 +36,20 @@ if(TARGET tarantella)
     tnt_collectives_test(tarantella_cma_np${_np} 180
       ${_coll_env} TNT_SHM_CMA=1 timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)
   endforeach()
+  # The streamed large-message path for every staged size (and no one-phase
+  # path), standard matrix and large case, in and out of place.
+  foreach(_np 2 5)
+    tnt_collectives_test(tarantella_stream_np${_np} 180
+      ${_coll_env} TNT_SHM_STREAM_KB=0 TNT_SHM_SMALL_KB=0 TNT_SHM_STAGING_KB=256
+      timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)
+  endforeach()
+  # A 4 MiB /dev/shm in a private mount namespace (root only, else skipped):
+  # tnt_init fails with the size needed, never SIGBUS.
+  add_test(NAME integration.collectives.small_dev_shm
+    COMMAND ${_coll_env} bash ${CMAKE_CURRENT_LIST_DIR}/shm_small_devshm.sh ${_coll_tnt}
+            ${_coll_check})
+  set_tests_properties(integration.collectives.small_dev_shm PROPERTIES TIMEOUT 240
+    LABELS integration SKIP_RETURN_CODE 77)
   tnt_collectives_test(tarantella_rank_killed 60
     ${_coll_env} ${_coll_kill}
     timeout 50 ${_coll_tnt} -n 4 -- ${_coll_check} --kill-rank 2)

@@ -3,6 +3,10 @@
  * process, bootstrapped by boot/boot_threads.h, go through what tnt_init
  * does after the bootstrap (layout, shared-memory segment) and run the
  * public collectives over the shared-memory transport.
+ *
+ * Also: a request posted from a second thread while a blocking collective
+ * runs must wait for it (the in-flight word), not run beside it on the
+ * progress thread, which would interleave two collectives' phases.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,15 +22,21 @@
 
 #include "boot/boot_threads.h"
 #include "comm/comm.h"
+#include "transport/shm_impl.h"
 #include "util/settings.h"
+#include "util/wait.h"
 
 #define NUM_RANKS      4
 #define COUNT          4099 /* not a multiple of the rank count: uneven slices */
 #define TIMEOUT_S      20
 #define JOIN_TIMEOUT_S 60
 
+struct rank_ctx;
+typedef int (*rank_body_fn)(struct rank_ctx *ctx, tnt_comm_t *comm);
+
 struct rank_ctx {
     tnt_boot_threads_group_t *group;
+    rank_body_fn body;
     int rank;
     pthread_t thread;
     char failure[1024]; /* empty when every check passed */
@@ -124,14 +134,91 @@ static void *rank_main(void *arg)
         fail_rank(ctx, "tnt_comm_create: %s", tnt_last_error());
         return NULL;
     }
-    collectives(ctx, comm);
+    ctx->body(ctx, comm);
     tnt_finalize(comm);
     return NULL;
 }
 
-static void test_comm_threads_collectives(void **state)
+/* ---- a blocking collective and a request posted meanwhile ---------------- */
+
+#define BIG_COUNT (4u << 20) /* 16 MiB of float32: dozens of phases */
+
+struct poster {
+    tnt_comm_t *comm;
+    uint64_t start_seq;
+    double value, max;
+    tnt_status_t status;
+    char error[1024];
+};
+
+/* Waits until this rank's blocking allreduce is a few phases in, then posts
+ * a small allreduce and waits for it. */
+static void *poster_main(void *arg)
 {
-    (void)state;
+    struct poster *p = arg;
+    _Atomic uint64_t *seq = &p->comm->shm->ctl[p->comm->local_rank].seq;
+    uint64_t deadline = tnt_time_ns() + (uint64_t)TIMEOUT_S * 1000000000u;
+    while (atomic_load_explicit(seq, memory_order_relaxed) < p->start_seq + 4) {
+        if (tnt_time_ns() > deadline) {
+            p->status = TNT_ERR_TIMEOUT;
+            snprintf(p->error, sizeof(p->error), "the blocking allreduce never started");
+            return NULL;
+        }
+        sched_yield();
+    }
+    tnt_request_t *req;
+    p->status = tnt_allreduce_post(p->comm, &p->value, &p->max, 1, TNT_FLOAT64, TNT_MAX, &req);
+    if (p->status == TNT_OK) {
+        p->status = tnt_wait(req);
+    }
+    if (p->status != TNT_OK) {
+        snprintf(p->error, sizeof(p->error), "%s", tnt_last_error());
+    }
+    return NULL;
+}
+
+static int blocking_vs_posted(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    float *big = malloc(BIG_COUNT * sizeof(*big));
+    if (big == NULL) {
+        fail_rank(ctx, "malloc");
+        return -1;
+    }
+    for (size_t i = 0; i < BIG_COUNT; i++) {
+        big[i] = (float)(ctx->rank + 1) * (float)(i % 5);
+    }
+    struct poster p = { comm, 0, ctx->rank, -1, TNT_OK, "" };
+    p.start_seq = atomic_load_explicit(&comm->shm->ctl[comm->local_rank].seq, memory_order_relaxed);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, poster_main, &p) != 0) {
+        free(big);
+        fail_rank(ctx, "pthread_create");
+        return -1;
+    }
+    tnt_status_t st = tnt_allreduce(comm, big, big, BIG_COUNT, TNT_FLOAT32, TNT_SUM);
+    pthread_join(thread, NULL);
+    int rc = 0;
+    if (st != TNT_OK) {
+        fail_rank(ctx, "blocking allreduce: %s", tnt_last_error());
+        rc = -1;
+    } else if (p.status != TNT_OK || p.max != NUM_RANKS - 1) {
+        fail_rank(ctx, "posted allreduce: %g: %s", p.max, p.error);
+        rc = -1;
+    } else {
+        for (size_t i = 0; i < BIG_COUNT; i++) {
+            if (big[i] != 10.0f * (float)(i % 5)) {
+                fail_rank(ctx, "blocking allreduce: element %zu is %g", i, (double)big[i]);
+                rc = -1;
+                break;
+            }
+        }
+    }
+    free(big);
+    return rc;
+}
+
+static void run_thread_ranks(rank_body_fn body)
+{
     tnt_boot_threads_group_t *group;
     struct rank_ctx ranks[NUM_RANKS];
 
@@ -139,6 +226,7 @@ static void test_comm_threads_collectives(void **state)
     memset(ranks, 0, sizeof(ranks));
     for (int r = 0; r < NUM_RANKS; r++) {
         ranks[r].group = group;
+        ranks[r].body = body;
         ranks[r].rank = r;
         assert_int_equal(pthread_create(&ranks[r].thread, NULL, rank_main, &ranks[r]), 0);
     }
@@ -156,11 +244,24 @@ static void test_comm_threads_collectives(void **state)
     tnt_boot_threads_group_destroy(group);
 }
 
+static void test_comm_threads_collectives(void **state)
+{
+    (void)state;
+    run_thread_ranks(collectives);
+}
+
+static void test_comm_threads_blocking_vs_posted(void **state)
+{
+    (void)state;
+    run_thread_ranks(blocking_vs_posted);
+}
+
 int main(void)
 {
     setenv("TNT_LOG_LEVEL", "error", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_comm_threads_collectives),
+        cmocka_unit_test(test_comm_threads_blocking_vs_posted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

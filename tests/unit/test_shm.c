@@ -15,6 +15,13 @@
  * reduce_scatter and allgather_slices; a child killed with SIGKILL in the
  * middle of a collective makes the others fail with TNT_ERR_PEER_FAILED
  * within seconds; a child that stays away makes them time out.
+ * The streamed large-message path (TNT_SHM_STREAM_KB=0 streams every staged
+ * message) runs the same matrices. Ranks that call different collectives
+ * (allreduce against barrier, counts 100 against 200) all fail with
+ * TNT_ERR_MISMATCH. Liveness across PID namespaces (as root): a rank whose
+ * pid in its own namespace is a live process here still counts as dead
+ * when it dies, and one whose pid does not exist here is not reported dead
+ * while it is merely slow.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +31,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +293,29 @@ static void test_allreduce_staged(void **state)
     unsetenv("TNT_SHM_STAGING_KB");
 }
 
+/* The streamed path: every staged message streams, with small slots so that
+ * the matrix's sizes take several pipeline steps, and the one-phase path
+ * off; bitwise equality with the sequential order as above. */
+static void test_allreduce_streamed(void **state)
+{
+    (void)state;
+    setenv("TNT_SHM_STREAM_KB", "0", 1);
+    setenv("TNT_SHM_STAGING_KB", "64", 1);
+    setenv("TNT_SHM_SMALL_KB", "0", 1);
+    static const int ranks[] = { 2, 3, 8 };
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(run_ranks(ranks[i], allreduce_matrix, NULL), 0);
+        assert_int_equal(run_ranks(ranks[i], allreduce_random_order, NULL), 0);
+        check_hashes_equal(ranks[i], 4);
+    }
+    /* Default slots: the streamed path with few, large pieces. */
+    unsetenv("TNT_SHM_STAGING_KB");
+    assert_int_equal(run_ranks(2, allreduce_random_order, NULL), 0);
+    check_hashes_equal(2, 4);
+    unsetenv("TNT_SHM_SMALL_KB");
+    unsetenv("TNT_SHM_STREAM_KB");
+}
+
 /* ---- other collectives --------------------------------------------------- */
 
 static int others(tnt_shm_t *shm, int rank, int n, void *arg)
@@ -374,6 +407,59 @@ static void test_other_collectives(void **state)
     assert_int_equal(run_ranks(3, others, NULL), 0);
     assert_int_equal(run_ranks(8, others, NULL), 0);
     unsetenv("TNT_SHM_CMA");
+    /* reduce_scatter and allgather_slices streamed */
+    setenv("TNT_SHM_STREAM_KB", "0", 1);
+    setenv("TNT_SHM_STAGING_KB", "64", 1);
+    assert_int_equal(run_ranks(3, others, NULL), 0);
+    unsetenv("TNT_SHM_STAGING_KB");
+    unsetenv("TNT_SHM_STREAM_KB");
+}
+
+/* ---- mismatched collectives ---------------------------------------------- */
+
+/* mode 0: local rank 1 calls barrier while the others allreduce 100
+ * elements; mode 1: local rank 1 allreduces 200 elements, the others 100
+ * (mode 2: the same with 200000, the staged path); mode 3: the same count
+ * but int32 on rank 1. Every rank must get TNT_ERR_MISMATCH naming rank
+ * 101 (rank 1's global rank here), and results must be untouched. */
+static int mismatch_rank(tnt_shm_t *shm, int rank, int n, void *varg)
+{
+    (void)n;
+    int mode = *(int *)varg;
+    size_t count = mode == 2 ? 200000 : 100;
+    float *buf = malloc(2 * count * sizeof *buf);
+    CHECK(buf, "malloc");
+    for (size_t i = 0; i < 2 * count; i++)
+        buf[i] = 1.0f;
+    CHECK(tnt_shm_allreduce(shm, buf, buf, 10, TNT_FLOAT32, TNT_SUM) == TNT_OK, "first");
+    for (size_t i = 0; i < 2 * count; i++)
+        buf[i] = 1.0f;
+    tnt_status_t st;
+    if (rank != 1)
+        st = tnt_shm_allreduce(shm, buf, buf, count, TNT_FLOAT32, TNT_SUM);
+    else if (mode == 0)
+        st = tnt_shm_barrier(shm);
+    else if (mode == 3)
+        st = tnt_shm_allreduce(shm, buf, buf, count, TNT_INT32, TNT_SUM);
+    else
+        st = tnt_shm_allreduce(shm, buf, buf, 2 * count, TNT_FLOAT32, TNT_SUM);
+    area->status[rank] = st;
+    CHECK(st == TNT_ERR_MISMATCH, "mode %d: got %s, expected a mismatch", mode,
+          tnt_status_string(st));
+    CHECK(strstr(tnt_last_error(), "rank 101 called") != NULL, "message: %s", tnt_last_error());
+    for (size_t i = 0; i < 2 * count; i++)
+        CHECK(buf[i] == 1.0f, "mode %d: element %zu changed to %g", mode, i, (double)buf[i]);
+    return 0;
+}
+
+static void test_mismatch(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 4; mode++) {
+        assert_int_equal(run_ranks_env(3, mismatch_rank, &mode, 60, 20, -1), 0);
+        for (int r = 0; r < 3; r++)
+            assert_int_equal(area->status[r], TNT_ERR_MISMATCH);
+    }
 }
 
 /* ---- failures ------------------------------------------------------------ */
@@ -468,6 +554,163 @@ static void test_attach_timeout(void **state)
     assert_int_equal(segments_left(), 0);
 }
 
+/* ---- liveness across PID namespaces -------------------------------------- */
+
+/* Local rank 1 lives in a PID namespace of its own with pid ns_pid there
+ * (clone3 with set_tid, as root). victim_dies: it dies (SIGKILL) after the
+ * first barrier, and rank 0 must see TNT_ERR_PEER_FAILED within seconds even
+ * though ns_pid is a live process in this namespace; otherwise it stays
+ * away 1.5 s and rank 0 must simply wait, although no process ns_pid exists
+ * here. */
+struct pidns_arg {
+    int victim_dies;
+};
+
+static int pidns_rank(tnt_shm_t *shm, int rank, int n, void *varg)
+{
+    (void)n;
+    struct pidns_arg *arg = varg;
+    CHECK(tnt_shm_barrier(shm) == TNT_OK, "first barrier: %s", tnt_last_error());
+    if (rank == 1) {
+        if (arg->victim_dies)
+            raise(SIGKILL);
+        sleep(1);
+        usleep(500000);
+    }
+    double t0 = now_s();
+    tnt_status_t st = tnt_shm_barrier(shm);
+    area->elapsed[rank] = now_s() - t0;
+    area->status[rank] = st;
+    return 0;
+}
+
+static pid_t clone3_with_pid(pid_t pid)
+{
+    struct clone_args args;
+    memset(&args, 0, sizeof args);
+    args.exit_signal = SIGCHLD;
+    args.set_tid = (uint64_t)(uintptr_t)&pid;
+    args.set_tid_size = 1;
+    return (pid_t)syscall(SYS_clone3, &args, sizeof args);
+}
+
+/* Returns 0 when both ranks exited 0 (the victim: killed), -1 to skip (no
+ * permission for PID namespaces), else the number of bad exits. */
+static int run_pidns(struct pidns_arg *arg, pid_t ns_pid, double timeout_s)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s%u", segment_prefix, test_counter++);
+    memset(area, 0, sizeof *area);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t pids[2];
+    for (int r = 0; r < 2; r++) {
+        pids[r] = fork();
+        assert_true(pids[r] >= 0);
+        if (pids[r] != 0)
+            continue;
+        alarm(60);
+        close(ready[0]);
+        if (r == 1) {
+            /* This process stays here; its next child is pid 1 of a new
+             * namespace, which starts the rank as ns_pid and reaps it. */
+            if (unshare(CLONE_NEWPID) != 0) {
+                if (write(ready[1], "s", 1) != 1)
+                    _exit(4);
+                _exit(77);
+            }
+            pid_t init = fork();
+            if (init == 0) {
+                pid_t rank_pid = clone3_with_pid(ns_pid);
+                if (rank_pid < 0) {
+                    if (write(ready[1], "s", 1) != 1)
+                        _exit(4);
+                    _exit(77);
+                }
+                if (rank_pid > 0) {
+                    int ws;
+                    while (waitpid(rank_pid, &ws, 0) < 0 && errno == EINTR)
+                        ;
+                    _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+                }
+            } else {
+                int ws;
+                while (waitpid(init, &ws, 0) < 0 && errno == EINTR)
+                    ;
+                _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+            }
+            /* The rank, pid ns_pid in its namespace. */
+        }
+        if (write(ready[1], "g", 1) != 1)
+            _exit(4);
+        close(ready[1]);
+        int global[2] = { 100, 101 };
+        tnt_settings_t settings;
+        tnt_settings_set_defaults(&settings);
+        tnt_shm_params_t params = { name, r, 2, global, timeout_s, &settings };
+        tnt_shm_t *shm = NULL;
+        if (tnt_shm_create(&params, &shm) != TNT_OK)
+            _exit(2);
+        int rc = pidns_rank(shm, r, 2, arg);
+        tnt_shm_destroy(shm);
+        _exit(rc);
+    }
+    close(ready[1]);
+    char c[2] = { 0, 0 };
+    ssize_t got = read(ready[0], &c[0], 1);
+    got += read(ready[0], &c[1], 1);
+    close(ready[0]);
+    if (c[0] == 's' || c[1] == 's') {
+        kill(pids[0], SIGKILL);
+        kill(pids[1], SIGKILL);
+        while (waitpid(-1, NULL, 0) > 0)
+            ;
+        shm_unlink(name);
+        return -1;
+    }
+    int bad = got == 2 ? 0 : 1;
+    for (int r = 0; r < 2; r++) {
+        int ws;
+        assert_int_equal(waitpid(pids[r], &ws, 0), pids[r]);
+        int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        int want = r == 1 && arg->victim_dies ? 128 + SIGKILL : 0;
+        if (code != want) {
+            fprintf(stderr, "pidns: rank %d exited with %d, expected %d\n", r, code, want);
+            bad++;
+        }
+    }
+    assert_int_equal(segments_left(), 0);
+    return bad;
+}
+
+static void test_liveness_pid_namespace(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    /* Dies, while its namespace pid is this test process: kill(pid, 0)
+     * would call it alive until TNT_TIMEOUT. */
+    struct pidns_arg dies = { 1 };
+    int rc = run_pidns(&dies, getpid(), 20);
+    if (rc < 0)
+        skip();
+    assert_int_equal(rc, 0);
+    assert_int_equal(area->status[0], TNT_ERR_PEER_FAILED);
+    assert_true(area->elapsed[0] < 5.0);
+
+    /* Slow, while no process here has its namespace pid: kill(pid, 0) would
+     * call it dead after 0.1 s. */
+    pid_t absent = 0;
+    for (pid_t p = 30000; p > 1000 && absent == 0; p--)
+        if (kill(p, 0) != 0 && errno == ESRCH)
+            absent = p;
+    assert_true(absent != 0);
+    struct pidns_arg slow = { 0 };
+    assert_int_equal(run_pidns(&slow, absent, 20), 0);
+    assert_int_equal(area->status[0], TNT_OK);
+    assert_int_equal(area->status[1], TNT_OK);
+}
+
 static void test_slice_rule(void **state)
 {
     (void)state;
@@ -497,11 +740,19 @@ int main(void)
     unsetenv("TNT_SHM_CMA");
     unsetenv("TNT_SHM_STAGING_KB");
     unsetenv("TNT_SHM_SMALL_KB");
+    unsetenv("TNT_SHM_STREAM_KB");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slice_rule),        cmocka_unit_test(test_allreduce_all_ranks),
-        cmocka_unit_test(test_allreduce_cma),     cmocka_unit_test(test_allreduce_staged),
-        cmocka_unit_test(test_other_collectives), cmocka_unit_test(test_peer_killed),
-        cmocka_unit_test(test_peer_timeout),      cmocka_unit_test(test_attach_timeout),
+        cmocka_unit_test(test_slice_rule),
+        cmocka_unit_test(test_allreduce_all_ranks),
+        cmocka_unit_test(test_allreduce_cma),
+        cmocka_unit_test(test_allreduce_staged),
+        cmocka_unit_test(test_other_collectives),
+        cmocka_unit_test(test_peer_killed),
+        cmocka_unit_test(test_peer_timeout),
+        cmocka_unit_test(test_attach_timeout),
+        cmocka_unit_test(test_allreduce_streamed),
+        cmocka_unit_test(test_mismatch),
+        cmocka_unit_test(test_liveness_pid_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -106,20 +106,34 @@ struct tnt_comm {
     uint64_t broken_seq;
     const char *broken_name; /* "allreduce", ... (static strings) */
 
-    /* Progress thread: a FIFO of requests, started lazily on first post.
-     * progress_cond wakes the thread for new work (it never spins);
-     * done_cond wakes waiters (counted in waiters) when a request finishes. */
+    /* Progress thread: a FIFO of requests (under progress_lock), started
+     * lazily on first post. Hand-offs go through futex words, not condition
+     * variables: the thread sleeps on work_seq (bumped by every post) and
+     * waiters sleep on done_seq (bumped by every completion); each side
+     * makes the wake-up system call only when the other says it sleeps.
+     * With a core to spare (spin_ok) both sides poll briefly first. */
     pthread_mutex_t progress_lock;
-    pthread_cond_t progress_cond;
-    pthread_cond_t done_cond;
-    int waiters;
     pthread_t progress_thread;
     int progress_running;
     int progress_stop;
+    int spin_ok; /* this rank's affinity has more than one CPU */
     struct tnt_request *queue_head;
     struct tnt_request *queue_tail;
     _Atomic uint64_t posted;    /* requests enqueued */
     _Atomic uint64_t completed; /* requests finished by the progress thread */
+    _Atomic uint32_t work_seq;
+    _Atomic uint32_t thread_sleeping;
+    _Atomic uint32_t done_seq;
+    _Atomic uint32_t done_sleepers;
+    /* Set while a fused step has buckets in flight (tnt_progress_hint): the
+     * thread polls longer for the next bucket before it sleeps. */
+    _Atomic uint32_t step_hint;
+
+    /* 1 while a collective runs on this rank, on the progress thread or
+     * inline (a blocking call): one at a time, whichever thread calls, so
+     * a bucket posted from another thread after a blocking call drained the
+     * queue waits instead of running beside it. */
+    _Atomic uint32_t in_flight;
 };
 
 /* What tnt_init does after the bootstrap: the node layout, the shared-memory
@@ -142,5 +156,15 @@ tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req);
 /* Waits until every posted request has finished (blocking collectives call
  * this first so that they run after earlier nonblocking ones). */
 tnt_status_t tnt_progress_drain(tnt_comm_t *comm);
+
+/* A blocking collective on the caller's thread: enter drains the queue and
+ * takes the in-flight word (waiting, bounded, for a request the progress
+ * thread runs); leave gives it back. Between them the caller may run
+ * tnt_coll_* directly. Enter fails without taking it. */
+tnt_status_t tnt_progress_enter(tnt_comm_t *comm);
+void tnt_progress_leave(tnt_comm_t *comm);
+
+/* on = 1 while a fused step has requests in flight, 0 after its wait. */
+void tnt_progress_hint(tnt_comm_t *comm, int on);
 
 #endif

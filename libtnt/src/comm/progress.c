@@ -1,13 +1,28 @@
 /*
  * The progress thread: one per communicator, started on the first post. It
  * executes requests strictly in posting order (that order is what keeps
- * collectives matched across ranks) and sleeps on progress_cond when the
- * queue is empty, so an idle libtnt costs no CPU.
+ * collectives matched across ranks) and sleeps when the queue is empty, so
+ * an idle libtnt costs no CPU.
  *
- * Waiters spin and yield briefly (most small collectives finish within
- * microseconds), then block on done_cond, which the thread signals after each
- * request. Every wait is bounded: it fails when the thread has finished
- * nothing for longer than the collectives' own timeout would allow.
+ * Hand-off. A condition variable costs a mutex round trip and a wake-up on
+ * each side (about 10 us from post to wait here). Instead both directions
+ * use a futex word and a "sleeping" count:
+ *   post:     enqueue, bump work_seq, wake the thread only if it sleeps;
+ *   thread:   after a request, poll the queue briefly (only when the rank's
+ *             affinity leaves a core for it; longer while a fused step is in
+ *             flight), then say it sleeps and futex-wait on work_seq;
+ *   complete: store the request's status, bump done_seq, wake only if a
+ *             waiter sleeps;
+ *   wait:     poll briefly (again only with a core to spare), then futex-wait
+ *             on done_seq in bounded slices.
+ * Why no wake-up is lost: the sleeper reads the word's value before its last
+ * check and passes it to FUTEX_WAIT, which returns at once if it changed;
+ * the waker bumps the word (seq_cst) before it reads the sleeping count
+ * (seq_cst), and the sleeper raises the count (seq_cst) before its last
+ * check, so either the waker sees the sleeper or the sleeper sees the bump.
+ *
+ * Every wait is bounded: it fails when the thread has finished nothing for
+ * longer than the collectives' own timeout would allow.
  */
 #include "comm/comm.h"
 
@@ -15,93 +30,188 @@
 #include "util/wait.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-/* Brief spin/yield phase of a waiter before it blocks (see util/wait.c). */
-#define WAIT_SPIN_ITERATIONS 64
-/* A blocked waiter re-checks its deadline at least this often. */
+/* Polling before sleeping, only when spin_ok. A small collective completes
+ * within a few microseconds; during a fused step the next bucket usually
+ * comes within a layer's backward time. */
+#define WAIT_SPIN_NS        50000ull  /* waiter */
+#define THREAD_SPIN_NS      20000ull  /* progress thread, idle */
+#define THREAD_STEP_SPIN_NS 200000ull /* progress thread, fused step in flight */
+/* Without a spare core: a few yields hand the core to the other side. */
+#define WAIT_YIELDS 4
+/* A sleeping waiter re-checks its deadline at least this often. */
 #define WAIT_SLICE_NS 100000000ull
+
+static int affinity_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        return 1;
+    }
+    return CPU_COUNT(&set);
+}
 
 tnt_status_t tnt_progress_init(tnt_comm_t *comm)
 {
-    pthread_condattr_t attr;
-    int rc;
-
-    rc = pthread_mutex_init(&comm->progress_lock, NULL);
+    int rc = pthread_mutex_init(&comm->progress_lock, NULL);
     if (rc != 0) {
-        goto err;
-    }
-    rc = pthread_cond_init(&comm->progress_cond, NULL);
-    if (rc != 0) {
-        goto err_mutex;
-    }
-    /* done_cond's timed waits use the monotonic clock, like every deadline. */
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    rc = pthread_cond_init(&comm->done_cond, &attr);
-    pthread_condattr_destroy(&attr);
-    if (rc != 0) {
-        goto err_progress_cond;
+        return tnt_error_raise(TNT_ERR_SYSTEM, "progress queue: pthread init failed: %s",
+                               strerror(rc));
     }
     comm->queue_head = NULL;
     comm->queue_tail = NULL;
     comm->progress_running = 0;
     comm->progress_stop = 0;
-    comm->waiters = 0;
+    /* The training thread and the progress thread each need a core to
+     * spin on; with one, a spinning side only delays the side it waits for. */
+    comm->spin_ok = affinity_cpus() >= 2;
     atomic_init(&comm->posted, 0);
     atomic_init(&comm->completed, 0);
+    atomic_init(&comm->work_seq, 0);
+    atomic_init(&comm->thread_sleeping, 0);
+    atomic_init(&comm->done_seq, 0);
+    atomic_init(&comm->done_sleepers, 0);
+    atomic_init(&comm->step_hint, 0);
+    atomic_init(&comm->in_flight, 0);
     return TNT_OK;
+}
 
-err_progress_cond:
-    pthread_cond_destroy(&comm->progress_cond);
-err_mutex:
-    pthread_mutex_destroy(&comm->progress_lock);
-err:
-    return tnt_error_raise(TNT_ERR_SYSTEM, "progress queue: pthread init failed: %s", strerror(rc));
+/* ---- in-flight word ---------------------------------------------------- */
+
+static int in_flight_try(tnt_comm_t *comm)
+{
+    uint32_t expected = 0;
+    /* Acquire: the previous holder's collective (its transport state)
+     * happens-before this one. */
+    return atomic_compare_exchange_strong_explicit(&comm->in_flight, &expected, 1,
+                                                   memory_order_acquire, memory_order_relaxed);
+}
+
+static void in_flight_release(tnt_comm_t *comm)
+{
+    atomic_store_explicit(&comm->in_flight, 0, memory_order_release);
+}
+
+/* The thread may legitimately take a while per request (each collective is
+ * itself bounded by TNT_TIMEOUT and reports which peer is missing). A waiter
+ * reports a stuck thread only if nothing at all finished for this long, so the
+ * collective's own, more precise error always comes first. */
+static uint64_t stall_window_ns(const tnt_comm_t *comm)
+{
+    double t = comm->timeout_s;
+    if (t <= 0) {
+        return UINT64_MAX;
+    }
+    double w = t * 2 > t + 10 ? t * 2 : t + 10;
+    return (uint64_t)(w * 1e9);
+}
+
+/* Contended only when a request was posted from another thread while a
+ * blocking collective runs (or the other way round): the holder's
+ * collective is bounded by TNT_TIMEOUT, so this wait is too. */
+static tnt_status_t in_flight_acquire(tnt_comm_t *comm, const char *who)
+{
+    if (in_flight_try(comm)) {
+        return TNT_OK;
+    }
+    uint64_t window = stall_window_ns(comm);
+    tnt_backoff_t backoff;
+    tnt_backoff_init(&backoff, window == UINT64_MAX ? 0 : (double)window / 1e9);
+    while (!in_flight_try(comm)) {
+        if (tnt_backoff_wait(&backoff) != 0) {
+            return tnt_error_raise(TNT_ERR_TIMEOUT,
+                                   "%s: another collective of this rank has been running for "
+                                   "%.0f s (TNT_TIMEOUT is %.0f s); it is stuck",
+                                   who, (double)window / 1e9, comm->timeout_s);
+        }
+    }
+    return TNT_OK;
+}
+
+/* ---- the thread ---------------------------------------------------------- */
+
+/* Takes the next request, or returns NULL when stopping with an empty queue.
+ * Polls, then sleeps, while the queue is empty. */
+static struct tnt_request *progress_next(tnt_comm_t *comm)
+{
+    uint64_t spin_until = 0;
+    for (;;) {
+        uint32_t seq = atomic_load_explicit(&comm->work_seq, memory_order_seq_cst);
+        pthread_mutex_lock(&comm->progress_lock);
+        struct tnt_request *req = comm->queue_head;
+        if (req != NULL) {
+            comm->queue_head = req->next;
+            if (comm->queue_head == NULL) {
+                comm->queue_tail = NULL;
+            }
+        }
+        int stop = comm->progress_stop;
+        pthread_mutex_unlock(&comm->progress_lock);
+        if (req != NULL || stop) {
+            return req;
+        }
+        if (comm->spin_ok) {
+            uint64_t now = tnt_time_ns();
+            if (spin_until == 0) {
+                spin_until = now + (atomic_load_explicit(&comm->step_hint, memory_order_relaxed)
+                                        ? THREAD_STEP_SPIN_NS
+                                        : THREAD_SPIN_NS);
+            }
+            if (now < spin_until) {
+                for (int i = 0; i < 64; i++) {
+                    if (atomic_load_explicit(&comm->work_seq, memory_order_relaxed) != seq) {
+                        break;
+                    }
+                    tnt_cpu_relax();
+                }
+                continue;
+            }
+        }
+        atomic_store_explicit(&comm->thread_sleeping, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&comm->work_seq, memory_order_seq_cst) == seq) {
+            /* No timeout needed for correctness (posts and stop wake it);
+             * one second bounds the damage of any missed wake-up. */
+            tnt_futex_wait(&comm->work_seq, seq, 1000000000ull);
+        }
+        atomic_store_explicit(&comm->thread_sleeping, 0, memory_order_relaxed);
+        spin_until = 0;
+    }
 }
 
 static void *progress_main(void *arg)
 {
     tnt_comm_t *comm = arg;
+    struct tnt_request *req;
 
-    pthread_mutex_lock(&comm->progress_lock);
-    for (;;) {
-        while (comm->queue_head == NULL && !comm->progress_stop) {
-            pthread_cond_wait(&comm->progress_cond, &comm->progress_lock);
-        }
-        struct tnt_request *req = comm->queue_head;
-        if (req == NULL) {
-            break; /* stop requested and queue empty */
-        }
-        comm->queue_head = req->next;
-        if (comm->queue_head == NULL) {
-            comm->queue_tail = NULL;
-        }
-        pthread_mutex_unlock(&comm->progress_lock);
-
+    while ((req = progress_next(comm)) != NULL) {
         tnt_error_clear();
-        tnt_status_t status = req->execute(comm, req);
+        tnt_status_t status = in_flight_acquire(comm, "progress thread");
+        if (status == TNT_OK) {
+            status = req->execute(comm, req);
+            in_flight_release(comm);
+        }
         if (status < 0) {
             snprintf(req->error, sizeof(req->error), "%s",
                      tnt_error_message()[0] != '\0' ? tnt_error_message()
                                                     : tnt_status_string(status));
         }
-
-        pthread_mutex_lock(&comm->progress_lock);
-        /* Release: everything execute() wrote (results, req->error, coll_seq,
-         * transport state) happens-before a drainer's acquire load of completed and a
-         * waiter's acquire load of status. The request may be freed by its
-         * owner as soon as status is stored, so it is not touched after. */
+        /* Release: everything execute() wrote (results, req->error,
+         * coll_seq, transport state) happens-before a drainer's acquire load
+         * of completed and a waiter's acquire load of status. The request
+         * may be freed by its owner as soon as status is stored, so it is
+         * not touched after. */
         atomic_fetch_add_explicit(&comm->completed, 1, memory_order_release);
         atomic_store_explicit(&req->status, status, memory_order_release);
-        if (comm->waiters > 0) {
-            pthread_cond_broadcast(&comm->done_cond);
+        atomic_fetch_add_explicit(&comm->done_seq, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&comm->done_sleepers, memory_order_seq_cst) > 0) {
+            tnt_futex_wake_all(&comm->done_seq);
         }
     }
-    pthread_mutex_unlock(&comm->progress_lock);
     return NULL;
 }
 
@@ -122,6 +232,14 @@ static tnt_status_t progress_start(tnt_comm_t *comm)
     }
     comm->progress_running = 1;
     return TNT_OK;
+}
+
+static void progress_kick(tnt_comm_t *comm)
+{
+    atomic_fetch_add_explicit(&comm->work_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&comm->thread_sleeping, memory_order_seq_cst)) {
+        tnt_futex_wake_all(&comm->work_seq);
+    }
 }
 
 tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req)
@@ -152,11 +270,20 @@ tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req)
     }
     comm->queue_tail = req;
     atomic_fetch_add_explicit(&comm->posted, 1, memory_order_relaxed);
-    pthread_cond_signal(&comm->progress_cond);
 out_unlock:
     pthread_mutex_unlock(&comm->progress_lock);
+    if (status == TNT_OK) {
+        progress_kick(comm);
+    }
     return status;
 }
+
+void tnt_progress_hint(tnt_comm_t *comm, int on)
+{
+    atomic_store_explicit(&comm->step_hint, on ? 1u : 0u, memory_order_relaxed);
+}
+
+/* ---- waiting --------------------------------------------------------- */
 
 /* What a wait is waiting for: one request, or a completion count. */
 struct wait_target {
@@ -172,47 +299,50 @@ static int target_reached(tnt_comm_t *comm, const struct wait_target *t)
     return atomic_load_explicit(&comm->completed, memory_order_acquire) >= t->completed;
 }
 
-/* The thread may legitimately take a while per request (each collective is
- * itself bounded by TNT_TIMEOUT and reports which peer is missing). A waiter
- * reports a stuck thread only if nothing at all finished for this long, so the
- * collective's own, more precise error always comes first. */
-static uint64_t stall_window_ns(const tnt_comm_t *comm)
-{
-    double t = comm->timeout_s;
-    if (t <= 0) {
-        return UINT64_MAX;
-    }
-    double w = t * 2 > t + 10 ? t * 2 : t + 10;
-    return (uint64_t)(w * 1e9);
-}
-
 static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, const char *what)
 {
-    tnt_backoff_t backoff;
-    tnt_status_t status = TNT_OK;
-
-    tnt_backoff_init(&backoff, 0);
-    for (int i = 0; i < WAIT_SPIN_ITERATIONS; i++) {
-        if (target_reached(comm, t)) {
-            return TNT_OK;
+    if (target_reached(comm, t)) {
+        return TNT_OK;
+    }
+    if (comm->spin_ok) {
+        uint64_t until = tnt_time_ns() + WAIT_SPIN_NS;
+        do {
+            for (int i = 0; i < 64; i++) {
+                if (target_reached(comm, t)) {
+                    return TNT_OK;
+                }
+                tnt_cpu_relax();
+            }
+        } while (tnt_time_ns() < until);
+    } else {
+        for (int i = 0; i < WAIT_YIELDS; i++) {
+            sched_yield();
+            if (target_reached(comm, t)) {
+                return TNT_OK;
+            }
         }
-        tnt_backoff_wait(&backoff);
     }
 
     uint64_t window = stall_window_ns(comm);
     uint64_t last_completed = atomic_load_explicit(&comm->completed, memory_order_relaxed);
     uint64_t stall_start = tnt_time_ns();
+    tnt_status_t status = TNT_OK;
 
-    pthread_mutex_lock(&comm->progress_lock);
-    comm->waiters++;
-    while (!target_reached(comm, t)) {
+    atomic_fetch_add_explicit(&comm->done_sleepers, 1, memory_order_seq_cst);
+    for (;;) {
+        /* Read before the check, so a completion after it changes the word
+         * and FUTEX_WAIT returns at once (see the top of the file). */
+        uint32_t seq = atomic_load_explicit(&comm->done_seq, memory_order_seq_cst);
+        if (target_reached(comm, t)) {
+            break;
+        }
         uint64_t now = tnt_time_ns();
         uint64_t c = atomic_load_explicit(&comm->completed, memory_order_relaxed);
         if (c != last_completed) {
             last_completed = c;
             stall_start = now;
         }
-        uint64_t wake = now + WAIT_SLICE_NS;
+        uint64_t slice = WAIT_SLICE_NS;
         if (window != UINT64_MAX) {
             if (now - stall_start >= window) {
                 status = tnt_error_raise(TNT_ERR_TIMEOUT,
@@ -221,15 +351,13 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
                                          what, (double)window / 1e9, comm->timeout_s);
                 break;
             }
-            if (stall_start + window < wake) {
-                wake = stall_start + window;
+            if (stall_start + window - now < slice) {
+                slice = stall_start + window - now;
             }
         }
-        struct timespec ts = { (time_t)(wake / 1000000000u), (long)(wake % 1000000000u) };
-        pthread_cond_timedwait(&comm->done_cond, &comm->progress_lock, &ts);
+        tnt_futex_wait(&comm->done_seq, seq, slice);
     }
-    comm->waiters--;
-    pthread_mutex_unlock(&comm->progress_lock);
+    atomic_fetch_sub_explicit(&comm->done_sleepers, 1, memory_order_relaxed);
     return status;
 }
 
@@ -258,6 +386,20 @@ tnt_status_t tnt_progress_drain(tnt_comm_t *comm)
     return wait_for(comm, &t, "waiting for earlier nonblocking operations");
 }
 
+tnt_status_t tnt_progress_enter(tnt_comm_t *comm)
+{
+    tnt_status_t status = tnt_progress_drain(comm);
+    if (status != TNT_OK) {
+        return status;
+    }
+    return in_flight_acquire(comm, "blocking collective");
+}
+
+void tnt_progress_leave(tnt_comm_t *comm)
+{
+    in_flight_release(comm);
+}
+
 tnt_status_t tnt_progress_finalize(tnt_comm_t *comm)
 {
     tnt_status_t status = tnt_progress_drain(comm);
@@ -269,14 +411,12 @@ tnt_status_t tnt_progress_finalize(tnt_comm_t *comm)
     pthread_mutex_lock(&comm->progress_lock);
     comm->progress_stop = 1;
     int running = comm->progress_running;
-    pthread_cond_signal(&comm->progress_cond);
     pthread_mutex_unlock(&comm->progress_lock);
+    progress_kick(comm);
     if (running) {
         pthread_join(comm->progress_thread, NULL);
         comm->progress_running = 0;
     }
-    pthread_cond_destroy(&comm->done_cond);
-    pthread_cond_destroy(&comm->progress_cond);
     pthread_mutex_destroy(&comm->progress_lock);
     return TNT_OK;
 }

@@ -1,8 +1,9 @@
 /*
  * The public collectives: argument checks, then either inline execution
  * (blocking calls, after earlier nonblocking ones have finished, so that the
- * order of collectives is the order of calls) or a request for the progress
- * thread (the _post calls).
+ * order of collectives is the order of calls, and holding the in-flight word
+ * so that nothing posted meanwhile from another thread runs beside them) or
+ * a request for the progress thread (the _post calls).
  *
  * Arguments are checked identically on every rank before anything is sent,
  * so a bad argument fails locally and leaves the communicator usable.
@@ -108,10 +109,11 @@ TNT_API tnt_status_t tnt_barrier(tnt_comm_t *comm)
 {
     tnt_status_t status = check_comm(comm, "tnt_barrier");
     if (status == TNT_OK) {
-        status = tnt_progress_drain(comm);
+        status = tnt_progress_enter(comm);
     }
     if (status == TNT_OK) {
         status = tnt_coll_barrier(comm);
+        tnt_progress_leave(comm);
     }
     return status;
 }
@@ -124,11 +126,13 @@ TNT_API tnt_status_t tnt_allreduce(tnt_comm_t *comm, const void *sendbuf, void *
     if (status != TNT_OK || count == 0) {
         return status;
     }
-    status = tnt_progress_drain(comm);
+    status = tnt_progress_enter(comm);
     if (status != TNT_OK) {
         return status;
     }
-    return tnt_coll_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
+    status = tnt_coll_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
+    tnt_progress_leave(comm);
+    return status;
 }
 
 TNT_API tnt_status_t tnt_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
@@ -137,11 +141,13 @@ TNT_API tnt_status_t tnt_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, in
     if (status != TNT_OK || bytes == 0) {
         return status;
     }
-    status = tnt_progress_drain(comm);
+    status = tnt_progress_enter(comm);
     if (status != TNT_OK) {
         return status;
     }
-    return tnt_coll_broadcast(comm, buf, bytes, root);
+    status = tnt_coll_broadcast(comm, buf, bytes, root);
+    tnt_progress_leave(comm);
+    return status;
 }
 
 TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -175,11 +181,13 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
                                "at this rank's own block (rank * bytes_per_rank)",
                                fn);
     }
-    status = tnt_progress_drain(comm);
+    status = tnt_progress_enter(comm);
     if (status != TNT_OK) {
         return status;
     }
-    return tnt_coll_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
+    status = tnt_coll_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
+    tnt_progress_leave(comm);
+    return status;
 }
 
 /* ------------------------------------------------------------------------ */

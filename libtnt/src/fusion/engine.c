@@ -38,7 +38,8 @@
  * 64-byte aligned slot per bucket that stages several tensors, the check's
  * buffer) is
  * allocated at create. Steady-state steps allocate nothing and make no
- * system call beyond the progress queue's mutex and condition variable.
+ * system call beyond the progress queue's futex wake-ups (none when a core
+ * is free to poll on; comm/progress.c).
  *
  * Threads: mark_ready and wait may be called from any thread (autograd may
  * run hooks on its own threads); fusion->lock serialises them. The progress
@@ -346,7 +347,11 @@ TNT_API tnt_status_t tnt_fusion_mark_ready(tnt_fusion_t *fusion, size_t index, v
      * records it (it is never dereferenced). */
     t->data = data != NULL ? data : (void *)fusion;
     t->scale = scale;
-    fusion->num_marked++;
+    if (fusion->num_marked++ == 0) {
+        /* The step's buckets follow each other within a backward pass: the
+         * progress thread polls for the next one a little longer. */
+        tnt_progress_hint(fusion->comm, 1);
+    }
     bucket->marked++;
     status = TNT_OK;
     if (bucket->marked == bucket->num_tensors) {
@@ -433,6 +438,7 @@ static void fusion_reset_step(struct tnt_fusion *fusion)
     fusion->check_posted = 0;
     fusion->my_incomplete = 0;
     fusion->step++;
+    tnt_progress_hint(fusion->comm, 0);
 }
 
 /* Waits for one posted request. Returns its status; marks the engine broken

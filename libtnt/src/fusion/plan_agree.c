@@ -52,10 +52,11 @@ tnt_status_t tnt_fusion_plan_agree(tnt_comm_t *comm, const tnt_fusion_summary_t 
                                "tnt_fusion_create: no memory to compare the plans of %d ranks",
                                size);
     }
-    /* Blocking collectives run after earlier nonblocking ones. */
-    status = tnt_progress_drain(comm);
+    /* Blocking collectives run after earlier nonblocking ones, and alone. */
+    status = tnt_progress_enter(comm);
     if (status == TNT_OK) {
         status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+        tnt_progress_leave(comm);
     }
     if (status != TNT_OK) {
         goto out_free;

@@ -5,6 +5,7 @@
  * reductions are in shm_allreduce.c. Protocol and layout: shm_impl.h.
  */
 #include "transport/shm_impl.h"
+#include "transport/shm_stream.h"
 #include "util/log.h"
 #include "util/wait.h"
 
@@ -42,29 +43,29 @@
 
 /* ---- liveness and errors ---------------------------------------------- */
 
-/* Slow path only. kill(pid, 0) alone is not enough: a dead child that its
- * parent has not reaped yet still exists as a zombie. */
-static int tnt_shm_pid_alive(pid_t pid)
+/* Slow path only (see Liveness in shm_impl.h). A rank that has not taken its
+ * mutex yet (still attaching) counts as alive; its death is then seen as a
+ * missing arrival within TNT_TIMEOUT. */
+static int tnt_shm_peer_alive(struct tnt_shm *shm, int peer)
 {
-    if (pid <= 0)
-        return 1; /* not attached yet: nothing to judge by */
-    if (kill(pid, 0) != 0 && errno == ESRCH)
-        return 0;
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : 1;
-    ssize_t len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (len <= 0)
+    pthread_mutex_t *alive = &shm->ctl[peer].alive;
+    int rc = pthread_mutex_trylock(alive);
+    switch (rc) {
+    case EBUSY:
         return 1;
-    buf[len] = '\0';
-    /* "pid (comm) S ...": the state follows the last ')'. */
-    const char *paren = strrchr(buf, ')');
-    if (paren != NULL && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'))
+    case 0:
+        pthread_mutex_unlock(alive);
+        return 1;
+    case EOWNERDEAD:
+        /* Unlocked without pthread_mutex_consistent, the mutex becomes
+         * unrecoverable, so every later trylock (any rank) says dead too. */
+        pthread_mutex_unlock(alive);
         return 0;
-    return 1;
+    case ENOTRECOVERABLE:
+        return 0;
+    default:
+        return 1;
+    }
 }
 
 static pid_t tnt_shm_peer_pid(const struct tnt_shm *shm, int peer)
@@ -85,6 +86,186 @@ static tnt_status_t tnt_shm_peer_failed(struct tnt_shm *shm, int peer, const cha
         shm->global_ranks[shm->me], peer, shm->global_ranks[peer], (int)tnt_shm_peer_pid(shm, peer),
         what, (unsigned long long)shm->num_collectives);
     return shm->broken;
+}
+
+/* The liveness thread: takes this rank's mutex, says so, and sleeps until
+ * destroy. It exits still holding the mutex, so the kernel marks it
+ * owner-dead then too: a peer still waiting for this rank after it left
+ * learns that it is gone. A thread of its own (rather than the caller of
+ * tnt_init) because the mutex dies with the thread that holds it. */
+static void *tnt_shm_alive_main(void *arg)
+{
+    struct tnt_shm *shm = arg;
+    int rc = pthread_mutex_lock(&shm->ctl[shm->me].alive);
+    if (rc == EOWNERDEAD) {
+        /* A peer died inside its liveness check while holding it. */
+        pthread_mutex_consistent(&shm->ctl[shm->me].alive);
+        rc = 0;
+    }
+    pthread_mutex_lock(&shm->alive_lock);
+    shm->alive_state = rc == 0 ? 1 : -1;
+    pthread_cond_broadcast(&shm->alive_cond);
+    while (shm->alive_state == 1)
+        pthread_cond_wait(&shm->alive_cond, &shm->alive_lock);
+    pthread_mutex_unlock(&shm->alive_lock);
+    return NULL;
+}
+
+static tnt_status_t tnt_shm_alive_start(struct tnt_shm *shm)
+{
+    sigset_t all, old;
+    int rc;
+
+    shm->alive_state = 0;
+    if ((rc = pthread_mutex_init(&shm->alive_lock, NULL)) != 0)
+        goto err;
+    if ((rc = pthread_cond_init(&shm->alive_cond, NULL)) != 0)
+        goto err_lock;
+    /* Signals stay with the application's threads. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&shm->alive_thread, NULL, tnt_shm_alive_main, shm);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        goto err_cond;
+    shm->alive_started = 1;
+    pthread_mutex_lock(&shm->alive_lock);
+    while (shm->alive_state == 0)
+        pthread_cond_wait(&shm->alive_cond, &shm->alive_lock);
+    int state = shm->alive_state;
+    pthread_mutex_unlock(&shm->alive_lock);
+    if (state != 1)
+        return tnt_error_raise(TNT_ERR_SYSTEM,
+                               "rank %d: cannot take the liveness mutex in shared-memory segment "
+                               "%s; is another process using this job's segment?",
+                               shm->global_ranks[shm->me], shm->name);
+    return TNT_OK;
+
+err_cond:
+    pthread_cond_destroy(&shm->alive_cond);
+err_lock:
+    pthread_mutex_destroy(&shm->alive_lock);
+err:
+    return tnt_error_raise(TNT_ERR_SYSTEM,
+                           "rank %d: cannot start the shared-memory liveness thread: %s; check "
+                           "the process/thread limits (ulimit -u)",
+                           shm->global_ranks[shm->me], strerror(rc));
+}
+
+/* Before the segment is unmapped (the kernel writes the owner-dead mark into
+ * it when the thread exits). */
+static void tnt_shm_alive_stop(struct tnt_shm *shm)
+{
+    if (!shm->alive_started)
+        return;
+    pthread_mutex_lock(&shm->alive_lock);
+    shm->alive_state = 2;
+    pthread_cond_broadcast(&shm->alive_cond);
+    pthread_mutex_unlock(&shm->alive_lock);
+    pthread_join(shm->alive_thread, NULL);
+    pthread_cond_destroy(&shm->alive_cond);
+    pthread_mutex_destroy(&shm->alive_lock);
+    shm->alive_started = 0;
+}
+
+/* ---- signatures --------------------------------------------------------- */
+
+static const char *const tnt_shm_kind_names[] = {
+    "?", "barrier", "allreduce", "broadcast", "allgather", "reduce_scatter", "allgather_slices"
+};
+
+void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
+                    unsigned op)
+{
+    struct tnt_shm_sig *sig = &shm->ctl[shm->me].sig[(shm->phase + 1) & 1];
+    /* Relaxed: the release store of seq in the next phase publishes them. */
+    atomic_store_explicit(&sig->what,
+                          (shm->num_collectives << 24) | ((uint64_t)kind << 16) |
+                              ((uint64_t)(dtype & 0xff) << 8) | (op & 0xff),
+                          memory_order_relaxed);
+    atomic_store_explicit(&sig->count, count, memory_order_relaxed);
+    shm->sig_pending = 1;
+}
+
+/* In tnt_dtype_t and tnt_op_t order. */
+static const char *const tnt_shm_dtype_names[] = { "float32",  "float64", "float16",
+                                                   "bfloat16", "int32",   "int64" };
+static const char *const tnt_shm_op_names[] = { "sum", "prod", "min", "max", "avg" };
+
+/* "allreduce #12 of 100 float32 elements, sum" */
+static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t count)
+{
+    unsigned kind = (unsigned)(what >> 16) & 0xff;
+    unsigned dtype = (unsigned)(what >> 8) & 0xff, op = (unsigned)what & 0xff;
+    const char *name = kind < sizeof tnt_shm_kind_names / sizeof *tnt_shm_kind_names
+                           ? tnt_shm_kind_names[kind]
+                           : "?";
+    unsigned long long number = (unsigned long long)(what >> 24);
+    switch (kind) {
+    case TNT_SHM_KIND_BARRIER:
+        snprintf(buf, len, "barrier #%llu", number);
+        break;
+    case TNT_SHM_KIND_BROADCAST:
+        snprintf(buf, len, "broadcast #%llu of %llu bytes from local rank %u", number,
+                 (unsigned long long)count, op);
+        break;
+    case TNT_SHM_KIND_ALLGATHER:
+        snprintf(buf, len, "allgather #%llu of %llu bytes per rank", number,
+                 (unsigned long long)count);
+        break;
+    default:
+        snprintf(
+            buf, len, "%s #%llu of %llu %s elements, %s", name, number, (unsigned long long)count,
+            dtype < sizeof tnt_shm_dtype_names / sizeof *tnt_shm_dtype_names
+                ? tnt_shm_dtype_names[dtype]
+                : "?",
+            op < sizeof tnt_shm_op_names / sizeof *tnt_shm_op_names ? tnt_shm_op_names[op] : "?");
+        break;
+    }
+}
+
+/* Every peer has reached the phase that carries the signatures: compare
+ * them with this rank's. All ranks read the same words, so all of them fail
+ * together, each naming the ranks that differ from local rank 0. */
+static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm)
+{
+    const int parity = (int)(shm->phase & 1);
+    const struct tnt_shm_sig *mine = &shm->ctl[shm->me].sig[parity];
+    const uint64_t what = atomic_load_explicit(&mine->what, memory_order_relaxed);
+    const uint64_t count = atomic_load_explicit(&mine->count, memory_order_relaxed);
+    int differ = 0;
+
+    for (int j = 0; j < shm->n; j++) {
+        const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
+        differ |= atomic_load_explicit(&sig->what, memory_order_relaxed) != what ||
+                  atomic_load_explicit(&sig->count, memory_order_relaxed) != count;
+    }
+    if (!differ)
+        return TNT_OK;
+
+    /* Slow path: describe local rank 0's call and each one that differs. */
+    char text[768], one[160];
+    size_t used = 0;
+    const struct tnt_shm_sig *first = &shm->ctl[0].sig[parity];
+    uint64_t what0 = atomic_load_explicit(&first->what, memory_order_relaxed);
+    uint64_t count0 = atomic_load_explicit(&first->count, memory_order_relaxed);
+    text[0] = '\0';
+    for (int j = 0; j < shm->n && used + 1 < sizeof text; j++) {
+        const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
+        uint64_t w = atomic_load_explicit(&sig->what, memory_order_relaxed);
+        uint64_t c = atomic_load_explicit(&sig->count, memory_order_relaxed);
+        if (j != 0 && w == what0 && c == count0)
+            continue;
+        tnt_shm_sig_format(one, sizeof one, w, c);
+        int wrote = snprintf(text + used, sizeof text - used, "%srank %d called %s",
+                             used ? ", " : "", shm->global_ranks[j], one);
+        used += wrote > 0 ? (size_t)wrote : 0;
+    }
+    return tnt_error_raise(TNT_ERR_MISMATCH,
+                           "rank %d: the ranks of this node called different collectives: %s; "
+                           "every rank must call the same collectives in the same order with "
+                           "the same count, dtype and op",
+                           shm->global_ranks[shm->me], text);
 }
 
 static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t target,
@@ -145,7 +326,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         }
         if (now >= next_check) {
             next_check = now + TNT_SHM_LIVENESS_NS;
-            if (!tnt_shm_pid_alive(tnt_shm_peer_pid(shm, peer)))
+            if (!tnt_shm_peer_alive(shm, peer))
                 return tnt_shm_peer_failed(shm, peer, what);
         }
     }
@@ -169,6 +350,10 @@ tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
         if (status != TNT_OK)
             return status;
     }
+    if (shm->sig_pending) {
+        shm->sig_pending = 0;
+        return tnt_shm_check_sigs(shm);
+    }
     return TNT_OK;
 }
 
@@ -180,7 +365,7 @@ tnt_status_t tnt_shm_phase(struct tnt_shm *shm, const char *what)
 
 tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const char *what)
 {
-    if (err == ESRCH || !tnt_shm_pid_alive(tnt_shm_peer_pid(shm, peer)))
+    if (err == ESRCH || !tnt_shm_peer_alive(shm, peer))
         return tnt_shm_peer_failed(shm, peer, what);
     shm->broken = tnt_error_raise(
         TNT_ERR_TRANSPORT,
@@ -207,13 +392,70 @@ static tnt_status_t tnt_shm_map(int fd, size_t bytes, void **addr_p)
     return TNT_OK;
 }
 
-/* Local rank 0: creates the object exclusively, sizes and initialises it,
- * then publishes the magic word. */
+static tnt_status_t tnt_shm_unlink_when_attached(struct tnt_shm *shm);
+
+/* What the segment needs, for the messages of both rank 0 and the others. */
+static tnt_status_t tnt_shm_no_space(const struct tnt_shm *shm, size_t bytes, int err)
+{
+    return tnt_error_raise(
+        TNT_ERR_NO_MEMORY,
+        "rank %d: the shared-memory segment for %d local ranks needs %zu KiB in /dev/shm "
+        "(%zu KiB of staging per rank, TNT_SHM_STAGING_KB) and cannot get it: %s; enlarge "
+        "/dev/shm (docker run --shm-size=%zum, or mount -o remount,size=... /dev/shm) or lower "
+        "TNT_SHM_STAGING_KB (at least 64; large allreduces get slower)",
+        shm->global_ranks[shm->me], shm->n, bytes / 1024, 2 * shm->slot_bytes / 1024, strerror(err),
+        (bytes >> 20) + 64);
+}
+
+/* Local rank 0 could not reserve the memory: shrink the object to its header
+ * and publish the failure and the size needed there, so that every rank's
+ * tnt_init fails with the same message instead of waiting for rank 0. */
+static void tnt_shm_publish_failure(struct tnt_shm *shm, int fd, size_t bytes)
+{
+    struct tnt_shm_header *hdr;
+    if (ftruncate(fd, sizeof *hdr) != 0 || posix_fallocate(fd, 0, sizeof *hdr) != 0 ||
+        tnt_shm_map(fd, sizeof *hdr, (void **)&hdr) != TNT_OK) {
+        shm_unlink(shm->name); /* the others time out instead */
+        return;
+    }
+    hdr->local_size = (uint32_t)shm->n;
+    hdr->segment_bytes = bytes;
+    hdr->slot_bytes = shm->slot_bytes;
+    atomic_store_explicit(&hdr->attached, 1, memory_order_relaxed);
+    atomic_store_explicit(&hdr->magic, TNT_SHM_MAGIC_FAILED, memory_order_release);
+    shm->hdr = hdr;
+    (void)tnt_shm_unlink_when_attached(shm);
+    munmap(hdr, sizeof *hdr);
+    shm->hdr = NULL;
+}
+
+/* Every rank's liveness mutex, before anyone can look at it. */
+static tnt_status_t tnt_shm_init_alive(struct tnt_shm *shm, struct tnt_shm_ctl *ctl)
+{
+    pthread_mutexattr_t attr;
+    int rc = pthread_mutexattr_init(&attr);
+    if (rc == 0)
+        rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    if (rc == 0)
+        rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+    for (int j = 0; j < shm->n && rc == 0; j++)
+        rc = pthread_mutex_init(&ctl[j].alive, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if (rc != 0)
+        return tnt_error_raise(TNT_ERR_SYSTEM,
+                               "rank %d: cannot create robust process-shared mutexes: %s",
+                               shm->global_ranks[0], strerror(rc));
+    return TNT_OK;
+}
+
+/* Local rank 0: creates the object exclusively, sizes it, reserves its pages
+ * and initialises it, then publishes the magic word. */
 static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_bytes, int *fd_p)
 {
     size_t ctl_bytes = (size_t)shm->n * sizeof(struct tnt_shm_ctl);
     size_t bytes = tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096) +
                    (size_t)shm->n * 2 * slot_bytes;
+    tnt_status_t status;
     int fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0 && errno == EEXIST) {
         /* Names are unique per job, so this is a leftover of a crashed run
@@ -229,20 +471,26 @@ static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_byte
                                shm->global_ranks[0], shm->name, strerror(errno));
     if (ftruncate(fd, (off_t)bytes) != 0) {
         int err = errno;
-        close(fd);
-        shm_unlink(shm->name);
-        return tnt_error_raise(TNT_ERR_NO_MEMORY,
-                               "rank %d: cannot size shared-memory segment /dev/shm%s to %zu "
-                               "bytes: %s; free space in /dev/shm or lower TNT_SHM_STAGING_KB",
-                               shm->global_ranks[0], shm->name, bytes, strerror(err));
+        tnt_shm_publish_failure(shm, fd, bytes);
+        status = tnt_shm_no_space(shm, bytes, err);
+        goto err_close;
+    }
+    /* ftruncate reserves nothing on tmpfs: without this, a full /dev/shm
+     * (Docker's default is 64 MiB) would kill the job with SIGBUS at the
+     * first large collective instead of failing here. */
+    int err = posix_fallocate(fd, 0, (off_t)bytes);
+    if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
+        tnt_shm_publish_failure(shm, fd, bytes);
+        status = tnt_shm_no_space(shm, bytes, err);
+        goto err_close;
     }
     void *addr;
     if (tnt_shm_map(fd, bytes, &addr) != TNT_OK) {
-        int err = errno;
-        close(fd);
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
+                            shm->global_ranks[0], bytes, shm->name, strerror(errno));
         shm_unlink(shm->name);
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
-                               shm->global_ranks[0], bytes, shm->name, strerror(err));
+        goto err_close;
     }
     struct tnt_shm_header *hdr = addr;
     /* ftruncate zero-filled everything: counters start at 0. */
@@ -250,6 +498,13 @@ static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_byte
     hdr->segment_bytes = bytes;
     hdr->slot_bytes = slot_bytes;
     hdr->small_max = shm->small_max;
+    status = tnt_shm_init_alive(
+        shm, (struct tnt_shm_ctl *)((char *)addr + sizeof(struct tnt_shm_header)));
+    if (status != TNT_OK) {
+        munmap(addr, bytes);
+        shm_unlink(shm->name);
+        goto err_close;
+    }
     atomic_store_explicit(&hdr->attached, 1, memory_order_relaxed);
     /* Release: the fields above happen-before an attacher's acquire of magic. */
     atomic_store_explicit(&hdr->magic, TNT_SHM_MAGIC, memory_order_release);
@@ -257,6 +512,10 @@ static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_byte
     shm->segment_bytes = bytes;
     *fd_p = fd;
     return TNT_OK;
+
+err_close:
+    close(fd);
+    return status;
 }
 
 static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, int *fd_p)
@@ -275,9 +534,18 @@ static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, int *fd_p)
         if (fd >= 0 && hdr == MAP_FAILED && fstat(fd, &st) == 0 &&
             (size_t)st.st_size >= sizeof *hdr)
             hdr = mmap(NULL, sizeof *hdr, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (hdr != MAP_FAILED &&
-            atomic_load_explicit(&hdr->magic, memory_order_acquire) == TNT_SHM_MAGIC)
-            break;
+        if (hdr != MAP_FAILED) {
+            uint64_t magic = atomic_load_explicit(&hdr->magic, memory_order_acquire);
+            if (magic == TNT_SHM_MAGIC)
+                break;
+            if (magic == TNT_SHM_MAGIC_FAILED) {
+                /* Rank 0 unlinks the name once everyone has seen this. */
+                shm->slot_bytes = hdr->slot_bytes;
+                status = tnt_shm_no_space(shm, hdr->segment_bytes, ENOSPC);
+                atomic_fetch_add_explicit(&hdr->attached, 1, memory_order_acq_rel);
+                goto err_unmap;
+            }
+        }
         if (fd < 0 && errno != ENOENT) {
             status = tnt_error_raise(TNT_ERR_TRANSPORT,
                                      "rank %d: cannot open shared-memory segment /dev/shm%s: %s",
@@ -408,8 +676,11 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     /* Spinning only pays when no local rank has to share a core. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     shm->spin_ns = cpus >= shm->n ? TNT_SHM_SPIN_NS : 0;
+    shm->stream_min = params->settings->shm_stream_bytes;
+    tnt_shm_stream_init();
     if (shm->global_ranks == NULL || shm->pids == NULL || shm->srcs == NULL ||
-        posix_memalign((void **)&shm->cma_tmp, 4096, (size_t)shm->n * shm->cma_block_bytes) != 0) {
+        posix_memalign((void **)&shm->cma_tmp, 4096, (size_t)shm->n * shm->cma_block_bytes) != 0 ||
+        posix_memalign((void **)&shm->bounce, 64, TNT_SHM_BOUNCE_BYTES) != 0) {
         status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_shm_create: out of memory");
         goto err_free;
     }
@@ -444,6 +715,9 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->ctl = (struct tnt_shm_ctl *)((char *)shm->hdr + sizeof(struct tnt_shm_header));
     shm->slots = (char *)shm->hdr + tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096);
 
+    /* Hold the liveness mutex before anyone can wait for this rank. */
+    if ((status = tnt_shm_alive_start(shm)) != TNT_OK)
+        goto err_unmap;
     struct tnt_shm_ctl *mine = &shm->ctl[shm->me];
     atomic_store_explicit(&mine->pid, (int32_t)getpid(), memory_order_relaxed);
     atomic_store_explicit(&mine->probe, (uint64_t)(uintptr_t)&shm->probe_word,
@@ -475,14 +749,18 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     if (status != TNT_OK)
         goto err_unmap;
 
-    tnt_log_debug("shm %s: %d local ranks, %zu KiB staging per rank, CMA %s", shm->name, shm->n,
-                  2 * shm->slot_bytes / 1024, shm->use_cma ? "on" : "off");
+    tnt_log_debug("shm %s: %d local ranks, %zu KiB staging per rank, CMA %s, streaming from %zu "
+                  "KiB (%s)",
+                  shm->name, shm->n, 2 * shm->slot_bytes / 1024, shm->use_cma ? "on" : "off",
+                  shm->stream_min == SIZE_MAX ? 0 : shm->stream_min / 1024, tnt_shm_stream_isa());
     *shm_p = shm;
     return TNT_OK;
 
 err_unmap:
+    tnt_shm_alive_stop(shm);
     munmap(shm->hdr, shm->segment_bytes);
 err_free:
+    free(shm->bounce);
     free(shm->cma_tmp);
     free(shm->srcs);
     free(shm->pids);
@@ -495,7 +773,9 @@ void tnt_shm_destroy(tnt_shm_t *shm)
 {
     if (shm == NULL)
         return;
+    tnt_shm_alive_stop(shm);
     munmap(shm->hdr, shm->segment_bytes);
+    free(shm->bounce);
     free(shm->cma_tmp);
     free(shm->srcs);
     free(shm->pids);
@@ -516,6 +796,7 @@ tnt_status_t tnt_shm_barrier(tnt_shm_t *shm)
     tnt_status_t status = tnt_shm_begin(shm);
     if (status != TNT_OK || shm->n == 1)
         return status;
+    tnt_shm_expect(shm, TNT_SHM_KIND_BARRIER, 0, 0, 0);
     return tnt_shm_phase(shm, "barrier");
 }
 
@@ -556,6 +837,7 @@ tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root
                                shm->global_ranks[shm->me], root);
     if (shm->n == 1 || bytes == 0)
         return TNT_OK;
+    tnt_shm_expect(shm, TNT_SHM_KIND_BROADCAST, bytes, 0, (unsigned)root);
     if (shm->use_cma && bytes >= TNT_SHM_BCAST_CMA_MIN)
         return tnt_shm_broadcast_cma(shm, buf, bytes, root);
 
@@ -587,6 +869,7 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
         memmove(own, sendbuf, bytes_per_rank);
     if (shm->n == 1 || bytes_per_rank == 0)
         return TNT_OK;
+    tnt_shm_expect(shm, TNT_SHM_KIND_ALLGATHER, bytes_per_rank, 0, 0);
 
     /* Each rank publishes a chunk of its block per phase; everyone copies
      * all blocks' chunks out. (The own block is already in place, which

@@ -19,6 +19,13 @@
  *    rank's slice into its slot, reduces its own piece from all slots into
  *    its other slot, and everyone copies the reduced pieces out. Shared
  *    memory stays bounded (TNT_SHM_STAGING_KB per rank) for any count.
+ *    From TNT_SHM_STREAM_KB on, the staged algorithm streams: the copies into
+ *    the slots and out of them into recvbuf use non-temporal stores
+ *    (shm_stream.h), and each rank reduces its piece straight into its own
+ *    recvbuf, block by block, streaming each block from L1 into its slot
+ *    for the others. Data then moves between cores through memory, which is
+ *    as fast in every core placement, instead of cache to cache, which is
+ *    slow across sockets (and across this project's VMs' "far" vCPUs).
  * In every algorithm the sources are combined in local-rank order 0, 1, ...
  * by the same kernel, so results are bitwise identical on every rank and do
  * not depend on timing. The hot loops do no allocation; the CMA path makes
@@ -26,6 +33,7 @@
  */
 #include "reduce/reduce.h"
 #include "transport/shm_impl.h"
+#include "transport/shm_stream.h"
 #include "util/log.h"
 
 #include <errno.h>
@@ -38,7 +46,7 @@
 
 static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
                                        const void *recvbuf, size_t count, tnt_dtype_t dtype,
-                                       tnt_op_t op, const char *what)
+                                       tnt_op_t op, enum tnt_shm_kind kind, const char *what)
 {
     shm->num_collectives++;
     if (shm->broken != TNT_OK)
@@ -48,6 +56,9 @@ static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "rank %d: %s: bad dtype %d, op %d or NULL buffer",
                                shm->global_ranks[shm->me], what, (int)dtype, (int)op);
+    /* Every path below starts with a phase when there is anything to do. */
+    if (shm->n > 1 && count > 0)
+        tnt_shm_expect(shm, kind, count, (unsigned)dtype, (unsigned)op);
     return TNT_OK;
 }
 
@@ -62,6 +73,11 @@ static size_t tnt_shm_piece_elems(const struct tnt_shm *shm, size_t esize, size_
 static size_t tnt_shm_min(size_t a, size_t b)
 {
     return a < b ? a : b;
+}
+
+static void tnt_shm_memcpy(void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
 }
 
 /* ---- small ------------------------------------------------------------- */
@@ -140,6 +156,90 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
         }
     }
     return TNT_OK;
+}
+
+/* ---- streamed ---------------------------------------------------------- */
+
+/* The staged algorithm for large messages (see the top of the file): the same
+ * pieces, phases and reduction order, with streaming stores wherever data is
+ * written for another core or written once and not read again soon. */
+static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sendbuf, char *recvbuf,
+                                            size_t count, tnt_dtype_t dtype, tnt_op_t op,
+                                            double scale, int allgather_result, const char *what)
+{
+    const size_t es = tnt_dtype_size(dtype);
+    const int n = shm->n, me = shm->me;
+    const int divisor = op == TNT_AVG ? n : 1;
+    const size_t piece = tnt_shm_piece_elems(shm, es, (size_t)n);
+    /* Reduced blocks small enough to stay in L1 between the reduction and
+     * the streaming copy into the slot. */
+    const size_t block = TNT_SHM_BOUNCE_BYTES / es;
+    size_t my_off, my_cnt, off, cnt, max_cnt;
+    tnt_status_t status;
+
+    tnt_slice(count, me, n, &my_off, &my_cnt);
+    tnt_slice(count, 0, n, &off, &max_cnt);
+    for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
+        /* Copy in: piece k of every other rank's slice, streamed, since the
+         * other ranks read it. The own piece is needed only when scaled,
+         * and only by this rank: an ordinary copy keeps it in cache. */
+        char *in = tnt_shm_slot(shm, me, shm->phase + 1);
+        for (int j = 0; j < n; j++) {
+            tnt_slice(count, j, n, &off, &cnt);
+            if (k0 >= cnt)
+                continue;
+            size_t len = tnt_shm_min(piece, cnt - k0);
+            if (j != me)
+                tnt_shm_stream_copy_scaled(dtype, in + (size_t)j * piece * es,
+                                           sendbuf + (off + k0) * es, len, scale, shm->bounce,
+                                           TNT_SHM_BOUNCE_BYTES);
+            else if (scale != 1.0)
+                tnt_reduce_copy_scaled(dtype, in + (size_t)j * piece * es,
+                                       sendbuf + (off + k0) * es, len, scale);
+        }
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+            return status;
+
+        /* Reduce my piece in local-rank order straight into recvbuf (only
+         * this rank touches its own slice of recvbuf, and in place the own
+         * source is read block by block before it is overwritten); with
+         * allgather_result each block is streamed on into my other slot. */
+        if (k0 < my_cnt) {
+            const size_t len = tnt_shm_min(piece, my_cnt - k0);
+            char *out = tnt_shm_slot(shm, me, shm->phase + 1);
+            for (size_t b = 0; b < len; b += block) {
+                const size_t blen = tnt_shm_min(block, len - b);
+                const size_t pos = my_off + k0 + b;
+                for (int j = 0; j < n; j++)
+                    shm->srcs[j] = j == me && scale == 1.0 ? sendbuf + pos * es
+                                                           : tnt_shm_slot(shm, j, shm->phase) +
+                                                                 ((size_t)me * piece + b) * es;
+                tnt_reduce_n_div(dtype, op, recvbuf + pos * es, shm->srcs, n, blen, divisor);
+                if (allgather_result)
+                    tnt_shm_stream_copy(out + b * es, recvbuf + pos * es, blen * es);
+            }
+        }
+        if (!allgather_result)
+            continue;
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+            return status;
+
+        /* Copy out the other ranks' reduced pieces, streamed: recvbuf is
+         * written once here and not read again by this collective. */
+        for (int j = 0; j < n; j++) {
+            tnt_slice(count, j, n, &off, &cnt);
+            if (j != me && k0 < cnt)
+                tnt_shm_stream_copy(recvbuf + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
+                                    tnt_shm_min(piece, cnt - k0) * es);
+        }
+    }
+    return TNT_OK;
+}
+
+/* Whether a staged collective of this many bytes streams. */
+static int tnt_shm_streams(const struct tnt_shm *shm, size_t bytes)
+{
+    return bytes >= shm->stream_min;
 }
 
 /* ---- CMA --------------------------------------------------------------- */
@@ -267,7 +367,8 @@ tnt_status_t tnt_shm_allreduce(tnt_shm_t *shm, const void *sendbuf, void *recvbu
 tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                                       size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale)
 {
-    tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op, "allreduce");
+    tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op,
+                                             TNT_SHM_KIND_ALLREDUCE, "allreduce");
     if (status != TNT_OK || count == 0)
         return status;
     size_t bytes = count * tnt_dtype_size(dtype);
@@ -292,14 +393,17 @@ tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void 
         }
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
     }
+    if (tnt_shm_streams(shm, bytes))
+        return tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
+                                       "allreduce");
     return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1, "allreduce");
 }
 
 tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                                     size_t count, tnt_dtype_t dtype, tnt_op_t op)
 {
-    tnt_status_t status =
-        tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op, "reduce_scatter");
+    tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op,
+                                             TNT_SHM_KIND_REDUCE_SCATTER, "reduce_scatter");
     if (status != TNT_OK || count == 0)
         return status;
     size_t es = tnt_dtype_size(dtype);
@@ -310,13 +414,16 @@ tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *r
     }
     if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN)
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
+    if (tnt_shm_streams(shm, count * es))
+        return tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0,
+                                       "reduce_scatter");
     return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0, "reduce_scatter");
 }
 
 tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, tnt_dtype_t dtype)
 {
-    tnt_status_t status =
-        tnt_shm_check_args(shm, buf, buf, count, dtype, TNT_SUM, "allgather_slices");
+    tnt_status_t status = tnt_shm_check_args(shm, buf, buf, count, dtype, TNT_SUM,
+                                             TNT_SHM_KIND_ALLGATHER_SLICES, "allgather_slices");
     if (status != TNT_OK || count == 0 || shm->n == 1)
         return status;
     const size_t es = tnt_dtype_size(dtype);
@@ -329,20 +436,23 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
     }
 
     const size_t piece = tnt_shm_piece_elems(shm, es, 1);
+    /* Large ones stream both copies, as the streamed allreduce does. */
+    void (*copy)(void *, const void *, size_t) =
+        tnt_shm_streams(shm, count * es) ? tnt_shm_stream_copy : tnt_shm_memcpy;
     size_t my_off, my_cnt, off, cnt, max_cnt;
     tnt_slice(count, shm->me, shm->n, &my_off, &my_cnt);
     tnt_slice(count, 0, shm->n, &off, &max_cnt);
     for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
         if (k0 < my_cnt)
-            memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), b + (my_off + k0) * es,
-                   tnt_shm_min(piece, my_cnt - k0) * es);
+            copy(tnt_shm_slot(shm, shm->me, shm->phase + 1), b + (my_off + k0) * es,
+                 tnt_shm_min(piece, my_cnt - k0) * es);
         if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK)
             return status;
         for (int j = 0; j < shm->n; j++) {
             tnt_slice(count, j, shm->n, &off, &cnt);
             if (j != shm->me && k0 < cnt)
-                memcpy(b + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
-                       tnt_shm_min(piece, cnt - k0) * es);
+                copy(b + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
+                     tnt_shm_min(piece, cnt - k0) * es);
         }
     }
     return TNT_OK;

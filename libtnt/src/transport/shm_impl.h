@@ -5,8 +5,9 @@
  *
  * Segment layout (one per node, local rank 0 creates it):
  *   header       magic, sizes, attach counter, failure word (own lines)
- *   ctl[n]       per local rank: phase counter + published buffer addresses
- *                (one cache line, written only by its owner), identity line
+ *   ctl[n]       per local rank: phase counter, published buffer addresses
+ *                and the collective's signature (one cache line, written
+ *                only by its owner), identity line, liveness mutex
  *   slots[n][2]  per local rank two staging slots of slot_bytes each
  *
  * Phase protocol. Every collective is a sequence of phases, and every local
@@ -21,18 +22,63 @@
  * a slot is never overwritten while a peer still reads it: the readers'
  * loads happen-before their release store of p + 1, which happens-before the
  * owner's acquire load that sees p + 1, which precedes the owner's writes.
+ *
+ * Signature. The first phase of every collective also publishes what the
+ * rank is doing (kind, count, dtype, op or root, and the collective's
+ * number) in ctl.sig[p & 1], stored before the release store of seq; after
+ * the wait every rank compares every peer's signature with its own. The
+ * owner rewrites sig[p & 1] at the earliest in phase p + 2, by the same
+ * argument as the slots. Since every earlier collective matched, the first
+ * one that differs starts at the same phase on every rank, so all ranks see
+ * the mismatch at once, before any data is read. The words share the line
+ * of seq, which the wait has just read, so the check costs no extra miss.
+ *
+ * Liveness. Each rank holds its own robust, process-shared mutex
+ * (ctl.alive) for as long as it is attached, from a small thread that does
+ * nothing else. When the process dies the kernel marks the mutex
+ * owner-dead, so a waiter's trylock tells death (EOWNERDEAD) from life
+ * (EBUSY) without pids: it works across PID namespaces and cannot be fooled
+ * by a reused pid or a zombie.
  */
 #ifndef TNT_TRANSPORT_SHM_IMPL_H
 #define TNT_TRANSPORT_SHM_IMPL_H
 
 #include "transport/shm.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define TNT_SHM_CACHE_LINE 64
 #define TNT_SHM_MAGIC      0x314d48535f544e54ull /* "TNT_SHM1" */
+/* Published instead of TNT_SHM_MAGIC when local rank 0 could not reserve
+ * the segment's memory: the header then holds the size it needed, so every
+ * rank fails tnt_init with the same message. */
+#define TNT_SHM_MAGIC_FAILED 0x464d48535f544e54ull /* "TNT_SHMF" */
+
+/* Ranks of one node synchronise through atomics in shared memory; a
+ * lock-based (not lock-free) atomic would keep its lock in each process's
+ * private memory and synchronise nothing. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free");
+
+/* What a rank publishes about the collective it starts (see Signature):
+ * kind, dtype and op (or a broadcast's root) share one word with the
+ * collective's number, the count has its own. */
+enum tnt_shm_kind {
+    TNT_SHM_KIND_BARRIER = 1,
+    TNT_SHM_KIND_ALLREDUCE,
+    TNT_SHM_KIND_BROADCAST,
+    TNT_SHM_KIND_ALLGATHER,
+    TNT_SHM_KIND_REDUCE_SCATTER,
+    TNT_SHM_KIND_ALLGATHER_SLICES
+};
+
+struct tnt_shm_sig {
+    _Atomic uint64_t what;  /* number << 24 | kind << 16 | dtype << 8 | op */
+    _Atomic uint64_t count; /* elements, or bytes for broadcast/allgather */
+};
 
 struct tnt_shm_header {
     /* Written by local rank 0 before it publishes magic with release order;
@@ -59,10 +105,15 @@ struct tnt_shm_ctl {
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint64_t seq;
     _Atomic uint64_t sendbuf;
     _Atomic uint64_t recvbuf;
-    /* Identity line, written once while attaching. */
+    struct tnt_shm_sig sig[2]; /* by phase parity, stored relaxed before seq */
+    /* Identity line, written once while attaching. pid is in the rank's own
+     * PID namespace: for messages and CMA only, never for liveness. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic int32_t pid;
     _Atomic int32_t cma_ok; /* this rank can read every peer with CMA */
     _Atomic uint64_t probe; /* address of a word peers test-read with CMA */
+    /* Robust and process-shared, initialised by local rank 0 before it
+     * publishes the magic word, held by the owner's liveness thread. */
+    _Alignas(TNT_SHM_CACHE_LINE) pthread_mutex_t alive;
 };
 
 struct tnt_shm {
@@ -93,13 +144,37 @@ struct tnt_shm {
     char *cma_tmp;          /* (n) * cma_block_bytes, private */
     const void **srcs;      /* n entries, scratch for tnt_reduce_n */
     uint64_t probe_word;
+    /* Staged allreduces of at least this many bytes stream: non-temporal
+     * stores for the copies into shared memory and out of it
+     * (TNT_SHM_STREAM_KB; SIZE_MAX = never). */
+    size_t stream_min;
+    unsigned char *bounce; /* TNT_SHM_BOUNCE_BYTES, private: scaled or reduced blocks */
+    /* A signature was stored for the next phase; tnt_shm_wait_all checks
+     * the peers' once it has seen them arrive. */
+    int sig_pending;
+    /* The liveness thread (see Liveness): holds ctl[me].alive until
+     * tnt_shm_destroy tells it to exit. */
+    pthread_t alive_thread;
+    int alive_started;
+    pthread_mutex_t alive_lock; /* private: guards alive_state */
+    pthread_cond_t alive_cond;
+    int alive_state; /* 0 starting, 1 holding, 2 told to exit, -1 failed */
     char name[256];
 };
+
+/* Private per-rank block for scaled copies and reduced pieces on their way
+ * into shared memory with streaming stores: small enough to stay in L1. */
+#define TNT_SHM_BOUNCE_BYTES (16 * 1024)
 
 static inline char *tnt_shm_slot(const struct tnt_shm *shm, int rank, uint64_t phase)
 {
     return shm->slots + ((size_t)rank * 2 + (phase & 1)) * shm->slot_bytes;
 }
+
+/* Stores this rank's signature for the collective whose first phase comes
+ * next (count: elements, or bytes; op: the op, or a broadcast's root). */
+void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
+                    unsigned op);
 
 /* Finishes a phase: publishes this rank's seq (release) and waits for every
  * peer to reach it (acquire). what names the collective in error messages. */

@@ -93,6 +93,8 @@ static const setting_desc_t settings_table[] = {
       NULL },
     { "TNT_SHM_SMALL_KB", SETTING_SIZE_KB, NULL, 0, 1048576, NULL, FIELD(shm_small_bytes), NULL },
     { "TNT_SHM_CMA", SETTING_BOOL, "0", 0, 0, NULL, FIELD(shm_cma), NULL },
+    { "TNT_SHM_STREAM_KB", SETTING_SIZE_KB, "1024", 0, 1073741824, NULL, FIELD(shm_stream_bytes),
+      "0 = every staged message streams; 1073741824 = none" },
     { "TNT_ALLREDUCE_ALGO", SETTING_CHOICE, "auto", 0, 0, algo_choices, FIELD(allreduce_algo),
       NULL },
     { "TNT_MULTINODE_RD_MAX_KB", SETTING_SIZE_KB, NULL, 0, 1073741824, NULL,

@@ -47,6 +47,7 @@ typedef struct tnt_settings {
     size_t shm_staging_bytes;           /* TNT_SHM_STAGING_KB */
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
     int shm_cma;                        /* TNT_SHM_CMA */
+    size_t shm_stream_bytes;            /* TNT_SHM_STREAM_KB */
     tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */

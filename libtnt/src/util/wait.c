@@ -7,8 +7,12 @@
  */
 #include "util/wait.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Iterations [0, SPIN_END) spin, [SPIN_END, YIELD_END) yield, then sleep. */
 #define BACKOFF_SPIN_END     16u
@@ -59,4 +63,19 @@ int tnt_backoff_wait(tnt_backoff_t *backoff)
         backoff->iteration = it + 1;
     }
     return 0;
+}
+
+/* The futex word is an _Atomic uint32_t, which has the size and
+ * representation of uint32_t on every ABI libtnt targets. */
+_Static_assert(sizeof(_Atomic uint32_t) == sizeof(uint32_t), "futex words are 32-bit");
+
+void tnt_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ns)
+{
+    struct timespec ts = { (time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u) };
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+}
+
+void tnt_futex_wake_all(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }

@@ -29,6 +29,10 @@ typedef struct {
 } tnt_backoff_t;
 
 uint64_t tnt_time_ns(void);
+/* Process-private futex: sleeps while *word == expected, at most timeout_ns
+ * (woken early by tnt_futex_wake or a signal; callers re-check). */
+void tnt_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint64_t timeout_ns);
+void tnt_futex_wake_all(_Atomic uint32_t *word);
 void tnt_backoff_init(tnt_backoff_t *backoff, double timeout_s);
 /* Waits one backoff step. Returns 0, or -1 once the deadline has passed. */
 int tnt_backoff_wait(tnt_backoff_t *backoff);
