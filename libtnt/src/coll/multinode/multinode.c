@@ -50,6 +50,52 @@ static void tnt_mn_free(tnt_net_t *net)
     free(net);
 }
 
+/* The peers the collectives talk to. Returns the estimate given to UCX:
+ * per distinct node size, the ring's two neighbours, the log2 partners of
+ * recursive doubling and Rabenseifner plus the fold partner, and the
+ * barrier's and broadcast's log2 peers each (local rank 0 only), capped by
+ * the ranks on other nodes. Marks in connect[] the ones wired up at init:
+ * with equal node sizes, the ring neighbours and halving/doubling partners
+ * in this rank's own group (local rank l of every node), a symmetric
+ * relation; everything else (uneven layouts, barrier, broadcast, allgather)
+ * connects on first use. */
+static size_t tnt_mn_peers(tnt_net_t *net, unsigned char *connect)
+{
+    tnt_comm_t *comm = net->comm;
+    int n = comm->num_nodes, me = comm->node_id;
+    int p = tnt_mn_pow2_below(n), rem = n - p, log2n = 0, v;
+    size_t estimate, others = (size_t)(comm->size - comm->local_size);
+
+    while ((1 << log2n) < n) {
+        log2n++;
+    }
+    estimate = (size_t)net->num_sizes * (size_t)(2 + log2n + 1);
+    if (comm->local_rank == 0) {
+        estimate += 2 * (size_t)log2n + (size_t)log2n + 1;
+    }
+    if (estimate > others) {
+        estimate = others;
+    }
+    if (net->num_sizes != 1) {
+        return estimate;
+    }
+#define MN_CONNECT(member) connect[tnt_mn_rank_at(net, (member), comm->local_rank)] = 1
+    MN_CONNECT((me + 1) % n);
+    MN_CONNECT((me + n - 1) % n);
+    if (me < 2 * rem) {
+        MN_CONNECT(me % 2 == 0 ? me + 1 : me - 1);
+    }
+    if (me >= 2 * rem || me % 2 == 1) {
+        v = me < 2 * rem ? me / 2 : me - rem;
+        for (int mask = 1; mask < p; mask <<= 1) {
+            MN_CONNECT(tnt_mn_fold_real(v ^ mask, rem));
+        }
+    }
+#undef MN_CONNECT
+    connect[comm->rank] = 0;
+    return estimate;
+}
+
 tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
 {
     tnt_ucx_params_t params;
@@ -112,9 +158,6 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
             goto err_free_tables;
         }
         net->rank_at[net->node_offset[n] + fill[n]++] = r;
-        /* Full connectivity to other nodes: the slices of an uneven layout
-         * pair different ranks depending on the message size. */
-        connect[r] = n != comm->node_id;
     }
     net->iov_send = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
     net->iov_recv = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
@@ -139,6 +182,7 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     net->cost.depth = net->depth;
 
     memset(&params, 0, sizeof(params));
+    params.estimated_peers = tnt_mn_peers(net, connect);
     params.boot = comm->boot;
     params.rank = comm->rank;
     params.size = comm->size;
