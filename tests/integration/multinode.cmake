@@ -39,10 +39,24 @@ if(TNT_WITH_UCX)
   tnt_multinode_test(uneven_3+2 5 2 90 ARGS --mode matrix --mode big --mode bcast
                      --mode allgather --mode barrier --mode fusion --transport tcp)
   # Every inter-node algorithm forced once (auto mixes them by size).
-  foreach(_algo recursive_doubling ring)
+  foreach(_algo recursive_doubling rabenseifner ring)
     tnt_multinode_test(algo_${_algo}_3x2 6 3 90 ENV TNT_ALLREDUCE_ALGO=${_algo}
                        ARGS --mode matrix --mode big --big-mib 16 --transport tcp)
   endforeach()
+  # Every algorithm at node counts that are not powers of two (the fold of
+  # recursive doubling and Rabenseifner, the ring's uneven blocks), one rank
+  # per node: every dtype x op, 16-bit rounding, a vector larger than the
+  # staging area.
+  foreach(_algo recursive_doubling rabenseifner ring)
+    foreach(_nodes 3 5 6 7)
+      tnt_multinode_test(algo_${_algo}_${_nodes}x1 ${_nodes} ${_nodes} 120
+                         ENV TNT_ALLREDUCE_ALGO=${_algo}
+                         ARGS --mode matrix --mode half --mode big --big-mib 6 --transport tcp)
+    endforeach()
+  endforeach()
+  # 16-bit floats cross nodes as float32: 2 nodes x 3 ranks, whose node
+  # sums (3 x 30000) are not float16 values, average to exactly 30000.
+  tnt_multinode_test(half_2x3 6 2 60 ARGS --mode half --transport tcp)
   # The ring on the uneven layout (segments) with tiny 4 KiB chunks: many
   # pipeline items per step, slot reuse and tag steps far beyond the window.
   tnt_multinode_test(algo_ring_uneven_3+2_chunk4k 5 2 90

@@ -9,7 +9,8 @@
  *                   [--mode MODE]... [--big-mib M] [--kill-rank R]
  *
  * Modes: matrix (every dtype x op x sizes, in place and out of place),
- * big (float32 SUM and float16 AVG over >= --big-mib MiB), bcast, allgather,
+ * big (float32 SUM and float16 AVG over >= --big-mib MiB), half (16-bit
+ * floats reduced in float32 and rounded once), bcast, allgather,
  * barrier, fusion (the fusion engine with scale factors), kill (rank R dies
  * mid-collective; the others must fail fast), hang (rank R stops taking
  * part; the others must fail after TNT_TIMEOUT), expect-error (tnt_init must
@@ -25,6 +26,7 @@
 #include "comm/comm.h"
 #endif
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +152,60 @@ static void mode_big(tnt_comm_t *comm, size_t mib)
     }
     free(h);
     free(buf);
+}
+
+/* float16/bfloat16 across nodes must be reduced in float32 and rounded
+ * once, as on one node: (1) AVG of 30000 on every rank is 30000, although
+ * a node's partial sum (3 x 30000) is not a float16; (2) SUM of B (rank 0)
+ * and 0.25 on every other rank, B = 2048 (float16) or 256 (bfloat16) where
+ * the spacing is 2: rounded once it is 2 * rne((B + (size-1)/4) / 2);
+ * partial sums rounded at each hop lose the quarters. Two counts: one
+ * element (the small-message path) and 300001 (the bandwidth path). */
+static void mode_half(tnt_comm_t *comm)
+{
+    static const size_t counts[] = { 1, 300001 };
+    int size = tnt_size(comm);
+    uint16_t *h = malloc(counts[1] * sizeof(uint16_t));
+
+    CHECK(h != NULL, "malloc");
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = counts[k];
+        for (int d = 0; d < 2; d++) {
+            tnt_dtype_t dtype = d == 0 ? TNT_FLOAT16 : TNT_BFLOAT16;
+            double base = d == 0 ? 2048.0 : 256.0;
+            double sum = base + 0.25 * (size - 1);
+            double want = 2.0 * nearbyint(sum / 2.0);
+
+            if (d == 0) { /* AVG near the top of float16's range */
+                for (size_t i = 0; i < n; i++) {
+                    cv_store(dtype, h, i, 30000.0);
+                }
+                CHECK_OK(tnt_allreduce(comm, h, h, n, dtype, TNT_AVG));
+                for (size_t i = 0; i < n; i++) {
+                    CHECK(cv_load(dtype, h, i) == 30000.0,
+                          "half: float16 AVG of 30000 on %d ranks, count %zu: element %zu is %g",
+                          size, n, i, cv_load(dtype, h, i));
+                }
+                check_same_everywhere(comm, cv_hash(h, n * 2), "half avg");
+            }
+            CHECK(sum < 2 * base, "half: the sum %g left the range with spacing 2", sum);
+            for (size_t i = 0; i < n; i++) {
+                cv_store(dtype, h, i, g_rank == 0 ? base : 0.25);
+            }
+            CHECK_OK(tnt_allreduce(comm, h, h, n, dtype, TNT_SUM));
+            for (size_t i = 0; i < n; i++) {
+                CHECK(cv_load(dtype, h, i) == want,
+                      "half: %s SUM of %g + %d x 0.25, count %zu: element %zu is %g, expected %g "
+                      "(rounded once)",
+                      dtype_name(dtype), base, size - 1, n, i, cv_load(dtype, h, i), want);
+            }
+            check_same_everywhere(comm, cv_hash(h, n * 2), "half sum");
+        }
+    }
+    free(h);
+    if (g_rank == 0) {
+        printf("half: float16 AVG 30000 and 16-bit sums rounded once OK\n");
+    }
 }
 
 static void mode_bcast(tnt_comm_t *comm)
@@ -338,19 +394,31 @@ static void check_transport(tnt_comm_t *comm, const char *want)
     tnt_net_t *net = comm->net;
     int peer = -1;
     CHECK(net != NULL, "no inter-node transport although there are %d nodes", tnt_num_nodes(comm));
+    /* Endpoints are made for the peers the algorithms use: take the first
+     * one that exists. */
     for (int r = 0; r < comm->size && peer < 0; r++) {
-        if (comm->node_of_rank[r] != comm->node_id) {
+        if (comm->node_of_rank[r] != comm->node_id &&
+            tnt_ucx_peer_transport(net->ucx, r)[0] != '\0') {
             peer = r;
         }
     }
+    CHECK(peer >= 0, "no UCX endpoint to any rank on another node");
     const char *tl = tnt_ucx_peer_transport(net->ucx, peer);
     uint64_t sent = tnt_ucx_bytes_sent(net->ucx), received = tnt_ucx_bytes_received(net->ucx);
+    int eps = tnt_ucx_num_endpoints(net->ucx);
+    size_t estimate = tnt_ucx_estimated_endpoints(net->ucx);
     printf("rank %d (node %d, %s): inter-node UCX transport to rank %d: %s; sent %llu B, "
-           "received %llu B\n",
+           "received %llu B; %d endpoints (UCX told %zu)\n",
            g_rank, tnt_node_id(comm), tnt_hostname(comm), peer, tl, (unsigned long long)sent,
-           (unsigned long long)received);
+           (unsigned long long)received, eps, estimate);
     fflush(stdout);
     CHECK(strstr(tl, want) != NULL, "UCX uses '%s' to rank %d, expected %s", tl, peer, want);
+    /* Equal node sizes: every peer is a ring neighbour, a halving/doubling
+     * partner or a barrier/broadcast partner, so the estimate holds. */
+    if (net->num_sizes == 1) {
+        CHECK((size_t)eps <= estimate, "%d UCX endpoints, but UCX was told to expect %zu", eps,
+              estimate);
+    }
     CHECK(sent > 0 && received > 0, "no bytes went through UCX (sent %llu, received %llu)",
           (unsigned long long)sent, (unsigned long long)received);
 #else
@@ -415,6 +483,8 @@ int main(int argc, char **argv)
             mode_matrix(comm);
         } else if (strcmp(modes[m], "big") == 0) {
             mode_big(comm, big_mib);
+        } else if (strcmp(modes[m], "half") == 0) {
+            mode_half(comm);
         } else if (strcmp(modes[m], "bcast") == 0) {
             mode_bcast(comm);
         } else if (strcmp(modes[m], "allgather") == 0) {

@@ -163,14 +163,21 @@ static void test_choice(void **state)
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING);
     assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "Recursive_Doubling", &s), TNT_OK);
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING);
+    assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "rabenseifner", &s), TNT_OK);
+    assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RABENSEIFNER);
+    assert_int_equal(parse("TNT_MULTINODE_LATENCY_NS", "1500", &s), TNT_OK);
+    assert_int_equal(s.multinode_latency_ns, 1500);
+    assert_int_equal(parse("TNT_MULTINODE_LINK_MBPS", "25000", &s), TNT_OK);
+    assert_int_equal(s.multinode_link_mbps, 25000);
     assert_int_equal(parse("TNT_LOG_LEVEL", "debug", &s), TNT_OK);
     assert_int_equal(s.log_level, TNT_LOG_DEBUG);
     assert_int_equal(parse("TNT_LOG_LEVEL", "WARNING", &s), TNT_OK);
     assert_int_equal(s.log_level, TNT_LOG_WARN);
 
-    expect_rejected("TNT_ALLREDUCE_ALGO", "fast",
-                    "is not valid: expected one of auto, recursive_doubling, rd, ring "
-                    "(default auto)");
+    expect_rejected(
+        "TNT_ALLREDUCE_ALGO", "fast",
+        "is not valid: expected one of auto, recursive_doubling, rd, ring, rabenseifner "
+        "(default auto)");
     expect_rejected("TNT_ALLREDUCE_ALGO", "ring ", "one of auto");
     expect_rejected("TNT_LOG_LEVEL", "loud", "one of error, warn, warning, info, debug, trace");
 }

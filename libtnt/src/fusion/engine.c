@@ -25,8 +25,10 @@
  *    So buckets are posted strictly in bucket order: a full bucket waits until
  *    every earlier bucket has been posted, and posting one may release a run
  *    of later full buckets.
- *  - After the last bucket comes one small allgather, the step check: each
- *    rank contributes one byte saying whether it marked every tensor. Without
+ *  - After the last bucket comes the step check: a MAX over the ranks of one
+ *    flag saying whether this rank marked every tensor (O(log nodes)
+ *    latencies), followed, only when a flag was set, by an allgather of the
+ *    flags that names the ranks. Without
  *    it, a rank that forgot a tensor would leave its peers waiting for that
  *    bucket's allreduce until TNT_TIMEOUT; with it, the forgetting rank posts
  *    the missing buckets with zeros in place of the missing tensors, so every
@@ -121,7 +123,8 @@ struct tnt_fusion {
     struct tnt_request check_req;
     int check_posted;
     unsigned char my_incomplete;
-    unsigned char *incomplete; /* comm->size bytes */
+    int32_t any_incomplete;    /* MAX of my_incomplete over the ranks */
+    unsigned char *incomplete; /* comm->size bytes, gathered only on failure */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -250,9 +253,24 @@ static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *
                              NULL);
 }
 
+/* The step check: a MAX of one flag, which costs O(log nodes) latencies
+ * (one element, so recursive doubling across nodes); only when some rank
+ * was incomplete, which every rank then knows alike, is the per-rank byte
+ * gathered to name them. */
 static tnt_status_t fusion_check_execute(tnt_comm_t *comm, struct tnt_request *req)
 {
     struct tnt_fusion *fusion = req->args.user;
+    tnt_status_t status;
+
+    fusion->any_incomplete = fusion->my_incomplete;
+    status = tnt_coll_allreduce(comm, &fusion->any_incomplete, &fusion->any_incomplete, 1,
+                                TNT_INT32, TNT_MAX);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (fusion->any_incomplete == 0) {
+        return TNT_OK; /* fusion->incomplete is not looked at */
+    }
     return tnt_coll_allgather(comm, &fusion->my_incomplete, fusion->incomplete, 1);
 }
 
@@ -513,11 +531,7 @@ static tnt_status_t fusion_finish_step(struct tnt_fusion *fusion, int report_mis
                                        (unsigned long long)fusion->step, list, fusion->num_tensors)
                      : TNT_ERR_INVALID_ARG;
     } else {
-        int any = 0;
-        for (int r = 0; r < fusion->comm->size; r++) {
-            any |= fusion->incomplete[r];
-        }
-        if (any) {
+        if (fusion->any_incomplete != 0) {
             fusion_format_list(list, sizeof(list), (size_t)fusion->comm->size,
                                fusion_pick_incomplete, fusion);
             status = tnt_error_raise(TNT_ERR_MISMATCH,

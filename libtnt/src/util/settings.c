@@ -58,6 +58,7 @@ static const setting_choice_t algo_choices[] = {
     { "recursive_doubling", TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING },
     { "rd", TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING },
     { "ring", TNT_SETTINGS_ALGO_RING },
+    { "rabenseifner", TNT_SETTINGS_ALGO_RABENSEIFNER },
     { NULL, 0 },
 };
 
@@ -79,7 +80,9 @@ static const setting_choice_t gpu_choices[] = {
  * is the way to say it. TNT_UCX_SPIN_US is off by default because spinning
  * hurts badly on oversubscribed hosts (CI, simulated nodes); about 50 pays
  * when every rank has its own core (docs/multinode.md). TNT_SHM_SMALL_KB and
- * TNT_MULTINODE_RD_MAX_KB default to values the layers choose by layout.
+ * TNT_MULTINODE_RD_MAX_KB default to values the layers choose by layout (for
+ * the latter: none, the cost model decides). TNT_MULTINODE_LATENCY_NS and
+ * TNT_MULTINODE_LINK_MBPS replace the cost model's fitted alpha and beta.
  * docs/environment.md documents the same names and values. */
 static const setting_desc_t settings_table[] = {
     { "TNT_TIMEOUT", SETTING_SECONDS, "300", 0, 1e9, NULL, FIELD(timeout_s), "0 = no timeout" },
@@ -101,6 +104,10 @@ static const setting_desc_t settings_table[] = {
       FIELD(multinode_rd_max_bytes), NULL },
     { "TNT_MULTINODE_CHUNK_KB", SETTING_SIZE_KB, "1024", 4, 1048576, NULL,
       FIELD(multinode_chunk_bytes), NULL },
+    { "TNT_MULTINODE_LATENCY_NS", SETTING_INT, "0", 0, 1000000000, NULL,
+      FIELD(multinode_latency_ns), "0 = the built-in fitted value" },
+    { "TNT_MULTINODE_LINK_MBPS", SETTING_INT, "0", 0, 100000000, NULL, FIELD(multinode_link_mbps),
+      "0 = the built-in fitted value" },
     { "TNT_UCX_SPIN_US", SETTING_INT, "0", 0, 1000000, NULL, FIELD(ucx_spin_us), NULL },
     { "TNT_GPU_TRANSPORT", SETTING_CHOICE, "auto", 0, 0, gpu_choices, FIELD(gpu_transport), NULL },
     { "TNT_GPU_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(gpu_staging_bytes),

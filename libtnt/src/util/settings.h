@@ -28,7 +28,8 @@
 typedef enum {
     TNT_SETTINGS_ALGO_AUTO,
     TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING,
-    TNT_SETTINGS_ALGO_RING
+    TNT_SETTINGS_ALGO_RING,
+    TNT_SETTINGS_ALGO_RABENSEIFNER
 } tnt_settings_algo_t;
 
 /* TNT_GPU_TRANSPORT: how device buffers travel (gpu/). */
@@ -51,6 +52,8 @@ typedef struct tnt_settings {
     tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
+    uint64_t multinode_latency_ns;      /* TNT_MULTINODE_LATENCY_NS; 0 = built-in */
+    uint64_t multinode_link_mbps;       /* TNT_MULTINODE_LINK_MBPS; 0 = built-in */
     uint64_t ucx_spin_us;               /* TNT_UCX_SPIN_US */
     tnt_settings_gpu_t gpu_transport;   /* TNT_GPU_TRANSPORT */
     size_t gpu_staging_bytes;           /* TNT_GPU_STAGING_KB: one chunk of the host-staged path */

@@ -3,8 +3,9 @@
  *   1. reduce-scatter within the node over shared memory: local rank l
  *      holds the node's reduction of its slice tnt_slice(count, l, L);
  *   2. across nodes, every local rank allreduces its own slice with the ranks
- *      that hold the same elements on the other nodes (recursive doubling or
- *      ring, chosen per slice size), so every local rank drives its share of
+ *      that hold the same elements on the other nodes (recursive doubling,
+ *      Rabenseifner or ring, chosen per slice size and node count by the
+ *      cost model, cost_model.h), so every local rank drives its share of
  *      the network traffic;
  *   3. allgather of the slices within the node over shared memory.
  *
@@ -20,7 +21,8 @@
  *
  * Reproducibility: shm reduces in local-rank order, the inter-node
  * algorithms in an order fixed by the node count, and AVG divides once, by
- * the global size, in the last reduction of each segment. The result is
+ * the global size, in the last reduction of each segment. float16 and
+ * bfloat16 travel as float32 and are rounded once at the end. The result is
  * therefore identical on all ranks and from run to run for a layout.
  */
 #include "coll/multinode/multinode_impl.h"
@@ -29,59 +31,50 @@
 #include "transport/shm.h"
 #include "util/log.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static const char *tnt_mn_algo_name(tnt_mn_algo_t algo)
-{
-    return algo == TNT_MN_ALGO_RING ? "ring" : "recursive_doubling";
-}
-
-static tnt_mn_algo_t tnt_mn_select(const tnt_net_t *net, size_t segment_bytes)
+static tnt_mn_algo_t tnt_mn_select(const tnt_net_t *net, int n, size_t segment_bytes)
 {
     if (net->forced != TNT_MN_ALGO_AUTO) {
         return net->forced;
     }
-    return segment_bytes < net->rd_max_bytes ? TNT_MN_ALGO_RECURSIVE_DOUBLING : TNT_MN_ALGO_RING;
+    if (net->rd_max_bytes != SIZE_MAX && segment_bytes < net->rd_max_bytes) {
+        return TNT_MN_ALGO_RECURSIVE_DOUBLING;
+    }
+    return tnt_mn_cost_select(n, (double)segment_bytes, &net->cost);
+}
+
+static int tnt_mn_cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* Sorted, distinct slice boundaries of every node size in the job, 0 and
- * count included. Returns their number (segments = that minus one). Uses
- * the preallocated net->bounds (size + 2 entries: at most sum of local
- * sizes interior boundaries are distinct... bounded by size + 1). */
+ * count included, into the preallocated net->bounds (at most the sum of
+ * the distinct sizes + 1 <= size + 1 entries). Returns their number
+ * (segments = that minus one). O(sum of distinct node sizes): with one node
+ * size (the usual case) just that size's slices, already in order. */
 static int tnt_mn_boundaries(tnt_net_t *net, size_t count)
 {
-    tnt_comm_t *comm = net->comm;
     size_t *b = net->bounds;
     int nb = 0;
 
     b[nb++] = 0;
-    b[nb++] = count;
-    for (int n = 0; n < comm->num_nodes; n++) {
-        int L = comm->node_sizes[n];
-        int seen = 0;
-        /* Nodes of equal size give equal boundaries: add each size once. */
-        for (int m = 0; m < n && !seen; m++) {
-            seen = comm->node_sizes[m] == L;
-        }
-        if (seen) {
-            continue;
-        }
+    for (int i = 0; i < net->num_sizes; i++) {
+        int L = net->sizes[i];
         for (int l = 1; l < L; l++) {
             size_t off, cnt;
             tnt_slice(count, l, L, &off, &cnt);
             b[nb++] = off;
         }
     }
-    /* Insertion sort: a handful of entries in practice. */
-    for (int i = 1; i < nb; i++) {
-        size_t x = b[i];
-        int j = i - 1;
-        while (j >= 0 && b[j] > x) {
-            b[j + 1] = b[j];
-            j--;
-        }
-        b[j + 1] = x;
+    b[nb++] = count;
+    if (net->num_sizes > 1) {
+        qsort(b, (size_t)nb, sizeof(*b), tnt_mn_cmp_size);
     }
     int u = 0;
     for (int i = 0; i < nb; i++) {
@@ -104,8 +97,57 @@ static int tnt_mn_slice_of(size_t count, int L, size_t x)
     return (int)(extra + (x - big) / base);
 }
 
+static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                            size_t count, tnt_dtype_t dtype, tnt_op_t op);
+
+/* float16/bfloat16: partial sums of 16-bit values lose bits (and overflow:
+ * 6 x 30000 is not a float16) at every hop, so the whole hierarchy runs in
+ * float32 on a widened copy and the result is rounded once, like the
+ * single-node kernels do. Twice the bytes on the wire, in exchange for the
+ * same answer on 1 node and on 1,000. */
+static tnt_status_t tnt_mn_allreduce_wide(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, tnt_dtype_t dtype, tnt_op_t op)
+{
+    tnt_net_t *net = comm->net;
+    tnt_status_t status;
+
+    if (count > net->wide_count) {
+        /* Grows to the largest 16-bit allreduce once, then is reused. */
+        float *wide = NULL;
+        if (count > SIZE_MAX / sizeof(float) ||
+            posix_memalign((void **)&wide, 64, count * sizeof(float)) != 0) {
+            return tnt_error_raise(TNT_ERR_NO_MEMORY,
+                                   "allreduce #%llu: no memory for the float32 copy of %zu "
+                                   "16-bit elements that crosses nodes",
+                                   (unsigned long long)comm->coll_seq, count);
+        }
+        free(net->wide);
+        net->wide = wide;
+        net->wide_count = count;
+    }
+    tnt_reduce_widen(dtype, sendbuf, net->wide, count);
+    status = tnt_mn_allreduce_native(comm, net->wide, net->wide, count, TNT_FLOAT32, op);
+    if (status != TNT_OK) {
+        return status;
+    }
+    tnt_reduce_narrow(dtype, net->wide, recvbuf, count);
+    return TNT_OK;
+}
+
 tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                      size_t count, tnt_dtype_t dtype, tnt_op_t op)
+{
+    if (count == 0) {
+        return TNT_OK;
+    }
+    if (dtype == TNT_FLOAT16 || dtype == TNT_BFLOAT16) {
+        return tnt_mn_allreduce_wide(comm, sendbuf, recvbuf, count, dtype, op);
+    }
+    return tnt_mn_allreduce_native(comm, sendbuf, recvbuf, count, dtype, op);
+}
+
+static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                            size_t count, tnt_dtype_t dtype, tnt_op_t op)
 {
     tnt_net_t *net = comm->net;
     size_t esize = tnt_dtype_size(dtype);
@@ -146,7 +188,7 @@ tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void
         for (int n = 0; n < comm->num_nodes; n++) {
             net->group[n] = tnt_mn_rank_at(net, n, tnt_mn_slice_of(count, comm->node_sizes[n], x));
         }
-        algo = tnt_mn_select(net, (y - x) * esize);
+        algo = tnt_mn_select(net, comm->num_nodes, (y - x) * esize);
         snprintf(net->what, sizeof(net->what), "allreduce #%llu (%s across nodes)",
                  (unsigned long long)comm->coll_seq, tnt_mn_algo_name(algo));
         g.net = net;
@@ -160,8 +202,9 @@ tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void
         g.op = net_op;
         g.divisor = divisor;
         g.what = net->what;
-        status = algo == TNT_MN_ALGO_RING ? tnt_mn_allreduce_ring(&g)
-                                          : tnt_mn_allreduce_recursive_doubling(&g);
+        status = algo == TNT_MN_ALGO_RING           ? tnt_mn_allreduce_ring(&g)
+                 : algo == TNT_MN_ALGO_RABENSEIFNER ? tnt_mn_allreduce_rabenseifner(&g)
+                                                    : tnt_mn_allreduce_recursive_doubling(&g);
         if (status != TNT_OK) {
             return status;
         }

@@ -1,7 +1,8 @@
 /*
  * Pipelined ring across nodes: reduce-scatter then allgather, n-1 steps
  * each, so every member sends and receives 2(n-1)/n of the vector, the
- * bandwidth optimum. Each step is cut into chunks of net->chunk_bytes; up to
+ * bandwidth optimum. Each step is cut into chunks of at most
+ * net->chunk_bytes (fewer and smaller for small blocks, tnt_mn_chunk_for); up to
  * net->depth chunks are in flight, across step boundaries, received into the
  * registered staging slots, so the reduction of one chunk overlaps the
  * transfer of the next. Allgather chunks go straight into the caller's
@@ -84,8 +85,7 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
 {
     tnt_net_t *net = g->net;
     size_t esize = tnt_dtype_size(g->dtype);
-    /* Chunks hold whole elements so each one can be reduced by itself. */
-    size_t chunk = net->chunk_bytes / esize * esize;
+    size_t chunk;
     int n = g->n;
     int right = g->members[ring_mod(g->me + 1, n)];
     int left = g->members[ring_mod(g->me - 1, n)];
@@ -104,6 +104,10 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
         return TNT_OK;
     }
     tnt_slice(g->count, 0, n, &off0, &cnt0);
+    /* Chunks hold whole elements so each one can be reduced by itself, and
+     * are sized from the block, so that a block of 1 MiB still streams in
+     * about depth chunks instead of going as one (transfer, then reduce). */
+    chunk = tnt_mn_chunk_for(cnt0 * esize, net->chunk_bytes, net->depth, esize);
     K = ring_chunks(cnt0 * esize, chunk);
     if (K == 0) {
         return TNT_OK; /* count == 0 */

@@ -12,32 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Ring pipeline: chunk size (TNT_MULTINODE_CHUNK_KB, default 1 MiB in
- * util/settings.c) and slots in flight. Over UCX TCP on 4 nodes, 1 MiB chunks
- * gave 0.15-0.17 GB/s bus bandwidth at 16-64 MiB against
- * 0.09-0.13 with 256 KiB (each chunk is one rendezvous) and no gain with
- * 4 MiB; 4 in flight keep a chunk on the wire while the previous one is
- * reduced. Staging: 4 x 1 MiB, registered once. */
+/* Pipeline: chunk size (TNT_MULTINODE_CHUNK_KB, default 1 MiB in
+ * util/settings.c) and chunks in flight. Over UCX TCP on 4 nodes, 1 MiB chunks
+ * gave 0.15-0.17 GB/s bus bandwidth at 16-64 MiB against 0.09-0.13 with
+ * 256 KiB (each chunk is one rendezvous) and no gain with 4 MiB; 4 in flight
+ * keep a chunk on the wire while the previous one is reduced. Smaller
+ * transfers use smaller chunks (tnt_mn_chunk_for). Staging: 4 x 1 MiB,
+ * registered once. The algorithm for each size and node count comes from
+ * the cost model (cost_model.h). */
 #define TNT_MN_DEPTH 4
-/* auto: recursive doubling for per-segment messages below this, the ring
- * above. Medians of 5 interleaved runs over UCX TCP (docs/multinode.md):
- *  - 2 nodes x 1 rank: recursive doubling (one full-duplex exchange, as many
- *    bytes per rank as the ring in one step instead of two) was faster at
- *    every size up to 64 MiB: always used.
- *  - 2 nodes x 2 ranks: the ring, which splits the reduction work between
- *    the two members instead of doing it twice, was faster from 512 KiB per
- *    segment (1 MiB messages) on.
- *  - 4 nodes: the ring was faster from 1 MiB per segment on.
- *  - more nodes: recursive doubling moves log2(nodes) x B against the ring's
- *    < 2 B, so the switch comes earlier; 256 KiB is reasoned, not measured
- *    (no such layout fits this test machine), and InfiniBand clusters
- *    should confirm it. TNT_MULTINODE_RD_MAX_KB overrides all of them.
- * The choice depends only on the segment size and job-wide layout values,
- * so every member of a group picks the same algorithm. */
-#define TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK SIZE_MAX
-#define TNT_MN_RD_MAX_BYTES_TWO_NODES          ((size_t)512 << 10)
-#define TNT_MN_RD_MAX_BYTES_FEW_NODES          ((size_t)1 << 20)
-#define TNT_MN_RD_MAX_BYTES_MANY_NODES         ((size_t)256 << 10)
 
 static tnt_mn_algo_t tnt_mn_algo_from_settings(tnt_settings_algo_t algo)
 {
@@ -46,6 +29,8 @@ static tnt_mn_algo_t tnt_mn_algo_from_settings(tnt_settings_algo_t algo)
         return TNT_MN_ALGO_RECURSIVE_DOUBLING;
     case TNT_SETTINGS_ALGO_RING:
         return TNT_MN_ALGO_RING;
+    case TNT_SETTINGS_ALGO_RABENSEIFNER:
+        return TNT_MN_ALGO_RABENSEIFNER;
     case TNT_SETTINGS_ALGO_AUTO:
         break;
     }
@@ -54,6 +39,8 @@ static tnt_mn_algo_t tnt_mn_algo_from_settings(tnt_settings_algo_t algo)
 
 static void tnt_mn_free(tnt_net_t *net)
 {
+    free(net->wide);
+    free(net->sizes);
     free(net->iov_recv);
     free(net->iov_send);
     free(net->bounds);
@@ -61,6 +48,52 @@ static void tnt_mn_free(tnt_net_t *net)
     free(net->rank_at);
     free(net->node_offset);
     free(net);
+}
+
+/* The peers the collectives talk to. Returns the estimate given to UCX:
+ * per distinct node size, the ring's two neighbours, the log2 partners of
+ * recursive doubling and Rabenseifner plus the fold partner, and the
+ * barrier's and broadcast's log2 peers each (local rank 0 only), capped by
+ * the ranks on other nodes. Marks in connect[] the ones wired up at init:
+ * with equal node sizes, the ring neighbours and halving/doubling partners
+ * in this rank's own group (local rank l of every node), a symmetric
+ * relation; everything else (uneven layouts, barrier, broadcast, allgather)
+ * connects on first use. */
+static size_t tnt_mn_peers(tnt_net_t *net, unsigned char *connect)
+{
+    tnt_comm_t *comm = net->comm;
+    int n = comm->num_nodes, me = comm->node_id;
+    int p = tnt_mn_pow2_below(n), rem = n - p, log2n = 0, v;
+    size_t estimate, others = (size_t)(comm->size - comm->local_size);
+
+    while ((1 << log2n) < n) {
+        log2n++;
+    }
+    estimate = (size_t)net->num_sizes * (size_t)(2 + log2n + 1);
+    if (comm->local_rank == 0) {
+        estimate += 2 * (size_t)log2n + (size_t)log2n + 1;
+    }
+    if (estimate > others) {
+        estimate = others;
+    }
+    if (net->num_sizes != 1) {
+        return estimate;
+    }
+#define MN_CONNECT(member) connect[tnt_mn_rank_at(net, (member), comm->local_rank)] = 1
+    MN_CONNECT((me + 1) % n);
+    MN_CONNECT((me + n - 1) % n);
+    if (me < 2 * rem) {
+        MN_CONNECT(me % 2 == 0 ? me + 1 : me - 1);
+    }
+    if (me >= 2 * rem || me % 2 == 1) {
+        v = me < 2 * rem ? me / 2 : me - rem;
+        for (int mask = 1; mask < p; mask <<= 1) {
+            MN_CONNECT(tnt_mn_fold_real(v ^ mask, rem));
+        }
+    }
+#undef MN_CONNECT
+    connect[comm->rank] = 0;
+    return estimate;
 }
 
 tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
@@ -99,6 +132,20 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
             net->max_local_size = comm->node_sizes[n];
         }
     }
+    /* Distinct node sizes, ascending: a presence table over 1..max. */
+    net->sizes = calloc((size_t)net->max_local_size + 1, sizeof(int));
+    if (net->sizes == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory");
+        goto err_free_tables;
+    }
+    for (int n = 0; n < comm->num_nodes; n++) {
+        net->sizes[comm->node_sizes[n]] = 1;
+    }
+    for (int L = 1; L <= net->max_local_size; L++) {
+        if (net->sizes[L]) {
+            net->sizes[net->num_sizes++] = L;
+        }
+    }
     /* Local ranks are numbered in rank order, so filling in rank order
      * reproduces them; checked rather than trusted. */
     for (int r = 0; r < comm->size; r++) {
@@ -111,9 +158,6 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
             goto err_free_tables;
         }
         net->rank_at[net->node_offset[n] + fill[n]++] = r;
-        /* Full connectivity to other nodes: the slices of an uneven layout
-         * pair different ranks depending on the message size. */
-        connect[r] = n != comm->node_id;
     }
     net->iov_send = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
     net->iov_recv = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
@@ -124,16 +168,21 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
 
     net->forced = tnt_mn_algo_from_settings(comm->settings->allreduce_algo);
     net->chunk_bytes = comm->settings->multinode_chunk_bytes;
-    net->rd_max_bytes = comm->settings->multinode_rd_max_bytes;
-    if (net->rd_max_bytes == TNT_SETTINGS_BY_LAYOUT) {
-        net->rd_max_bytes = comm->num_nodes > 4       ? TNT_MN_RD_MAX_BYTES_MANY_NODES
-                            : comm->num_nodes > 2     ? TNT_MN_RD_MAX_BYTES_FEW_NODES
-                            : net->max_local_size > 1 ? TNT_MN_RD_MAX_BYTES_TWO_NODES
-                                                      : TNT_MN_RD_MAX_BYTES_TWO_NODES_ONE_RANK;
-    }
+    net->rd_max_bytes = comm->settings->multinode_rd_max_bytes; /* SIZE_MAX: by the model */
     net->depth = TNT_MN_DEPTH;
+    net->cost.alpha = comm->settings->multinode_latency_ns > 0
+                          ? (double)comm->settings->multinode_latency_ns * 1e-9
+                          : TNT_MN_COST_ALPHA_S;
+    net->cost.beta = comm->settings->multinode_link_mbps > 0
+                         ? 1.0 / ((double)comm->settings->multinode_link_mbps * 1e6)
+                         : TNT_MN_COST_BETA_S_PER_B;
+    net->cost.gamma = TNT_MN_COST_GAMMA_S_PER_B;
+    net->cost.links = net->max_local_size;
+    net->cost.chunk = net->chunk_bytes;
+    net->cost.depth = net->depth;
 
     memset(&params, 0, sizeof(params));
+    params.estimated_peers = tnt_mn_peers(net, connect);
     params.boot = comm->boot;
     params.rank = comm->rank;
     params.size = comm->size;

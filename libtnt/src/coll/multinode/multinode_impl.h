@@ -3,12 +3,18 @@
  * algorithms, one file each:
  *   allreduce_recursive_doubling.c  latency: log2(n) exchanges of the whole
  *                                   vector (non-powers of two fold in)
+ *   allreduce_rabenseifner.c        bandwidth with log2(n) steps: recursive
+ *                                   halving reduce-scatter + recursive
+ *                                   doubling allgather
  *   allreduce_ring.c                bandwidth: pipelined, chunked ring
  *                                   reduce-scatter + allgather
+ *   exchange.c                      the pipelined pairwise exchange the first
+ *                                   two are made of
  *   allreduce_hierarchical.c        the composition used for every
  *                                   allreduce: shm reduce-scatter, then one of
- *                                   the two above across nodes per slice, then
- *                                   shm allgather; selection lives here
+ *                                   the three above across nodes per slice,
+ *                                   then shm allgather
+ *   cost_model.c                    the alpha-beta-gamma model that selects
  *   broadcast.c, allgather.c, barrier.c
  *   multinode.c                     init/finalize, layout tables
  */
@@ -16,6 +22,7 @@
 #define TNT_COLL_MULTINODE_IMPL_H
 
 #include "coll/multinode.h"
+#include "coll/multinode/cost_model.h"
 #include "transport/ucx/ucx.h"
 #include "util/slice.h"
 
@@ -23,12 +30,6 @@
 #include <stdint.h>
 
 typedef struct tnt_net tnt_net_t;
-
-typedef enum {
-    TNT_MN_ALGO_AUTO,
-    TNT_MN_ALGO_RECURSIVE_DOUBLING,
-    TNT_MN_ALGO_RING,
-} tnt_mn_algo_t;
 
 struct tnt_net {
     tnt_comm_t *comm;
@@ -42,6 +43,10 @@ struct tnt_net {
     int *rank_at;     /* size entries */
     int min_local_size;
     int max_local_size;
+    /* The distinct node sizes, ascending: slice boundaries depend only on
+     * them, so an allreduce's segments cost O(sum of these), not O(nodes^2). */
+    int *sizes;
+    int num_sizes;
 
     /* Scratch preallocated at init, so the data path allocates nothing. */
     int *group;              /* num_nodes entries: one member per node */
@@ -56,8 +61,15 @@ struct tnt_net {
     size_t chunk_bytes;
     int depth;
 
-    tnt_mn_algo_t forced; /* TNT_ALLREDUCE_ALGO */
-    size_t rd_max_bytes;  /* auto: recursive doubling below this */
+    /* float16/bfloat16 go across nodes as float32 partial sums, rounded
+     * once at the end: this buffer holds the widened vector. It grows to
+     * the largest 16-bit allreduce seen and is then reused. */
+    float *wide;
+    size_t wide_count;
+
+    tnt_mn_algo_t forced;      /* TNT_ALLREDUCE_ALGO */
+    size_t rd_max_bytes;       /* TNT_MULTINODE_RD_MAX_KB; SIZE_MAX: cost model */
+    tnt_mn_cost_params_t cost; /* auto: the cost model's parameters */
 
     char what[96]; /* "allreduce #12 (ring)" for errors */
 };
@@ -82,7 +94,50 @@ typedef struct {
 } tnt_mn_group_op_t;
 
 tnt_status_t tnt_mn_allreduce_recursive_doubling(const tnt_mn_group_op_t *g);
+tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g);
 tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g);
+
+/* One pairwise step of a group operation, pipelined in chunks of
+ * tnt_mn_chunk_for(): send g->buf[send_off, +send_len) to member send_to
+ * while receiving recv_len bytes from member recv_from, either straight
+ * into g->buf + recv_off (reduce == 0) or into the staging slots and then
+ * combined into g->buf + recv_off (received operand first when recv_first,
+ * divided by divisor before its rounding). Offsets and lengths are bytes
+ * of whole elements; a member of -1 or a length of 0 skips that side. The
+ * two regions must not overlap unless they are the same region (then each
+ * chunk is sent before it is overwritten). Chunk c of the step is tagged
+ * step * 4096 + c (mod the tag's step bits; at most depth chunks are in
+ * flight, so a wrapped tag never matches a live one). */
+typedef struct {
+    int send_to;
+    size_t send_off, send_len;
+    int recv_from;
+    size_t recv_off, recv_len;
+    int reduce;
+    int recv_first;
+    int divisor;
+    uint32_t step;
+} tnt_mn_xfer_t;
+
+tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x);
+
+/* Non-power-of-two groups: the largest power of two p <= n and how members
+ * fold into it. Members 0 .. 2*(n-p)-1 pair up (even, odd); the even one
+ * hands its vector to the odd one before and gets the result after. */
+static inline int tnt_mn_pow2_below(int n)
+{
+    int p = 1;
+    while (p * 2 <= n) {
+        p *= 2;
+    }
+    return p;
+}
+
+/* Member index of virtual index v (0 .. p-1) after the fold. */
+static inline int tnt_mn_fold_real(int v, int rem)
+{
+    return v < rem ? 2 * v + 1 : v + rem;
+}
 
 /* Local rank l of node n. */
 static inline int tnt_mn_rank_at(const tnt_net_t *net, int node, int local)

@@ -70,6 +70,12 @@ struct tnt_ucx {
     uint64_t spin_ns;           /* busy-poll this long before blocking */
     struct tnt_ucx_peer *peers; /* size entries; ep NULL when not connected */
     int num_connected;
+    /* Every rank's worker address (rank r's at r * address_stride), kept
+     * for endpoints created on first use; NULL for ranks never connected
+     * to (allowed is 0). */
+    unsigned char *addresses;
+    size_t address_stride;
+    size_t estimated_eps;
 
     /* Request pool: slot i is [UCX's request | struct tnt_ucx_op]; the op
      * is what we pass as ucp_request_param_t.request. */
@@ -341,57 +347,53 @@ err_release_address:
     return status;
 }
 
-/* Creates an endpoint to every rank r with connect[r] set, from the gathered
- * addresses (rank r's at addresses + r * stride). Endpoints created before a
- * failure stay open for the caller to close. */
-static tnt_status_t tnt_ucx_create_eps(tnt_ucx_t *ucx, const unsigned char *connect,
-                                       const unsigned char *addresses, size_t stride)
+/* Creates the endpoint to rank r from its gathered address. */
+static tnt_status_t tnt_ucx_ep_create(tnt_ucx_t *ucx, int r)
 {
-    for (int r = 0; r < ucx->size; r++) {
-        struct tnt_ucx_peer *peer = &ucx->peers[r];
-        ucp_ep_params_t ep_params;
-        ucs_status_t us;
+    struct tnt_ucx_peer *peer = &ucx->peers[r];
+    ucp_ep_params_t ep_params;
+    ucs_status_t us;
 
-        if (!connect[r] || r == ucx->rank) {
-            continue;
-        }
-        memset(&ep_params, 0, sizeof(ep_params));
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep_params.address = (const ucp_address_t *)(addresses + (size_t)r * stride);
-        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-        ep_params.err_handler.cb = tnt_ucx_ep_error_cb;
-        ep_params.err_handler.arg = peer;
-        us = ucp_ep_create(ucx->worker, &ep_params, &peer->ep);
-        if (us != UCS_OK) {
-            peer->ep = NULL;
-            return tnt_error_raise(TNT_ERR_TRANSPORT,
-                                   "ucx: cannot create an endpoint to rank %d: %s; check "
-                                   "UCX_TLS / UCX_NET_DEVICES (ucx_info -d lists the "
-                                   "transports this node has)",
-                                   r, ucs_status_string(us));
-        }
-        ucx->num_connected++;
+    memset(&ep_params, 0, sizeof(ep_params));
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                           UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.address = (const ucp_address_t *)(ucx->addresses + (size_t)r * ucx->address_stride);
+    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep_params.err_handler.cb = tnt_ucx_ep_error_cb;
+    ep_params.err_handler.arg = peer;
+    us = ucp_ep_create(ucx->worker, &ep_params, &peer->ep);
+    if (us != UCS_OK) {
+        peer->ep = NULL;
+        return tnt_error_raise(TNT_ERR_TRANSPORT,
+                               "ucx: cannot create an endpoint to rank %d: %s; check "
+                               "UCX_TLS / UCX_NET_DEVICES (ucx_info -d lists the "
+                               "transports this node has)",
+                               r, ucs_status_string(us));
     }
+    ucx->num_connected++;
     return TNT_OK;
 }
 
-/* Exchanges addresses with every rank (collective) and creates the endpoints
- * this rank needs. */
+/* Exchanges addresses with every rank (collective), keeps them for
+ * endpoints made on first use, and creates the endpoints in connect now.
+ * Endpoints created before a failure stay open for the caller to close. */
 static tnt_status_t tnt_ucx_connect(tnt_ucx_t *ucx, tnt_boot_t *boot, const unsigned char *connect)
 {
-    unsigned char *addresses = NULL;
-    size_t stride = 0;
     tnt_status_t status;
 
-    status = tnt_ucx_exchange_addresses(ucx, boot, &addresses, &stride);
+    status = tnt_ucx_exchange_addresses(ucx, boot, &ucx->addresses, &ucx->address_stride);
     if (status != TNT_OK) {
         return status;
     }
-    status = tnt_ucx_create_eps(ucx, connect, addresses, stride);
-    free(addresses);
-    return status;
+    for (int r = 0; r < ucx->size; r++) {
+        if (connect != NULL && connect[r] && r != ucx->rank) {
+            status = tnt_ucx_ep_create(ucx, r);
+            if (status != TNT_OK) {
+                return status;
+            }
+        }
+    }
+    return TNT_OK;
 }
 
 /* Sends one small message to every connected peer and receives one from
@@ -455,6 +457,8 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
     ucx->efd = -1;
     ucx->spin_ns = params->spin_us * 1000;
     ucx->failed = TNT_OK;
+    ucx->estimated_eps =
+        params->estimated_peers > 0 ? params->estimated_peers : (size_t)params->size;
     ucx->peers = calloc((size_t)params->size, sizeof(*ucx->peers));
     if (ucx->peers == NULL) {
         free(ucx);
@@ -470,6 +474,7 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
 
 static void tnt_ucx_free(tnt_ucx_t *ucx)
 {
+    free(ucx->addresses);
     free(ucx->peers);
     free(ucx);
 }
@@ -495,7 +500,10 @@ static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
                             UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
     ucp_params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
     ucp_params.mt_workers_shared = 0;
-    ucp_params.estimated_num_eps = (size_t)ucx->size;
+    /* The peers the algorithms use, not every rank: UCX sizes its
+     * resources by this and leaves out transports (RC above about 256)
+     * when told to expect too many. */
+    ucp_params.estimated_num_eps = ucx->estimated_eps;
     us = ucp_init(&ucp_params, config, &ucx->context);
     ucp_config_release(config);
     if (us != UCS_OK) {
@@ -699,6 +707,16 @@ uint64_t tnt_ucx_tag(uint32_t seq, int src_rank, uint32_t step)
            (uint64_t)(step & ((1u << TNT_UCX_TAG_STEP_BITS) - 1));
 }
 
+int tnt_ucx_num_endpoints(const tnt_ucx_t *ucx)
+{
+    return ucx->num_connected;
+}
+
+size_t tnt_ucx_estimated_endpoints(const tnt_ucx_t *ucx)
+{
+    return ucx->estimated_eps;
+}
+
 uint64_t tnt_ucx_bytes_sent(const tnt_ucx_t *ucx)
 {
     return ucx->bytes_sent;
@@ -733,9 +751,24 @@ static tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer)
     if (ucx->failed != TNT_OK) {
         return tnt_error_set(ucx->failed, "ucx: the job already failed (see the first error)");
     }
-    if (peer < 0 || peer >= ucx->size || ucx->peers[peer].ep == NULL) {
+    if (peer < 0 || peer >= ucx->size || peer == ucx->rank || ucx->poisoned) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "ucx: rank %d has no endpoint to rank %d",
                                ucx->rank, peer);
+    }
+    if (ucx->peers[peer].ep == NULL) {
+        /* First message to or from this peer: connect now. Once per peer
+         * for the life of the transport (UCX allocates here), never again
+         * on the data path. A receive connects too, so that both sides of
+         * every pair that talks hold an endpoint: the peer's failure is
+         * reported on it, and the goodbye handshake stays symmetric. */
+        tnt_status_t status = tnt_ucx_ep_create(ucx, peer);
+        if (status != TNT_OK) {
+            ucx->failed = status;
+            return status;
+        }
+        tnt_ucx_describe_ep(&ucx->peers[peer]);
+        tnt_log_debug("ucx: rank %d -> rank %d via %s (connected on first use)", ucx->rank, peer,
+                      ucx->peers[peer].transport);
     }
     if (ucx->peers[peer].failed) {
         ucx->failed = TNT_ERR_PEER_FAILED;

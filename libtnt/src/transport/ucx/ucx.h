@@ -42,9 +42,14 @@ typedef struct {
     tnt_boot_t *boot; /* for the address exchange (collective) */
     int rank;
     int size;
-    /* size entries: nonzero for ranks this rank connects to (ranks on other
-     * nodes). Every rank must pass a symmetric relation. */
+    /* size entries (or NULL): nonzero for ranks this rank connects to at
+     * create, with the wire-up handshake. Every rank must pass a symmetric
+     * relation. Any other rank is connected on first use (a send to it or
+     * a receive from it). */
     const unsigned char *connect;
+    /* How many peers this rank is expected to talk to (UCX's
+     * estimated_num_eps); 0: size. */
+    size_t estimated_peers;
     double timeout_s;     /* TNT_TIMEOUT, bounds every wait; 0 = none */
     size_t staging_bytes; /* registered staging area (tnt_ucx_staging) */
     uint64_t spin_us;     /* busy-poll this long before blocking (0: no) */
@@ -54,9 +59,10 @@ typedef struct {
 } tnt_ucx_params_t;
 
 /* Collective over all ranks (calls tnt_boot_allgather twice, even on ranks
- * that connect to nobody). Creates context, worker and endpoints, and wires
- * every endpoint up with a flush so that transport selection and connection
- * errors show up here and not in the first collective. */
+ * that connect to nobody). Creates context, worker and the endpoints in
+ * params.connect, and wires those up with a handshake so that transport
+ * selection and connection errors show up here and not in the first
+ * collective. */
 tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p);
 /* Closes endpoints (flushing them unless the job already failed) and frees
  * everything. NULL is a no-op. Not collective, but peers still sending to
@@ -127,6 +133,10 @@ tnt_status_t tnt_ucx_failed(const tnt_ucx_t *ucx);
  * for the endpoint to peer (e.g. "tcp/eth0", "rc_mlx5/mlx5_0:1"; "" if
  * no endpoint). */
 uint64_t tnt_ucx_bytes_sent(const tnt_ucx_t *ucx);
+/* Endpoints created so far (at create and on first use), and the estimate
+ * UCX was given. */
+int tnt_ucx_num_endpoints(const tnt_ucx_t *ucx);
+size_t tnt_ucx_estimated_endpoints(const tnt_ucx_t *ucx);
 uint64_t tnt_ucx_bytes_received(const tnt_ucx_t *ucx);
 const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer);
 

@@ -1,0 +1,77 @@
+/*
+ * The alpha-beta-gamma cost model that picks the inter-node allreduce
+ * algorithm. tests/bench/cost_model.py implements the same formulas, reads
+ * the constants below from this file, fits them to benchmark runs and
+ * evaluates them for large clusters (docs/scaling.md); unit.cost_model
+ * checks that both give the same costs and choices.
+ *
+ * Model of one inter-node allreduce of m bytes among n members (one per
+ * node; L such groups run at once, one per local rank, sharing the node's
+ * link, so each sees beta * L):
+ *   alpha  latency of one message (s)
+ *   beta   link time per byte (s/B) for the whole node
+ *   gamma  reduction time per byte (s/B), per rank
+ * A step that moves s bytes each way and reduces r bytes, cut into k
+ * pipelined chunks, takes
+ *   alpha + max(s beta L, r gamma) + min(s beta L, r gamma) / k
+ * (k = 1: transfer then reduce; many chunks: the reduction hides behind
+ * the transfer, or the other way round). Then, with p the largest power of
+ * two <= n and one extra fold + hand-back when n != p:
+ *   ring:          n-1 reduce-scatter steps of m/n (reducing), then n-1
+ *                  allgather steps of m/n
+ *   recursive dbl: log2 p steps of m (reducing)
+ *   rabenseifner:  log2 p reduce-scatter steps of m/2, m/4, ... (reducing),
+ *                  then the same sizes back (allgather)
+ *   fold:          one step of m (reducing) before, one of m after
+ *
+ * The constants are fitted to the simulated-node runs on this project's
+ * test machine (UCX over TCP loopback, 2 vCPUs; docs/scaling.md has the
+ * fit). On a real cluster TNT_MULTINODE_LATENCY_NS and
+ * TNT_MULTINODE_LINK_MBPS replace alpha and beta.
+ */
+#ifndef TNT_COLL_MULTINODE_COST_MODEL_H
+#define TNT_COLL_MULTINODE_COST_MODEL_H
+
+#include <stddef.h>
+
+/* cost_model.py parses these four lines: keep the form "#define NAME value". */
+#define TNT_MN_COST_ALPHA_S       50e-6
+#define TNT_MN_COST_BETA_S_PER_B  2.5e-9
+#define TNT_MN_COST_GAMMA_S_PER_B 0.5e-9
+/* Smallest pipeline chunk: below it a chunk's message costs more than the
+ * overlap wins (also in cost_model.py). */
+#define TNT_MN_MIN_CHUNK_BYTES 32768
+
+typedef enum {
+    TNT_MN_ALGO_AUTO,
+    TNT_MN_ALGO_RECURSIVE_DOUBLING,
+    TNT_MN_ALGO_RING,
+    TNT_MN_ALGO_RABENSEIFNER,
+} tnt_mn_algo_t;
+
+#define TNT_MN_ALGO_COUNT 4
+
+typedef struct {
+    double alpha; /* s per message */
+    double beta;  /* s per byte on the node's link */
+    double gamma; /* s per byte reduced */
+    int links;    /* groups sharing the link (ranks per node) */
+    size_t chunk; /* pipeline chunk (TNT_MULTINODE_CHUNK_KB) */
+    int depth;    /* chunks in flight */
+} tnt_mn_cost_params_t;
+
+/* Chunk size of a pipelined transfer of `bytes`: the configured chunk, made
+ * smaller so that about `depth` chunks keep the pipeline full, but not below
+ * TNT_MN_MIN_CHUNK_BYTES; whole elements. Shared with the algorithms. */
+size_t tnt_mn_chunk_for(size_t bytes, size_t chunk, int depth, size_t esize);
+
+/* Predicted seconds for one allreduce of `bytes` among n members. */
+double tnt_mn_cost(tnt_mn_algo_t algo, int n, double bytes, const tnt_mn_cost_params_t *p);
+
+/* The algorithm with the smallest predicted time (ties: the earlier of
+ * recursive doubling, rabenseifner, ring). */
+tnt_mn_algo_t tnt_mn_cost_select(int n, double bytes, const tnt_mn_cost_params_t *p);
+
+const char *tnt_mn_algo_name(tnt_mn_algo_t algo);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * The pipelined pairwise step (multinode_impl.h, tnt_mn_exchange) that
+ * recursive doubling and Rabenseifner are made of. Chunk c is one send and
+ * one receive; up to D = min(depth, chunks) chunks are in flight, and chunk
+ * c + D is posted as soon as chunk c has finished, so while chunk c is
+ * reduced from its staging slot the next ones are on the wire.
+ *
+ * Hazards: chunk c's receive uses staging slot c % D, free once chunk c - D
+ * finished (and was reduced). When the send and receive regions are the
+ * same (recursive doubling), chunk c of the region is overwritten by its
+ * reduction only after chunk c's own send completed.
+ */
+#include "coll/multinode/multinode_impl.h"
+
+#include "reduce/reduce.h"
+
+#define XFER_CHUNK_TAGS 4096u
+
+static size_t xfer_len(size_t total, size_t c, size_t chunk)
+{
+    size_t start = c * chunk;
+    if (start >= total) {
+        return 0;
+    }
+    return total - start < chunk ? total - start : chunk;
+}
+
+tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x)
+{
+    tnt_net_t *net = g->net;
+    size_t esize = tnt_dtype_size(g->dtype);
+    size_t send_len = x->send_to >= 0 ? x->send_len : 0;
+    size_t recv_len = x->recv_from >= 0 ? x->recv_len : 0;
+    size_t longest = send_len > recv_len ? send_len : recv_len;
+    size_t chunk = tnt_mn_chunk_for(longest, net->chunk_bytes, net->depth, esize);
+    size_t items, posted = 0, done = 0;
+    int me_rank = g->members[g->me];
+    int send_rank = x->send_to >= 0 ? g->members[x->send_to] : -1;
+    int recv_rank = x->recv_from >= 0 ? g->members[x->recv_from] : -1;
+    unsigned char *base = g->buf;
+    tnt_ucx_op_t *ops[2 * 64];
+    int D;
+    tnt_status_t status = TNT_OK;
+
+    if (longest == 0) {
+        return TNT_OK;
+    }
+    items = (longest + chunk - 1) / chunk;
+    D = net->depth < 64 ? net->depth : 64;
+    if ((size_t)D > items) {
+        D = (int)items;
+    }
+    for (int i = 0; i < 2 * D; i++) {
+        ops[i] = NULL;
+    }
+    while (done < items) {
+        while (posted < items && posted - done < (size_t)D) {
+            int slot = (int)(posted % (size_t)D);
+            uint32_t step = x->step * XFER_CHUNK_TAGS + (uint32_t)(posted % XFER_CHUNK_TAGS);
+            size_t rl = xfer_len(recv_len, posted, chunk);
+            size_t sl = xfer_len(send_len, posted, chunk);
+
+            if (rl > 0) {
+                void *dst = x->reduce ? (void *)(net->staging + (size_t)slot * net->chunk_bytes)
+                                      : (void *)(base + x->recv_off + posted * chunk);
+                status = tnt_ucx_irecv(net->ucx, recv_rank, tnt_ucx_tag(g->seq, recv_rank, step),
+                                       dst, rl, &ops[2 * slot]);
+            }
+            if (status == TNT_OK && sl > 0) {
+                status = tnt_ucx_isend(net->ucx, send_rank, tnt_ucx_tag(g->seq, me_rank, step),
+                                       base + x->send_off + posted * chunk, sl, &ops[2 * slot + 1]);
+            }
+            if (status != TNT_OK) {
+                tnt_ucx_waitall(net->ucx, ops, 2 * D, g->what);
+                return status;
+            }
+            posted++;
+        }
+        {
+            int slot = (int)(done % (size_t)D);
+            size_t rl = xfer_len(recv_len, done, chunk);
+
+            status = tnt_ucx_waitall(net->ucx, &ops[2 * slot], 2, g->what);
+            if (status != TNT_OK) {
+                tnt_ucx_waitall(net->ucx, ops, 2 * D, g->what);
+                return status;
+            }
+            if (x->reduce && rl > 0) {
+                unsigned char *dst = base + x->recv_off + done * chunk;
+                const void *in = net->staging + (size_t)slot * net->chunk_bytes;
+                const void *srcs[2] = { x->recv_first ? in : dst, x->recv_first ? dst : in };
+                tnt_reduce_n_div(g->dtype, g->op, dst, srcs, 2, rl / esize, x->divisor);
+            }
+        }
+        done++;
+    }
+    return TNT_OK;
+}

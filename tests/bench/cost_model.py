@@ -1,0 +1,248 @@
+#!/usr/bin/python3
+"""The inter-node allreduce cost model, shared by libtnt and docs/scaling.md.
+
+libtnt/src/coll/multinode/cost_model.c implements the same formulas in C and
+picks the algorithm with them; the constants (alpha, beta, gamma, the
+smallest chunk) are read from libtnt/src/coll/multinode/cost_model.h, so
+both sides use one set. unit.cost_model compares the two (--dump).
+
+    cost_model.py --dump                  costs and choices on a grid (for the C twin)
+    cost_model.py --fit RESULTS...        fit alpha, beta, gamma to benchmark lines
+                                          (RESULT tarantella <algo> <N>x1 <bytes> <us> <GB/s>)
+                                          and print measured against predicted
+    cost_model.py --predict [--alpha-us A] [--link-gbps G] [--gamma-ns-per-b C]
+                                          bus bandwidth per algorithm, 16..1024 nodes x
+                                          4 and 8 ranks per node (default: HDR 200 Gb/s)
+
+Model (cost_model.h has the full text): a step moving s bytes each way and
+reducing r bytes, in k pipelined chunks, takes
+    alpha + max(s beta L, r gamma) + min(s beta L, r gamma) / k
+with L groups sharing each node's link. ring: n-1 reducing steps of m/n,
+n-1 copying steps of m/n; recursive doubling: log2 p reducing steps of m;
+Rabenseifner: log2 p reducing steps of m/2, m/4, ..., then the same sizes
+copying; n != p adds one reducing and one copying step of m (the fold).
+"""
+import argparse
+import math
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HEADER = os.path.join(HERE, "..", "..", "libtnt", "src", "coll", "multinode", "cost_model.h")
+ALGOS = ("recursive_doubling", "rabenseifner", "ring")  # tie order, as in C
+DEPTH = 4
+CHUNK = 1 << 20  # TNT_MULTINODE_CHUNK_KB default
+
+
+def read_constants(path=HEADER):
+    want = {"TNT_MN_COST_ALPHA_S": "alpha", "TNT_MN_COST_BETA_S_PER_B": "beta",
+            "TNT_MN_COST_GAMMA_S_PER_B": "gamma", "TNT_MN_MIN_CHUNK_BYTES": "min_chunk"}
+    got = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"#define\s+(\w+)\s+([0-9.eE+-]+)\s*$", line)
+            if m and m.group(1) in want:
+                got[want[m.group(1)]] = float(m.group(2))
+    missing = set(want.values()) - set(got)
+    if missing:
+        sys.exit(f"cost_model.py: {path} lacks {sorted(missing)}")
+    got["min_chunk"] = int(got["min_chunk"])
+    return got
+
+
+C = read_constants()
+
+
+class Params:
+    def __init__(self, alpha=C["alpha"], beta=C["beta"], gamma=C["gamma"], links=1,
+                 chunk=CHUNK, depth=DEPTH):
+        self.alpha, self.beta, self.gamma = alpha, beta, gamma
+        self.links, self.chunk, self.depth = links, chunk, depth
+
+
+def chunk_for(nbytes, chunk, depth, esize=1):
+    want = (nbytes + depth - 1) // depth if depth > 1 else nbytes
+    want = max(want, C["min_chunk"])
+    want = min(want, chunk)
+    want = want // esize * esize
+    return max(want, esize)
+
+
+def cost_step(s, r, p):
+    wire = s * p.beta * p.links
+    reduce = r * p.gamma
+    chunk = float(chunk_for(int(s), p.chunk, p.depth)) if s > 0 else 1.0
+    k = math.ceil(s / chunk) if s > 0 else 1.0
+    hi, lo = max(wire, reduce), min(wire, reduce)
+    return p.alpha + hi + lo / k
+
+
+def pow2_below(n):
+    p, rounds = 1, 0
+    while p * 2 <= n:
+        p, rounds = p * 2, rounds + 1
+    return p, rounds
+
+
+def cost(algo, n, nbytes, p):
+    if n <= 1:
+        return 0.0
+    pow2, rounds = pow2_below(n)
+    if algo == "ring":
+        block = math.ceil(nbytes / n)
+        return (n - 1) * cost_step(block, block, p) + (n - 1) * cost_step(block, 0, p)
+    t = 0.0
+    if algo == "recursive_doubling":
+        t = rounds * cost_step(nbytes, nbytes, p)
+    elif algo == "rabenseifner":
+        s = float(nbytes)
+        for _ in range(rounds):
+            s = math.ceil(s / 2)
+            t += cost_step(s, s, p) + cost_step(s, 0, p)
+    else:
+        raise ValueError(algo)
+    if pow2 != n:
+        t += cost_step(nbytes, nbytes, p) + cost_step(nbytes, 0, p)
+    return t
+
+
+def select(n, nbytes, p):
+    best, best_t = ALGOS[0], cost(ALGOS[0], n, nbytes, p)
+    for a in ALGOS[1:]:
+        t = cost(a, n, nbytes, p)
+        if t < best_t:
+            best, best_t = a, t
+    return best
+
+
+def steps(algo, n):
+    """Sequential message steps of one allreduce."""
+    pow2, rounds = pow2_below(n)
+    fold = 2 if pow2 != n else 0
+    return {"ring": 2 * (n - 1), "recursive_doubling": rounds + fold,
+            "rabenseifner": 2 * rounds + fold}[algo]
+
+
+GRID_NODES = (2, 3, 4, 5, 7, 8, 13, 16, 64, 256, 1000, 1024)
+GRID_BYTES = (8, 4096, 65536, 1 << 20, 3 << 20, 16 << 20, 64 << 20)
+GRID_LINKS = (1, 4)
+
+
+def dump():
+    """One line per grid point: n bytes links cost(rd) cost(rab) cost(ring) choice."""
+    for links in GRID_LINKS:
+        p = Params(links=links)
+        for n in GRID_NODES:
+            for b in GRID_BYTES:
+                costs = " ".join(f"{cost(a, n, b, p):.9e}" for a in ALGOS)
+                print(f"{n} {b} {links} {costs} {select(n, b, p)}")
+
+
+def load_results(paths):
+    """{(algo, nodes, bytes): median seconds} from RESULT lines of NxL layouts with L = 1."""
+    rows = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 7 or parts[0] != "RESULT" or parts[1] != "tarantella":
+                    continue
+                algo, layout = parts[2], parts[3]
+                nodes, _, per = layout.partition("x")
+                if per != "1" or algo not in ALGOS:
+                    continue
+                rows.setdefault((algo, int(nodes), int(parts[4])), []).append(
+                    float(parts[5]) * 1e-6)
+    return {k: statistics.median(v) for k, v in rows.items()}
+
+
+def fit(paths):
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    data = load_results(paths)
+    if not data:
+        sys.exit("cost_model.py --fit: no RESULT tarantella <algo> <N>x1 lines")
+    keys = sorted(data)
+
+    def residuals(x):
+        p = Params(alpha=math.exp(x[0]), beta=math.exp(x[1]), gamma=math.exp(x[2]))
+        return np.array([math.log(cost(a, n, b, p) / data[(a, n, b)]) for a, n, b in keys])
+
+    x0 = np.log([C["alpha"], C["beta"], C["gamma"]])
+    res = least_squares(residuals, x0)
+    alpha, beta, gamma = (math.exp(v) for v in res.x)
+    p = Params(alpha=alpha, beta=beta, gamma=gamma)
+    print(f"fitted on {len(keys)} medians: alpha {alpha * 1e6:.1f} us, beta {beta * 1e9:.3f} ns/B "
+          f"({1 / beta / 1e9:.3f} GB/s), gamma {gamma * 1e9:.3f} ns/B ({1 / gamma / 1e9:.2f} GB/s)")
+    err = [abs(cost(a, n, b, p) / data[(a, n, b)] - 1) for a, n, b in keys]
+    print(f"relative error: median {statistics.median(err) * 100:.0f}%, "
+          f"max {max(err) * 100:.0f}%")
+    print()
+    print("| nodes | bytes | algorithm | measured (us) | model (us) | model / measured |")
+    print("|---:|---:|---|---:|---:|---:|")
+    for a, n, b in sorted(keys, key=lambda k: (k[1], k[2], k[0])):
+        m, t = data[(a, n, b)], cost(a, n, b, p)
+        print(f"| {n} | {b} | {a} | {m * 1e6:.0f} | {t * 1e6:.0f} | {t / m:.2f} |")
+    print()
+    # The choice the fitted model makes against the fastest measured one.
+    print("| nodes | bytes | fastest measured | model picks | picked / fastest time |")
+    print("|---:|---:|---|---|---:|")
+    for n in sorted({k[1] for k in keys}):
+        for b in sorted({k[2] for k in keys if k[1] == n}):
+            have = {a: data[(a, n, b)] for a in ALGOS if (a, n, b) in data}
+            if len(have) < len(ALGOS):
+                continue
+            fastest = min(have, key=have.get)
+            pick = select(n, b, p)
+            print(f"| {n} | {b} | {fastest} | {pick} | {have[pick] / have[fastest]:.2f} |")
+
+
+def predict(alpha_us, link_gbps, gamma_ns):
+    beta = 1.0 / (link_gbps * 1e9)
+    link = link_gbps * 1e9
+    print(f"alpha {alpha_us} us, link {link_gbps} GB/s per node, gamma {gamma_ns} ns/B; "
+          "inter-node phase only; bus bandwidth = 2 (n-1)/n M / T as a share of the link")
+    for per_node in (4, 8):
+        p = Params(alpha=alpha_us * 1e-6, beta=beta, gamma=gamma_ns * 1e-9, links=per_node)
+        print()
+        print(f"### {per_node} ranks per node")
+        print()
+        print("| bucket | nodes | ring | recursive doubling | Rabenseifner | selected | steps |")
+        print("|---:|---:|---:|---:|---:|---|---:|")
+        for mb in (1, 64):
+            M = mb << 20
+            m = math.ceil(M / per_node)  # each local rank's slice
+            for n in (16, 32, 64, 128, 256, 512, 1024):
+                bus = {a: 2 * (n - 1) / n * M / cost(a, n, m, p) / link for a in ALGOS}
+                pick = select(n, m, p)
+                cells = " | ".join(f"{bus[a] * 100:.1f}%" for a in ("ring", "recursive_doubling",
+                                                                      "rabenseifner"))
+                print(f"| {mb} MiB | {n} | {cells} | {pick} | {steps(pick, n)} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dump", action="store_true")
+    ap.add_argument("--fit", nargs="+", metavar="RESULTS")
+    ap.add_argument("--predict", action="store_true")
+    ap.add_argument("--alpha-us", type=float, default=1.5)
+    ap.add_argument("--link-gbps", type=float, default=25.0)
+    ap.add_argument("--gamma-ns-per-b", type=float, default=C["gamma"] * 1e9)
+    args = ap.parse_args()
+    if args.dump:
+        dump()
+    elif args.fit:
+        fit(args.fit)
+    elif args.predict:
+        predict(args.alpha_us, args.link_gbps, args.gamma_ns_per_b)
+    else:
+        ap.print_help()
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
