@@ -647,7 +647,7 @@ static int run_pidns(struct pidns_arg *arg, pid_t ns_pid, double timeout_s)
         int global[2] = { 100, 101 };
         tnt_settings_t settings;
         tnt_settings_set_defaults(&settings);
-        tnt_shm_params_t params = { name, r, 2, global, timeout_s, &settings };
+        tnt_shm_params_t params = { name, r, 2, global, timeout_s, &settings, NULL };
         tnt_shm_t *shm = NULL;
         if (tnt_shm_create(&params, &shm) != TNT_OK)
             _exit(2);
