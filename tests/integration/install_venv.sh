@@ -64,7 +64,10 @@ assert tnt.get_size() == 2, tnt.get_size()
 t = torch.ones(4) * (tnt.get_rank() + 1)
 tnt.allreduce_(t)
 assert float(t[0]) == 3.0, t
-print("venv job: rank %d of %d, %s" % (tnt.get_rank(), tnt.get_size(), sys.executable), flush=True)
+# One write per line: two ranks share the pipe, and an unbuffered print()
+# writes the text and its newline separately, which can interleave.
+sys.stdout.write("venv job: rank %d of %d, %s\n" % (tnt.get_rank(), tnt.get_size(), sys.executable))
+sys.stdout.flush()
 PY
 out=$("${clean[@]}" timeout 120 "$venv/bin/tarantella" -n 2 -- job.py 2>&1) ||
   { echo "$out"; fail "2-rank job in the venv failed"; }

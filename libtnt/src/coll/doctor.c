@@ -7,8 +7,9 @@
  *     collectives (has not entered the next one), or it stopped inside one;
  *     the suspect with the lowest sequence number, then the lowest rank, is
  *     named;
- *   - with no known suspect, the lowest rank nobody reports on is named
- *     (its whole node is silent);
+ *   - with no known suspect, the lowest rank nobody ever reported on is
+ *     named (its whole node is silent); a node's last report stays valid
+ *     after it goes quiet;
  *   - a suspect that declared a long wait (tnt_stall_pause) is not blamed.
  * The text carries only the table's values and the configured thresholds,
  * so every rank prints the same line.
@@ -40,7 +41,6 @@
 #define DOCTOR_TICK_NS     100000000ull  /* heartbeat and table refresh */
 #define DOCTOR_SEND_NS     1000000000ull /* board sent to other nodes */
 #define DOCTOR_FRESH_NS    1500000000ull /* a heartbeat this young: waiting */
-#define DOCTOR_TTL_NS      3000000000ull /* remote reports older than this: unknown */
 #define DOCTOR_MSG_MAX     128           /* local ranks per message */
 #define DOCTOR_RECV_ROUNDS 64            /* messages taken per refresh */
 
@@ -243,10 +243,16 @@ static void doctor_refresh(tnt_doctor_t *d, uint64_t now)
     }
 }
 
+/* A report, once received, stays known however old: the node that hosts a
+ * stopped rank often goes quiet first (its reporter reaches TNT_TIMEOUT a
+ * moment earlier and leaves), and its last report still says where each of
+ * its ranks was. Ageing it into "unknown" made a later deadline blame the
+ * departed reporter instead of the stopped rank. Only a node never heard
+ * from is silent. */
 static int view_known(const tnt_doctor_t *d, int r, uint64_t now)
 {
-    const struct doctor_view *v = &d->view[r];
-    return v->received_ns != 0 && now - v->received_ns < DOCTOR_TTL_NS;
+    (void)now;
+    return d->view[r].received_ns != 0;
 }
 
 static int view_waiting(const tnt_doctor_t *d, int r, uint64_t now)

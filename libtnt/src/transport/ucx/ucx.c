@@ -1163,13 +1163,31 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
     return status;
 }
 
+/* Side messages go to ranks no collective may have talked to yet (endpoints
+ * are made on first use), so they connect too: the sender to the receiver,
+ * and the receiver back to the sender, which keeps every pair that talked
+ * symmetric for the goodbye handshake. Only the stalled-job path sends them.
+ * A failure here is not the job's failure: returns -1 and the doctor tries
+ * again later. */
+static int tnt_ucx_side_connect(tnt_ucx_t *ucx, int peer)
+{
+    if (ucx->peers[peer].ep != NULL) {
+        return 0;
+    }
+    if (tnt_ucx_ep_create(ucx, peer) != TNT_OK) {
+        return -1;
+    }
+    tnt_ucx_describe_ep(&ucx->peers[peer]);
+    return 0;
+}
+
 int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes)
 {
     ucp_request_param_t param;
     ucs_status_ptr_t ret;
 
-    if (ucx->failed != TNT_OK || peer < 0 || peer >= ucx->size || ucx->peers[peer].ep == NULL ||
-        ucx->peers[peer].failed) {
+    if (ucx->failed != TNT_OK || peer < 0 || peer >= ucx->size || peer == ucx->rank ||
+        ucx->poisoned || tnt_ucx_side_connect(ucx, peer) != 0 || ucx->peers[peer].failed) {
         return -1;
     }
     /* Sent at once or not at all: the caller's buffer is free on return and
@@ -1241,7 +1259,14 @@ size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes)
         }
         ucp_request_free(ret);
     }
-    return st == UCS_OK ? info.length : 0;
+    if (st != UCS_OK) {
+        return 0;
+    }
+    int sender = (int)((info.sender_tag >> TNT_UCX_TAG_STEP_BITS) & (TNT_UCX_MAX_RANKS - 1));
+    if (sender < ucx->size && sender != ucx->rank && !ucx->poisoned) {
+        (void)tnt_ucx_side_connect(ucx, sender);
+    }
+    return info.length;
 }
 
 tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what)
