@@ -107,6 +107,9 @@ _LAZY = {
     "model": ("model", None),
     "callbacks": ("callbacks", None),
     "models": ("models", None),
+    # Preemption-safe training (preemption.py; docs/preemption.md).
+    "preemption": ("preemption", None),
+    "preemption_requested": ("preemption", "requested"),
 }
 
 
