@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
