@@ -15,8 +15,8 @@ if(TARGET spank_tarantella)
               ${_tnt_templates_pypath} $<TARGET_FILE:slurm_allreduce_check>)
   endforeach()
   # Signalled, backed up, requeued, resumed, compared with an uninterrupted
-  # run: two jobs of 12 digits epochs (about 90 s; its bounded waits add up
-  # to 540 s).
+  # run: two jobs of 12 digits epochs (20-50 s here; its bounded waits add
+  # up to under 600 s).
   tnt_add_slurm_test(NAME slurm.template.preemptible TIMEOUT 600
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/templates.sh preemptible ${PROJECT_SOURCE_DIR}
             ${_tnt_templates_pypath} $<TARGET_FILE:slurm_allreduce_check>)

@@ -61,14 +61,21 @@ if [ "$NAME" = preemptible ]; then
     done
     # What sbatch --signal=B:USR1@T sends T seconds before the time limit.
     scancel --signal=USR1 --batch "$jid"
-    deadline=$((SECONDS + 120))
-    until [ "$(restarts "$jid")" = 1 ] && [ "$(state "$jid")" = PENDING ]; do
-        [ $SECONDS -lt $deadline ] || fail "job $jid was not requeued: $(cat "$WORK/preempted.out")"
+    # The script requeues the job; Slurm holds a requeued job for about two
+    # minutes (Reason=BeginTime), which the test shortens, but only once the
+    # first run has left every node (a node still cleaning up the job's
+    # first run fails the launch of its second). Only a second run's output
+    # line counts as the requeued job running.
+    deadline=$((SECONDS + 240))
+    until grep -q "^job $jid (run 2)" "$WORK/preempted.out"; do
+        [ $SECONDS -lt $deadline ] || fail "job $jid did not run again: $(scontrol show job "$jid")"
+        if scontrol show job "$jid" -o | grep -q 'JobState=PENDING.*Reason=BeginTime' &&
+            [ "$(sinfo -h -o %T | sort -u)" = idle ]; then
+            scontrol update JobId="$jid" StartTime=now || true
+        fi
         sleep 0.5
     done
-    # Slurm holds a requeued job for about two minutes (Reason=BeginTime);
-    # the test need not wait for that.
-    scontrol update JobId="$jid" StartTime=now || true
+    [ "$(restarts "$jid")" = 1 ] || fail "job $jid: Restarts=$(restarts "$jid"), expected 1"
     deadline=$((SECONDS + 150))
     until case $(state "$jid") in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) true ;; *) false ;; esac do
         [ $SECONDS -lt $deadline ] || fail "job $jid did not finish after its requeue: $(state "$jid")"
