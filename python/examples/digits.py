@@ -8,6 +8,10 @@ loads the whole dataset; tnt.Model gives each rank its share of every global
 batch of 64 samples, reduces the gradients, and prints progress on the master
 rank only. The same script runs unchanged as a single process
 (``python3 python/examples/digits.py``) and reaches the same accuracy.
+
+With ``--backup-dir DIR`` it is preemptible (tnt.callbacks.BackupAndRestore):
+SIGUSR1 or SIGTERM makes it back up and exit with status 75, and running it
+again resumes where it stopped (sbatch-templates/preemptible.sbatch).
 """
 import argparse
 import sys
@@ -52,6 +56,10 @@ def main():
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2))
+    parser.add_argument("--backup-dir", help="back up to DIR every --backup-freq and on "
+                        "SIGUSR1/SIGTERM; resume from it when it holds a backup")
+    parser.add_argument("--backup-freq", default="epoch", help="'epoch' or a number of steps")
+    parser.add_argument("--save-weights", metavar="PATH", help="save the final weights to PATH")
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)          # the master's initial weights are broadcast
@@ -72,8 +80,15 @@ def main():
               % (len(x_train), len(x_test)))
     model.summary()
 
+    callbacks = []
+    if args.backup_dir:
+        freq = args.backup_freq if args.backup_freq == "epoch" else int(args.backup_freq)
+        callbacks.append(tnt.callbacks.BackupAndRestore(args.backup_dir, save_freq=freq))
     model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs,
-              validation_data=(x_test, y_test), shuffle_seed=args.seed, verbose=args.verbose)
+              validation_data=(x_test, y_test), shuffle_seed=args.seed, verbose=args.verbose,
+              callbacks=callbacks)
+    if args.save_weights:
+        model.save_weights(args.save_weights)
 
     loss, accuracy = model.evaluate(x_test, y_test, batch_size=args.batch_size, verbose=0)
     if tnt.is_master_rank():

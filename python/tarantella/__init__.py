@@ -198,6 +198,9 @@ _LAZY = {
     "callbacks": ("callbacks", None),
     "cuda": ("cuda", None),
     "models": ("models", None),
+    # Preemption-safe training (preemption.py; docs/preemption.md).
+    "preemption": ("preemption", None),
+    "preemption_requested": ("preemption", "requested"),
 }
 
 

@@ -15,6 +15,13 @@ any object with Keras hook names, which tnt.Model wraps as
 ``Callback(obj)``; ``Callback(obj, aggregate_logs=False,
 run_on_all_ranks=False)`` changes the defaults for one callback.
 
+Callbacks that keep state across epochs (History, CSVLogger, EarlyStopping,
+ReduceLROnPlateau, LearningRateScheduler, ModelCheckpoint) have
+``state_dict()`` / ``load_state_dict(state)``, which BackupAndRestore saves
+and restores; a user callback that defines the same two methods is backed
+up too. After ``load_state_dict`` the next ``on_train_begin`` continues
+from the loaded state instead of resetting it.
+
 Stopping is collective: tnt.Model combines ``model.stop_training`` over all
 ranks (any rank asking to stop stops everyone) after the epoch hooks, and
 after the batch hooks when a callback has batch hooks, so every rank stops
@@ -30,7 +37,7 @@ import numpy as np
 __all__ = [
     "Callback", "History", "CSVLogger", "EarlyStopping", "LearningRateScheduler",
     "ReduceLROnPlateau", "ModelCheckpoint", "ProgbarLogger", "TerminateOnNaN",
-    "LambdaCallback", "CallbackList",
+    "LambdaCallback", "BackupAndRestore", "CallbackList",
 ]
 
 _HOOKS = (
@@ -82,6 +89,26 @@ class Callback:
         fn = getattr(self.callback, name, None) if self.callback is not None else None
         if fn is not None:
             fn(*args)
+
+    def state_dict(self):
+        """State that BackupAndRestore saves (picklable), or None for none;
+        forwarded to a wrapped object that has ``state_dict``."""
+        fn = getattr(self.callback, "state_dict", None) if self.callback is not None else None
+        return fn() if fn is not None else None
+
+    def load_state_dict(self, state):
+        """Restores what state_dict returned (called before on_train_begin
+        when fit resumes from a backup)."""
+        fn = getattr(self.callback, "load_state_dict", None) if self.callback is not None \
+            else None
+        if fn is not None:
+            fn(state)
+
+    def _take_resumed(self):
+        # True once after load_state_dict: on_train_begin then keeps state.
+        resumed = getattr(self, "_resumed", False)
+        self._resumed = False
+        return resumed
 
     def has_batch_hooks(self):
         """True when some train-batch hook does real work; tnt.Model then
@@ -170,7 +197,18 @@ class History(Callback):
         self.epoch = []
         self.history = {}
 
+    def state_dict(self):
+        return {"epoch": list(self.epoch),
+                "history": {k: list(v) for k, v in self.history.items()}}
+
+    def load_state_dict(self, state):
+        self.epoch = list(state["epoch"])
+        self.history = {k: list(v) for k, v in state["history"].items()}
+        self._resumed = True
+
     def on_train_begin(self, logs=None):
+        if self._take_resumed():
+            return
         self.epoch = []
         self.history = {}
 
@@ -194,8 +232,34 @@ class CSVLogger(Callback):
         self.keys = None
         self._file = None
         self._writer = None
+        self._has_header = False
+        self._resume_size = None
+
+    def state_dict(self):
+        # The file as it was at the backup: rows written after it (by a run
+        # that then died) are cut off on resume, so no epoch appears twice.
+        size = None
+        if self._file is not None:
+            self._file.flush()
+            size = os.path.getsize(self.filename)
+        return {"size": size, "keys": self.keys,
+                "has_header": bool(self._has_header or self._writer is not None)}
+
+    def load_state_dict(self, state):
+        self._resume_size = state["size"]
+        self.keys = state["keys"]
+        self._resume_header = state["has_header"]
+        self._resumed = True
 
     def on_train_begin(self, logs=None):
+        if self._take_resumed() and self._resume_size is not None:
+            # Resuming: append to the rows of the interrupted run.
+            if os.path.exists(self.filename) and os.path.getsize(self.filename) >= self._resume_size:
+                os.truncate(self.filename, self._resume_size)
+            self._file = open(self.filename, "a", newline="")
+            self._has_header = self._resume_header
+            self._writer = None
+            return
         has_header = self.append and os.path.exists(self.filename) and os.path.getsize(self.filename) > 0
         self._file = open(self.filename, "a" if self.append else "w", newline="")
         self._has_header = has_header
@@ -263,7 +327,18 @@ class EarlyStopping(Callback):
             return current - self.min_delta < reference
         return current - self.min_delta > reference
 
+    def state_dict(self):
+        return {"wait": self.wait, "stopped_epoch": self.stopped_epoch, "best": self.best,
+                "best_weights": self.best_weights, "best_epoch": self.best_epoch}
+
+    def load_state_dict(self, state):
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._resumed = True
+
     def on_train_begin(self, logs=None):
+        if self._take_resumed():
+            return
         self.wait = 0
         self.stopped_epoch = 0
         self.best = math.inf if self.mode == "min" else -math.inf
@@ -310,8 +385,25 @@ class LearningRateScheduler(Callback):
         super().__init__()
         self.schedule = schedule
         self.verbose = verbose
+        self._applied_epoch = None
+        self._skip_epoch = None
+
+    def state_dict(self):
+        return {"applied_epoch": self._applied_epoch}
+
+    def load_state_dict(self, state):
+        # The optimizer state (restored with the backup) already holds the
+        # rate set for this epoch; applying a relative schedule
+        # (lr -> lr * 0.9) again when the epoch resumes would apply it twice.
+        self._applied_epoch = state["applied_epoch"]
+        self._skip_epoch = state["applied_epoch"]
 
     def on_epoch_begin(self, epoch, logs=None):
+        if self._skip_epoch is not None and epoch == self._skip_epoch:
+            self._skip_epoch = None
+            return
+        self._skip_epoch = None
+        self._applied_epoch = epoch
         lr = _lr_of(self.model)
         try:
             new_lr = self.schedule(epoch, lr)
@@ -358,7 +450,17 @@ class ReduceLROnPlateau(Callback):
             return current < self.best - self.min_delta
         return current > self.best + self.min_delta
 
+    def state_dict(self):
+        return {"best": self.best, "cooldown_counter": self.cooldown_counter, "wait": self.wait}
+
+    def load_state_dict(self, state):
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._resumed = True
+
     def on_train_begin(self, logs=None):
+        if self._take_resumed():
+            return
         self._reset()
 
     def on_epoch_end(self, epoch, logs=None):
@@ -420,6 +522,13 @@ class ModelCheckpoint(Callback):
 
     def has_batch_hooks(self):
         return self.save_freq != "epoch"
+
+    def state_dict(self):
+        return {"best": self.best, "batches_seen": self._batches_seen}
+
+    def load_state_dict(self, state):
+        self.best = state["best"]
+        self._batches_seen = state["batches_seen"]
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -557,6 +666,60 @@ class LambdaCallback(Callback):
 
     def has_batch_hooks(self):
         return "on_train_batch_begin" in self._fns or "on_train_batch_end" in self._fns
+
+
+class BackupAndRestore(Callback):
+    """Backs up the training state so that an interrupted ``fit`` resumes
+    where it stopped (Keras's callback of the same name and arguments).
+
+    At the start of ``fit``, if ``backup_dir`` holds a backup, training
+    resumes from it: weights and buffers, optimizer state, epoch and step
+    within the epoch, the data order (the shuffle seed), the RNG states
+    (torch, numpy, Python ``random``) and the state of the other callbacks
+    (History continues, EarlyStopping and ReduceLROnPlateau keep their
+    counters, CSVLogger appends). Resuming on another number of ranks
+    continues the same sequence of global batches, so the finished run
+    matches an uninterrupted one to float tolerance.
+
+    ``save_freq``: ``"epoch"`` backs up after every epoch; an integer backs
+    up every ``save_freq`` steps (counted across epochs). A run that dies
+    without warning resumes from its last backup. ``delete_checkpoint``:
+    remove the backup when ``fit`` completes.
+
+    Preemption: while ``fit`` runs, the signals ``tnt_signals`` (default
+    ``TNT_PREEMPT_SIGNALS``, else SIGUSR1 and SIGTERM; ``()`` for none) no
+    longer end the process. All ranks finish their current step, agree on
+    the step, write a backup and exit with status
+    ``tnt.preemption.EXIT_CODE`` (75), which a batch script uses to requeue
+    the job (see docs/preemption.md).
+
+    Every backup is one file, ``backup_dir/tarantella-backup.pt``, written
+    by the master atomically (temp file, fsync, rename): a crash or a second
+    signal during the write leaves the previous backup intact.
+    """
+
+    FILENAME = "tarantella-backup.pt"
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, tnt_signals=None):
+        super().__init__()
+        if not backup_dir:
+            raise ValueError("BackupAndRestore: backup_dir is empty; give the directory where "
+                             "the backup is kept")
+        if save_freq != "epoch" and (isinstance(save_freq, bool) or not isinstance(save_freq, int)
+                                     or save_freq < 1):
+            raise ValueError("BackupAndRestore: save_freq must be 'epoch' or a positive number "
+                             "of steps, got %r" % (save_freq,))
+        self.backup_dir = os.fspath(backup_dir)
+        self.save_freq = save_freq
+        self.delete_checkpoint = bool(delete_checkpoint)
+        if tnt_signals is not None:
+            from . import preemption
+            tnt_signals = tuple(preemption._parse_signal(s) for s in tnt_signals)
+        self.tnt_signals = tnt_signals
+
+    @property
+    def backup_path(self):
+        return os.path.join(self.backup_dir, self.FILENAME)
 
 
 def _wrap(cb):

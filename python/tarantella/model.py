@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from . import callbacks as tnt_callbacks
+from . import preemption as _preemption
 from ._comm import (any_rank as _any_rank, broadcast_bytes as _broadcast_bytes,
                     rank as _rank, size as _size, sum_over_ranks as _sum_over_ranks,
                     _pkg)
@@ -645,6 +646,10 @@ class Model:
                 raise ValueError("batch_size must be positive, got %d" % micro)
             batch = micro
         self._warn_batchnorm(max(micro, 1) if tnt_distribute_dataset else micro)
+        # Preemption (preemption.py): a BackupAndRestore backup, if any, is
+        # read now, because it fixes the data order.
+        backup = _preemption.fit_backup(callbacks)
+        shuffle_seed = backup.shuffle_seed(shuffle_seed)
         if shuffle_seed is None:
             # Drawn from torch's global generator, as DataLoader(shuffle=True)
             # draws its seed, so torch.manual_seed(s) fixes the order. Every
@@ -693,11 +698,19 @@ class Model:
 
         self.stop_training = False
         self.history = history
+        # Preemption: resume weights, optimizer, callback states and the
+        # position (epoch, step) from the backup; RNG states after the hooks.
+        initial_epoch = backup.restore(self, cbs, epochs, initial_epoch, dict(
+            num_samples=data.n, global_batch=batch, steps=steps, shuffle=bool(shuffle),
+            shuffle_seed=shuffle_seed, drop_remainder=bool(drop_remainder),
+            distributed=bool(tnt_distribute_dataset)))
         cbs.call("on_train_begin", global_logs={}, local_logs={})
+        backup.restore_rng()
         logs = {}
-        for epoch in range(initial_epoch, epochs):
+        for epoch in backup.epochs(initial_epoch, epochs):  # handles preemption signals
             self.module.train()
             stats = _Stats(self.compiled_metrics)
+            backup.resume_stats(epoch, stats)
             sampler.set_epoch(epoch)
             # This rank's samples of every step, loaded in order (by worker
             # processes with num_workers > 0).
@@ -705,7 +718,7 @@ class Model:
                                                  for s in range(min(steps, len(sampler))))
                                  if ids], num_workers, pin_memory)
             cbs.call("on_epoch_begin", epoch, global_logs={}, local_logs={})
-            for step in range(steps):
+            for step in range(backup.first_step(epoch), steps):
                 if tnt_distribute_dataset:
                     idx, global_n = sampler.step_info(step)
                 else:
@@ -736,6 +749,8 @@ class Model:
                 # so no rank leaves the step loop alone.
                 if batch_sync and self.stop_training:
                     break
+                # Preemption: all ranks agree here; backup, maybe exit.
+                backup.after_step(epoch, step, steps, stats)
             logs = stats.logs(_sum_over_ranks(stats.values))
             local_logs = stats.logs()
             if val_data is not None and (epoch + 1) % validation_freq == 0:
@@ -749,9 +764,11 @@ class Model:
                 local_logs.update({"val_" + k: v for k, v in val_logs.items()})
             cbs.call("on_epoch_end", epoch, global_logs=logs, local_logs=local_logs)
             self.stop_training = _any_rank(self.stop_training)
+            backup.after_epoch(epoch, self.stop_training)  # preemption: backup, maybe exit
             if self.stop_training:
                 break
         cbs.call("on_train_end", global_logs=logs, local_logs=logs)
+        backup.end()  # preemption: delete_checkpoint
         return history
 
     @staticmethod

@@ -221,6 +221,9 @@ do_start() {
         echo "InactiveLimit=0"
         echo "KillWait=5"
         echo "MinJobAge=600"
+        # Batch jobs may be requeued (Slurm's default, stated for the
+        # preemptible template's test: it requeues itself with scontrol).
+        echo "JobRequeue=1"
         echo "MessageTimeout=20"
         # Declared GPUs (no devices behind them: --test-only and scheduling
         # checks only; a job that asks for them gets no real GPU).

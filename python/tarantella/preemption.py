@@ -1,0 +1,580 @@
+"""Preemption-safe training: signal handling, a collective "stop now?"
+check at step boundaries, and atomic backups of the whole training state.
+
+How a preemption goes
+---------------------
+1. A batch system sends SIGUSR1 (``sbatch --signal``) or SIGTERM (Slurm
+   preemption, ``scancel``) to the ranks. The handler installed here only
+   records the signal number (it does no I/O and takes no lock), so it is
+   safe wherever the signal lands.
+2. At the next step boundary every rank calls :func:`requested`, one 4-byte
+   MAX allreduce: a signal seen by any rank is seen by all, at the same step.
+3. The training state is backed up collectively: each rank's RNG states are
+   gathered, the master writes one file next to the target (temp file,
+   fsync, rename, fsync of the directory), and every rank learns whether
+   the write succeeded. A crash or a second signal at any point leaves the
+   previous backup or the complete new one, never a torn file.
+4. Every rank raises :class:`Preempted`, a ``SystemExit`` with status
+   :data:`EXIT_CODE` (75, ``EX_TEMPFAIL``: "try again"), which batch scripts
+   use to requeue; the next run resumes from the backup.
+
+``tnt.callbacks.BackupAndRestore`` drives all of this inside
+``tnt.Model.fit``; custom training loops use :func:`install`,
+:func:`requested`, :func:`save_training_state`, :func:`load_training_state`
+and :func:`exit_preempted` (see docs/preemption.md).
+"""
+import glob
+import io
+import os
+import pickle
+import random
+import signal
+import sys
+import threading
+
+import numpy as np
+
+from . import saving
+from ._comm import broadcast_bytes, rank as _rank, size as _size, sum_over_ranks
+from .errors import InvalidArgumentError, TarantellaError
+
+__all__ = ["EXIT_CODE", "Preempted", "install", "uninstall", "installed_signals",
+           "signal_received", "requested", "save_training_state", "load_training_state",
+           "exit_preempted", "default_signals"]
+
+#: Exit status of a process that stopped because of a preemption signal
+#: after backing up its training state (sysexits.h EX_TEMPFAIL).
+EXIT_CODE = 75
+
+_DEFAULT_SIGNALS = ("SIGUSR1", "SIGTERM")
+_BACKUP_FORMAT = "tarantella.backup"
+_BACKUP_VERSION = 1
+
+# Written by the signal handler, read at step boundaries. A plain int store
+# is all the handler does.
+_received = 0
+# signum -> the handler that was there before install().
+_previous = {}
+
+
+class Preempted(SystemExit):
+    """Raised on every rank after a preemption backup; exits the process
+    with :data:`EXIT_CODE` unless caught. ``signal`` is the signal number,
+    ``epoch`` and ``step`` say where training will resume."""
+
+    def __init__(self, signum=0, epoch=None, step=None):
+        super().__init__(EXIT_CODE)
+        self.signal = signum
+        self.epoch = epoch
+        self.step = step
+
+
+# --------------------------------------------------------------------------
+# Signals
+# --------------------------------------------------------------------------
+
+def _parse_signal(item):
+    if isinstance(item, signal.Signals):
+        return int(item)
+    if isinstance(item, int):
+        if item <= 0 or item >= signal.NSIG:
+            raise InvalidArgumentError("preemption: %d is not a signal number" % item)
+        return item
+    text = str(item).strip().upper()
+    if text.isdigit():
+        return _parse_signal(int(text))
+    name = text if text.startswith("SIG") else "SIG" + text
+    sig = getattr(signal.Signals, name, None) if name in signal.Signals.__members__ else None
+    if sig is None:
+        raise InvalidArgumentError("preemption: unknown signal %r; use names such as USR1, "
+                                   "USR2, TERM, INT or numbers" % (item,))
+    if sig in (signal.SIGKILL, signal.SIGSTOP):
+        raise InvalidArgumentError("preemption: %s cannot be caught" % sig.name)
+    return int(sig)
+
+
+def default_signals():
+    """The signals that mean "back up and exit": ``TNT_PREEMPT_SIGNALS``
+    (comma-separated names or numbers, ``none`` for no signal), else
+    SIGUSR1 and SIGTERM."""
+    value = os.environ.get("TNT_PREEMPT_SIGNALS", "").strip()
+    if not value:
+        return tuple(_parse_signal(s) for s in _DEFAULT_SIGNALS)
+    if value.lower() == "none":
+        return ()
+    try:
+        return tuple(_parse_signal(s) for s in value.split(",") if s.strip())
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError("TNT_PREEMPT_SIGNALS=%r: %s" % (value, e)) from None
+
+
+def _handler(signum, frame):
+    # Only a store: no I/O, no lock, no allocation worth mentioning. The
+    # first signal is the one reported; later ones change nothing.
+    global _received
+    if not _received:
+        _received = signum
+
+
+def install(signals=None):
+    """Installs the preemption handler for ``signals`` (names or numbers;
+    default :func:`default_signals`) and returns the tuple installed. Must
+    run in the main thread. A signal then no longer ends the process: it
+    is recorded, and :func:`requested` reports it at the next step
+    boundary. Idempotent; :func:`uninstall` puts the old handlers back."""
+    sigs = default_signals() if signals is None else tuple(_parse_signal(s) for s in signals)
+    if threading.current_thread() is not threading.main_thread():
+        raise TarantellaError("preemption.install: signal handlers can only be installed from "
+                              "the main thread; call it (or fit) there")
+    for sig in sigs:
+        if sig in _previous:
+            continue
+        _previous[sig] = signal.signal(sig, _handler)
+    return sigs
+
+
+def uninstall():
+    """Restores the handlers that were there before :func:`install`."""
+    for sig, old in list(_previous.items()):
+        signal.signal(sig, old if old is not None else signal.SIG_DFL)
+        del _previous[sig]
+
+
+def installed_signals():
+    """The signals currently handled by this module."""
+    return tuple(sorted(_previous))
+
+
+def signal_received():
+    """The number of the last preemption signal this rank received, or 0.
+    Local: no communication (use :func:`requested` to decide)."""
+    return _received
+
+
+def requested():
+    """Collective: True on every rank when any rank has received a
+    preemption signal. Call it on every rank at the same step boundary; the
+    cost is one 4-byte allreduce."""
+    return _agree() != 0
+
+
+def _agree():
+    """Collective: the highest signal number any rank received (0: none).
+    Every rank then reports that one signal."""
+    global _received
+    if _size() > 1:
+        import tarantella
+        v = tarantella.allreduce(np.array([_received], dtype=np.int32), op="max", check=False)
+        _received = int(v[0])
+    return _received
+
+
+def _signal_name(signum):
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal %d" % signum
+
+
+def exit_preempted(epoch=None, step=None, message=None):
+    """Raises :class:`Preempted` (exit status :data:`EXIT_CODE`) on every
+    rank after the master prints one line saying why. Call it after a
+    successful :func:`save_training_state`."""
+    signum = _received
+    if _rank() == 0:
+        where = ""
+        if epoch is not None:
+            where = " at epoch %d" % (epoch + 1) + (", step %d" % step if step else "")
+        print("tarantella: %s%s; exiting with status %d so that the job can be requeued"
+              % (message or "preempted by %s" % _signal_name(signum), where, EXIT_CODE),
+              file=sys.stderr, flush=True)
+    raise Preempted(signum, epoch, step)
+
+
+# --------------------------------------------------------------------------
+# Training state
+# --------------------------------------------------------------------------
+
+def _rng_state():
+    import torch
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+             "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state):
+    import torch
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _gather_bytes(data):
+    """Every rank's ``data`` (bytes), in rank order, on every rank."""
+    if _size() == 1:
+        return [data]
+    import tarantella
+    lens = tarantella.allgather(np.array([len(data)], dtype=np.int64), check=False)
+    flat = tarantella.allgather_concat(np.frombuffer(data, dtype=np.uint8).copy())
+    out, pos = [], 0
+    for n in lens.reshape(-1):
+        out.append(flat[pos:pos + int(n)].tobytes())
+        pos += int(n)
+    return out
+
+
+def _module_of(model):
+    return getattr(model, "module", model)
+
+
+def _optimizer_state(optimizer):
+    if optimizer is None:
+        return None
+    inner = getattr(optimizer, "optimizer", None)
+    target = optimizer if hasattr(optimizer, "state_dict") else inner
+    return target.state_dict()
+
+
+def _load_optimizer_state(optimizer, state):
+    if optimizer is None or state is None:
+        return
+    target = optimizer if hasattr(optimizer, "load_state_dict") else optimizer.optimizer
+    target.load_state_dict(state)
+
+
+def _master_has_file(path):
+    exists = os.path.isfile(path) if _rank() == 0 else False
+    return broadcast_bytes(b"1" if exists else b"0") == b"1"
+
+
+def _write_backup(path, content):
+    """Gathers the RNG states (collective) into ``content`` and writes it
+    with the collective atomic save."""
+    import torch
+    content["rng"] = _gather_bytes(pickle.dumps(_rng_state()))
+    content["format"] = _BACKUP_FORMAT
+    content["version"] = _BACKUP_VERSION
+    content["size"] = _size()
+    saving.collective_save(path, lambda f: torch.save(content, f), what="backup")
+
+
+def _read_backup(path):
+    """The backup dict at ``path`` (read by the master, on every rank), or
+    None when the master sees no file there."""
+    import torch
+    if not _master_has_file(path):
+        return None
+    data = saving.collective_read(path, what="backup")
+    try:
+        content = torch.load(io.BytesIO(data), map_location="cpu")
+    except Exception as e:
+        raise TarantellaError("backup %r cannot be read (%s); it was not written by this "
+                              "version of tarantella, or by something else. Delete it to start "
+                              "over" % (path, e)) from None
+    if not isinstance(content, dict) or content.get("format") != _BACKUP_FORMAT:
+        raise TarantellaError("%r is not a tarantella backup; delete it or point backup_dir "
+                              "elsewhere" % (path,))
+    if content.get("version") != _BACKUP_VERSION:
+        raise TarantellaError("backup %r has format version %r, this tarantella reads %d; "
+                              "delete it to start over" % (path, content.get("version"),
+                                                           _BACKUP_VERSION))
+    return content
+
+
+def _restore_rng(content):
+    """Rank r takes the RNG states of rank r of the run that wrote the
+    backup (of rank r mod its size when that run had fewer ranks)."""
+    states = content.get("rng") or []
+    if states:
+        _set_rng_state(pickle.loads(states[_rank() % len(states)]))
+
+
+def _remove_stale_temps(path):
+    # A writer that died mid-save leaves its temp file (saving.py names it
+    # .<name>.<random>.tmp); the backup itself is intact.
+    if _rank() != 0:
+        return
+    d, name = os.path.split(os.path.abspath(path))
+    for tmp in glob.glob(os.path.join(glob.escape(d), "." + glob.escape(name) + ".*.tmp")):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def save_training_state(path, model, optimizer=None, epoch=0, step=0, extra=None):
+    """Collective: backs up weights and buffers (``model`` is a tnt.Model or
+    a torch module), the optimizer state, ``epoch``, ``step``, every rank's
+    RNG states (torch, numpy, Python ``random``; CUDA when in use) and
+    ``extra`` (anything picklable, e.g. the sampler seed) to ``path``. The
+    master writes atomically; all ranks raise if the write failed, and the
+    previous file is then unchanged."""
+    module = _module_of(model)
+    content = {
+        "kind": "custom",
+        "epoch": int(epoch), "step": int(step),
+        "model": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+        "optimizer": _optimizer_state(optimizer),
+        "extra": extra,
+    }
+    _write_backup(os.fspath(path), content)
+
+
+def load_training_state(path, model, optimizer=None, restore_rng=True):
+    """Collective: when ``path`` exists (on the master), restores the model,
+    the optimizer and (``restore_rng``) this rank's RNG states written by
+    :func:`save_training_state`, and returns ``{"epoch", "step", "extra",
+    "size"}``; returns None when there is no backup. Any rank count may
+    load it (rank r takes the RNG state of saved rank r mod saved size)."""
+    path = os.fspath(path)
+    _remove_stale_temps(path)
+    content = _read_backup(path)
+    if content is None:
+        return None
+    _module_of(model).load_state_dict(content["model"])
+    _load_optimizer_state(optimizer, content.get("optimizer"))
+    if restore_rng:
+        _restore_rng(content)
+    return {"epoch": content.get("epoch", 0), "step": content.get("step", 0),
+            "extra": content.get("extra"), "size": content.get("size")}
+
+
+# --------------------------------------------------------------------------
+# tnt.Model.fit with a BackupAndRestore callback
+# --------------------------------------------------------------------------
+
+def _callback_key_states(callbacks, collect):
+    """[(key, callback)] for callbacks with state; the key is the class name
+    and its occurrence, which is stable when the same script runs again."""
+    seen = {}
+    out = []
+    for cb in callbacks:
+        target = getattr(cb, "callback", None) or cb
+        name = type(target).__name__
+        i = seen.get(name, 0)
+        seen[name] = i + 1
+        if collect and getattr(cb, "state_dict", None) is not None:
+            out.append(("%s#%d" % (name, i), cb))
+    return out
+
+
+class FitBackup:
+    """What tnt.Model.fit does for a BackupAndRestore callback (internal).
+
+    fit calls, in this order: :meth:`find` (before the shuffle seed is
+    drawn), :meth:`shuffle_seed`, :meth:`restore` (before on_train_begin),
+    :meth:`restore_rng` (after it), then per epoch :meth:`first_step` and
+    :meth:`resume_stats`, :meth:`after_step` at every step boundary and
+    :meth:`after_epoch` after the epoch hooks, and :meth:`end` when fit
+    completes. The signal handlers live as long as the :meth:`epochs`
+    loop."""
+
+    def __init__(self, callback, backup):
+        self.callback = callback
+        self.path = callback.backup_path
+        self.backup = backup
+        self.save_freq = callback.save_freq
+        self.signals = ()
+        self.batches_since_save = 0
+        self.resume_epoch = None
+        self.resume_step = 0
+        self.resume_values = None
+        self.cbs = None
+        self.model = None
+        self.num_epochs = 0
+        self.meta = {}
+        self.preempted = False
+
+    @classmethod
+    def find(cls, callbacks):
+        """A FitBackup when ``callbacks`` holds a BackupAndRestore (the
+        backup, if any, already read on every rank), else None."""
+        from .callbacks import BackupAndRestore
+        found = [cb for cb in (callbacks or []) if isinstance(cb, BackupAndRestore)]
+        if not found:
+            return None
+        if len(found) > 1:
+            raise ValueError("fit: more than one BackupAndRestore callback; use one")
+        cb = found[0]
+        _remove_stale_temps(cb.backup_path)
+        self = cls(cb, _read_backup(cb.backup_path))
+        if self.backup is not None and self.backup.get("kind") != "fit":
+            raise TarantellaError("%r was written by save_training_state, not by fit; give "
+                                  "BackupAndRestore its own backup_dir" % self.path)
+        return self
+
+    def shuffle_seed(self, seed):
+        return self.backup["shuffle_seed"] if self.backup is not None else seed
+
+    def restore(self, model, cbs, epochs, initial_epoch, meta):
+        """Checks that the backup fits this run, restores weights,
+        optimizer and callback states; returns the first epoch."""
+        self.model, self.cbs, self.num_epochs, self.meta = model, cbs, epochs, dict(meta)
+        b = self.backup
+        if b is None:
+            return initial_epoch
+        for key, what in (("num_samples", "samples"), ("global_batch", "global batch size"),
+                          ("steps", "steps per epoch"), ("distributed", "tnt_distribute_dataset"),
+                          ("drop_remainder", "drop_remainder"), ("shuffle", "shuffle")):
+            if b["meta"].get(key) != self.meta.get(key):
+                raise ValueError(
+                    "fit: the backup in %s was written by a run with %s %r, this run has %r; "
+                    "resume with the same data and batch_size (the global batch, whatever the "
+                    "number of ranks), or delete %s to start over"
+                    % (self.callback.backup_dir, what, b["meta"].get(key), self.meta.get(key),
+                       self.path))
+        if not self.meta["distributed"] and b["size"] != _size():
+            raise ValueError("fit: the backup in %s was written by %d ranks that each passed "
+                             "their own data (tnt_distribute_dataset=False); resume on %d ranks "
+                             "or delete it" % (self.callback.backup_dir, b["size"], _size()))
+        model.module.load_state_dict(b["model"])
+        _load_optimizer_state(model.optimizer, b["optimizer"])
+        states = b.get("callbacks", {})
+        for key, cb in _callback_key_states(cbs.callbacks, True):
+            if key in states and states[key] is not None:
+                cb.load_state_dict(states[key])
+        self.resume_epoch = b["epoch"]
+        self.resume_step = b["step"]
+        self.resume_values = b["stats"]
+        self.batches_since_save = b.get("batches_since_save", 0)
+        if _rank() == 0:
+            print("tarantella: resuming from the backup in %s at epoch %d, step %d (written by "
+                  "%d rank%s)" % (self.callback.backup_dir, b["epoch"] + 1, b["step"], b["size"],
+                                  "" if b["size"] == 1 else "s"), file=sys.stderr, flush=True)
+        return b["epoch"]
+
+    def epochs(self, first, last):
+        """The epochs to run; the preemption signals are handled while they
+        run. Used as ``for epoch in backup.epochs(...)``: CPython closes the
+        generator as soon as the loop ends, by break, return or exception,
+        and the handlers are removed then (kept after a preemption, so that
+        a second signal cannot kill the exiting process half-way)."""
+        tnt_signals = self.callback.tnt_signals
+        self.signals = install(tnt_signals) if tnt_signals != () else ()
+        try:
+            for epoch in range(first, last):
+                yield epoch
+        finally:
+            if not self.preempted:
+                uninstall()
+
+    def restore_rng(self):
+        if self.backup is not None:
+            _restore_rng(self.backup)
+
+    def first_step(self, epoch):
+        return self.resume_step if epoch == self.resume_epoch else 0
+
+    def resume_stats(self, epoch, stats):
+        """The running sums of the interrupted epoch: the backup holds the
+        sums over all ranks, which rank 0 carries on."""
+        if epoch == self.resume_epoch and self.resume_values is not None:
+            if _rank() == 0:
+                stats.values[:] = self.resume_values
+            self.resume_values = None
+
+    def _save(self, epoch, step, stats_values):
+        states = {}
+        for key, cb in _callback_key_states(self.cbs.callbacks, True):
+            states[key] = cb.state_dict()
+        content = {
+            "kind": "fit", "epoch": int(epoch), "step": int(step),
+            "shuffle_seed": self.meta["shuffle_seed"], "meta": self.meta,
+            "model": {k: v.detach().cpu().clone()
+                      for k, v in self.model.module.state_dict().items()},
+            "optimizer": _optimizer_state(self.model.optimizer),
+            "callbacks": states,
+            "stats": stats_values,
+            "batches_since_save": 0,
+        }
+        _write_backup(self.path, content)
+        self.batches_since_save = 0
+
+    def after_step(self, epoch, step, steps, stats):
+        """At the boundary after ``step``: backs up when save_freq steps
+        have passed or a preemption signal arrived; then raises Preempted
+        in the latter case."""
+        self.batches_since_save += 1
+        preempt = bool(self.signals) and requested()
+        due = self.save_freq != "epoch" and self.batches_since_save >= self.save_freq
+        if not (preempt or due):
+            return
+        if preempt and step + 1 >= steps and epoch + 1 >= self.num_epochs:
+            return  # the last step is done; let fit finish normally
+        # Sums over all ranks: the resuming run may have another rank count.
+        self._save(epoch, step + 1, sum_over_ranks(stats.values))
+        if preempt:
+            self.preempted = True
+            exit_preempted(epoch, step + 1)
+
+    def after_epoch(self, epoch, stop_training):
+        """After the epoch's hooks: backs up for save_freq='epoch' or a
+        preemption signal (not after the last epoch, nor when training
+        stops anyway); raises Preempted in the latter case."""
+        preempt = bool(self.signals) and requested()
+        if stop_training or epoch + 1 >= self.num_epochs:
+            return
+        if self.save_freq == "epoch" or preempt:
+            self._save(epoch + 1, 0, None)
+        if preempt:
+            self.preempted = True
+            exit_preempted(epoch + 1, 0)
+
+    def end(self):
+        """fit completed: removes the backup when delete_checkpoint."""
+        global _received
+        if self.callback.delete_checkpoint and _rank() == 0:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            try:
+                os.rmdir(self.callback.backup_dir)
+            except OSError:
+                pass  # not empty, or not ours to remove
+        if _received and _rank() == 0:
+            print("tarantella: %s arrived after the last step; training is complete, nothing to "
+                  "back up" % _signal_name(_received), file=sys.stderr, flush=True)
+        _received = 0
+
+
+
+class NoBackup:
+    """FitBackup's stand-in when fit has no BackupAndRestore: nothing to
+    restore, no signal handled, no backup written."""
+
+    def shuffle_seed(self, seed):
+        return seed
+
+    def restore(self, model, cbs, epochs, initial_epoch, meta):
+        return initial_epoch
+
+    def epochs(self, first, last):
+        return range(first, last)
+
+    def restore_rng(self):
+        pass
+
+    def first_step(self, epoch):
+        return 0
+
+    def resume_stats(self, epoch, stats):
+        pass
+
+    def after_step(self, epoch, step, steps, stats):
+        pass
+
+    def after_epoch(self, epoch, stop_training):
+        pass
+
+    def end(self):
+        pass
+
+
+def fit_backup(callbacks):
+    """tnt.Model.fit's preemption and backup driver for ``callbacks``."""
+    return FitBackup.find(callbacks) or NoBackup()
