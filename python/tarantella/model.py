@@ -712,13 +712,15 @@ class Model:
             stats = _Stats(self.compiled_metrics)
             backup.resume_stats(epoch, stats)
             sampler.set_epoch(epoch)
-            # This rank's samples of every step, loaded in order (by worker
-            # processes with num_workers > 0).
+            # A resumed epoch starts at the backup's step (0 otherwise).
+            first_step = backup.first_step(epoch)
+            # This rank's samples of every step from there, loaded in order
+            # (by worker processes with num_workers > 0).
             feed = data.batches([ids for ids in (sampler.step_info(s)[0]
-                                                 for s in range(min(steps, len(sampler))))
+                                                 for s in range(first_step, min(steps, len(sampler))))
                                  if ids], num_workers, pin_memory)
             cbs.call("on_epoch_begin", epoch, global_logs={}, local_logs={})
-            for step in range(backup.first_step(epoch), steps):
+            for step in range(first_step, steps):
                 if tnt_distribute_dataset:
                     idx, global_n = sampler.step_info(step)
                 else:

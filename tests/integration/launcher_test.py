@@ -469,9 +469,16 @@ def case_shm_leftover():
     open(foreign, "w").close()
     try:
         # Each rank leaves a segment name ending in its own pid, as a node's
-        # first rank killed before the others attached would; rank 1 fails.
+        # first rank killed before the others attached would; rank 1 fails,
+        # but only once rank 0 has left its name (else the launcher may stop
+        # rank 0 before it ran, and there is nothing of it to clean up).
+        ready = os.path.join(TMPDIR, "shm_leftover.rank0")
+        if os.path.exists(ready):
+            os.unlink(ready)
         script = ('touch /dev/shm/tnt-0123456789abcdef-$$; echo "pid $$"; '
-                  '[ "$PMIX_RANK" = 1 ] && exit 4; exit 0')
+                  'if [ "$PMIX_RANK" = 0 ]; then touch %s; exit 0; fi; '
+                  'i=0; while [ ! -e %s ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; '
+                  'exit 4' % (ready, ready))
         rc, out, err, _ = run(["-n", "2", "--python-interpreter", "", "--",
                                "/bin/sh", "-c", script])
         check(rc == 4, "rank 1's status is the job's", outputs(rc, out, err))
@@ -482,6 +489,8 @@ def case_shm_leftover():
             check(not os.path.exists(left), "%s left behind" % left)
         check(os.path.exists(foreign), "a segment of another job was removed")
     finally:
+        if os.path.exists(os.path.join(TMPDIR, "shm_leftover.rank0")):
+            os.unlink(os.path.join(TMPDIR, "shm_leftover.rank0"))
         for path in glob.glob("/dev/shm/tnt-0123456789abcdef-*") + [foreign]:
             if os.path.exists(path):
                 os.unlink(path)

@@ -59,11 +59,11 @@ if [ "$NAME" = preemptible ]; then
     restarts() { scontrol show job "$1" -o | grep -o 'Restarts=[0-9]*' | cut -d= -f2; }
 
     job reference
-    timeout -k 5 150 sbatch --wait --time=10 --nodes=2 --ntasks-per-node=1 \
+    timeout -k 5 150 sbatch --wait --time=10 --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 \
         -o "$WORK/reference.out" "$WORK/reference.sbatch" || fail "reference run: status $?"
 
     job preempted
-    jid=$(sbatch --parsable --time=10 --nodes=2 --ntasks-per-node=1 -o "$WORK/preempted.out" \
+    jid=$(sbatch --parsable --time=10 --nodes=2 --ntasks-per-node=1 --cpus-per-task=1 -o "$WORK/preempted.out" \
         "$WORK/preempted.sbatch") || fail "sbatch failed"
     deadline=$((SECONDS + 120))
     until grep -q '^Epoch 4/12' "$WORK/preempted.out" 2>/dev/null; do
