@@ -31,6 +31,12 @@ typedef enum {
     TNT_SETTINGS_ALGO_RING
 } tnt_settings_algo_t;
 
+typedef enum {
+    TNT_SETTINGS_STREAM_AUTO,
+    TNT_SETTINGS_STREAM_ON,
+    TNT_SETTINGS_STREAM_OFF
+} tnt_settings_stream_t;
+
 typedef struct tnt_settings {
     double timeout_s;                   /* TNT_TIMEOUT; 0 = no timeout */
     tnt_log_level_t log_level;          /* TNT_LOG_LEVEL */
@@ -40,6 +46,7 @@ typedef struct tnt_settings {
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
     int shm_cma;                        /* TNT_SHM_CMA */
     size_t shm_stream_bytes;            /* TNT_SHM_STREAM_KB */
+    tnt_settings_stream_t shm_stream;   /* TNT_SHM_STREAM */
     tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
