@@ -32,7 +32,7 @@
  *    which share a cache and one core's memory bandwidth). So by default
  *    (TNT_SHM_STREAM=auto) each rank times its large allreduces per byte,
  *    keeps a moving average for each kind of copy, uses the faster one and
- *    tries the other every TNT_SHM_EXPLORE-th time to notice a change. The
+ *    tries the other now and then (TNT_SHM_EXPLORE) to notice a change. The
  *    ranks need not agree: both kinds put the same bytes in the same places
  *    of the slots at the same phases, and reduce in the same order, so a
  *    rank may switch at any collective and results stay bitwise identical.
@@ -249,8 +249,12 @@ static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sen
 
 /* auto: every this many large allreduces, use the kind that is not the
  * current best, so that a change of placement is noticed within a few
- * dozen collectives; the weight of the newest sample in the average. */
+ * dozen collectives (a fraction of a second at 64 MiB); less often when the
+ * other kind is at least twice as slow, since each try then costs more
+ * (measured far apart: 7.0 GB/s streamed against 2.0 cached). The weight of
+ * the newest sample in the average. */
 #define TNT_SHM_EXPLORE      8u
+#define TNT_SHM_EXPLORE_SLOW 32u
 #define TNT_SHM_EXPLORE_GAIN 0.25
 
 /* Whether a staged collective of this many bytes streams: off, on, or (auto)
@@ -264,14 +268,17 @@ static int tnt_shm_streams(const struct tnt_shm *shm, size_t bytes)
 }
 
 /* The kind a large allreduce uses under auto: unmeasured kinds first, then
- * the best, with one exploration of the other every TNT_SHM_EXPLORE. */
+ * the best, with one try of the other every TNT_SHM_EXPLORE(_SLOW). */
 static int tnt_shm_stream_pick(struct tnt_shm *shm)
 {
-    if (shm->stream_ns_per_byte[1] == 0)
+    const double *avg = shm->stream_ns_per_byte;
+    if (avg[1] == 0)
         return 1;
-    if (shm->stream_ns_per_byte[0] == 0)
+    if (avg[0] == 0)
         return 0;
-    return ++shm->stream_count % TNT_SHM_EXPLORE == 0 ? !shm->stream_best : shm->stream_best;
+    const int best = shm->stream_best;
+    const uint32_t period = avg[!best] >= 2 * avg[best] ? TNT_SHM_EXPLORE_SLOW : TNT_SHM_EXPLORE;
+    return ++shm->stream_count % period == 0 ? !best : best;
 }
 
 static void tnt_shm_stream_learn(struct tnt_shm *shm, int kind, uint64_t ns, size_t bytes)
