@@ -13,9 +13,9 @@ import re
 import statistics
 import sys
 
-PROGRAMS = ["tnt", "stream", "nostream", "ompi", "post"]
+PROGRAMS = ["tnt", "stream", "nostream", "cma", "ompi", "post"]
 LABELS = {"tnt": "libtnt (defaults: TNT_SHM_STREAM=auto)", "stream": "libtnt, TNT_SHM_STREAM=on",
-          "nostream": "libtnt, TNT_SHM_STREAM=off",
+          "nostream": "libtnt, TNT_SHM_STREAM=off", "cma": "libtnt, TNT_SHM_CMA=1",
           "ompi": "OpenMPI 4.1 MPI_Allreduce", "post": "libtnt post + wait"}
 PROBE = re.compile(r"rtt_ns\s+([\d.]+)\s+handoff_GBps\s+([\d.]+)\s+placement\s+(\w+)")
 
@@ -135,6 +135,7 @@ def main():
                         fontsize=9)
             a.grid(True, which="both", alpha=0.3)
         a1.set_yscale("log")
+        a1.legend(fontsize=7)
         a2.legend(fontsize=8)
     fig.tight_layout()
     path = os.path.join(out, "allreduce_2ranks.png")

@@ -16,6 +16,7 @@
 #   nostream  the same with TNT_SHM_STREAM=off (the cache-resident staged
 #             copies at every size)
 #   ompi      mpirun --bind-to core -np 2 mpi_allreduce_bench (MPI_Allreduce)
+#   cma       TNT_SHM_CMA=1 (single-copy process_vm_readv; not in the default list)
 #   post      allreduce_bench --post up to 64 KiB: tnt_allreduce_post +
 #             tnt_wait, i.e. the collective plus the progress-thread hand-off
 # Raw outputs (runs/*.txt, each with its two probe lines), summary.md and
@@ -62,9 +63,10 @@ set_cmd() {
     tnt)      cmd=("${clean[@]}" "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
     stream)   cmd=("${clean[@]}" TNT_SHM_STREAM=on "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
     nostream) cmd=("${clean[@]}" TNT_SHM_STREAM=off "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
+    cma)      cmd=("${clean[@]}" TNT_SHM_CMA=1 "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
     post)     cmd=("${clean[@]}" "$tnt" -n 2 --pin core -- "$ours" --post --max "$post_max") ;;
     ompi)     cmd=(mpirun --allow-run-as-root --bind-to core -np 2 "$mpi" --max "$max") ;;
-    *)        echo "run_all.sh: unknown program $1 (tnt, stream, nostream, ompi, post)" >&2; exit 2 ;;
+    *)        echo "run_all.sh: unknown program $1 (tnt, stream, nostream, cma, ompi, post)" >&2; exit 2 ;;
   esac
 }
 
