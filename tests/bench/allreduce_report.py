@@ -13,8 +13,9 @@ import re
 import statistics
 import sys
 
-PROGRAMS = ["tnt", "nostream", "ompi", "post"]
-LABELS = {"tnt": "libtnt (defaults)", "nostream": "libtnt, no streaming stores",
+PROGRAMS = ["tnt", "stream", "nostream", "cma", "ompi", "post"]
+LABELS = {"tnt": "libtnt (defaults: TNT_SHM_STREAM=auto)", "stream": "libtnt, TNT_SHM_STREAM=on",
+          "nostream": "libtnt, TNT_SHM_STREAM=off", "cma": "libtnt, TNT_SHM_CMA=1",
           "ompi": "OpenMPI 4.1 MPI_Allreduce", "post": "libtnt post + wait"}
 PROBE = re.compile(r"rtt_ns\s+([\d.]+)\s+handoff_GBps\s+([\d.]+)\s+placement\s+(\w+)")
 
@@ -85,19 +86,19 @@ def main():
                   "%.1f GB/s; runs: %s." % (statistics.median(rtts), statistics.median(bws),
                                             ", ".join("%s %d" % kv for kv in counts.items())),
                   "",
-                  "| size | tnt lat (µs) | tnt busbw (GB/s) | no-stream busbw (GB/s) | "
+                  "| size | tnt lat (µs) | tnt busbw (GB/s) | stream=on busbw | stream=off busbw | "
                   "OpenMPI lat (µs) | OpenMPI busbw (GB/s) | tnt/OpenMPI busbw | "
                   "tnt/OpenMPI lat | post+wait lat (µs) |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         sizes = sorted({k[2] for k in med if k[0] == pl})
         for s in sizes:
             def get(prog, i, fmt):
                 v = med.get((pl, prog, s))
                 return fmt % v[i] if v else "-"
             t, o = med.get((pl, "tnt", s)), med.get((pl, "ompi", s))
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 human(s), get("tnt", 0, "%.2f"), get("tnt", 1, "%.3f"),
-                get("nostream", 1, "%.3f"), get("ompi", 0, "%.2f"), get("ompi", 1, "%.3f"),
+                get("stream", 1, "%.3f"), get("nostream", 1, "%.3f"), get("ompi", 0, "%.2f"), get("ompi", 1, "%.3f"),
                 "%.2f×" % (t[1] / o[1]) if t and o and o[1] > 0 else "-",
                 "%.2f×" % (t[0] / o[0]) if t and o and o[0] > 0 else "-",
                 get("post", 0, "%.2f")))
@@ -134,6 +135,7 @@ def main():
                         fontsize=9)
             a.grid(True, which="both", alpha=0.3)
         a1.set_yscale("log")
+        a1.legend(fontsize=7)
         a2.legend(fontsize=8)
     fig.tight_layout()
     path = os.path.join(out, "allreduce_2ranks.png")

@@ -12,9 +12,11 @@
 # far are reported separately. Programs (TNT_BENCH_PROGRAMS, default all),
 # alternating their order every round:
 #   tnt       tarantella -n 2 --pin core -- allreduce_bench   (defaults)
-#   nostream  the same with TNT_SHM_STREAM_KB=1073741824 (no streaming
-#             stores: the cache-resident staged copies at every size)
+#   stream    the same with TNT_SHM_STREAM=on (always streaming stores)
+#   nostream  the same with TNT_SHM_STREAM=off (the cache-resident staged
+#             copies at every size)
 #   ompi      mpirun --bind-to core -np 2 mpi_allreduce_bench (MPI_Allreduce)
+#   cma       TNT_SHM_CMA=1 (single-copy process_vm_readv; not in the default list)
 #   post      allreduce_bench --post up to 64 KiB: tnt_allreduce_post +
 #             tnt_wait, i.e. the collective plus the progress-thread hand-off
 # Raw outputs (runs/*.txt, each with its two probe lines), summary.md and
@@ -35,7 +37,7 @@ ours=$build/bin/allreduce_bench
 mpi=$build/bin/mpi_allreduce_bench
 max=${TNT_BENCH_MAX_BYTES:-268435456}
 post_max=$(( max < 65536 ? max : 65536 ))
-programs=${TNT_BENCH_PROGRAMS:-tnt nostream ompi post}
+programs=${TNT_BENCH_PROGRAMS:-tnt stream nostream ompi post}
 probe_src=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
 mkdir -p "$out/runs"
 rm -f "$out"/runs/*.txt
@@ -53,15 +55,18 @@ else
   echo "run_all.sh: mpi_allreduce_bench or mpirun missing; no OpenMPI comparison" >&2
 fi
 
-clean=(env -u TNT_SHM_CMA -u TNT_SHM_STAGING_KB -u TNT_SHM_SMALL_KB -u TNT_SHM_STREAM_KB)
+clean=(env -u TNT_SHM_CMA -u TNT_SHM_STAGING_KB -u TNT_SHM_SMALL_KB -u TNT_SHM_STREAM_KB
+       -u TNT_SHM_STREAM)
 # The command line of each program, in the array cmd.
 set_cmd() {
   case $1 in
     tnt)      cmd=("${clean[@]}" "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
-    nostream) cmd=("${clean[@]}" TNT_SHM_STREAM_KB=1073741824 "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
+    stream)   cmd=("${clean[@]}" TNT_SHM_STREAM=on "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
+    nostream) cmd=("${clean[@]}" TNT_SHM_STREAM=off "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
+    cma)      cmd=("${clean[@]}" TNT_SHM_CMA=1 "$tnt" -n 2 --pin core -- "$ours" --max "$max") ;;
     post)     cmd=("${clean[@]}" "$tnt" -n 2 --pin core -- "$ours" --post --max "$post_max") ;;
     ompi)     cmd=(mpirun --allow-run-as-root --bind-to core -np 2 "$mpi" --max "$max") ;;
-    *)        echo "run_all.sh: unknown program $1 (tnt, nostream, ompi, post)" >&2; exit 2 ;;
+    *)        echo "run_all.sh: unknown program $1 (tnt, stream, nostream, cma, ompi, post)" >&2; exit 2 ;;
   esac
 }
 
@@ -84,7 +89,7 @@ run() {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) vCPUs"
   echo "mpirun: $(mpirun --version 2>/dev/null | head -1 || echo none)"
-  echo "libtnt streaming kernel: $("${clean[@]}" TNT_LOG_LEVEL=debug "$tnt" -n 1 -- "$ours" --max 4 2>&1 | grep -o 'streaming from [0-9]* KiB ([a-z0-9]*)' | head -1)"
+  echo "libtnt streaming kernel: $("${clean[@]}" TNT_LOG_LEVEL=debug "$tnt" -n 1 -- "$ours" --max 4 2>&1 | grep -o 'streaming [a-z]* from [0-9]* KiB ([a-z0-9]*)' | head -1)"
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/machine.txt"
 

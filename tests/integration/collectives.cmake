@@ -9,7 +9,7 @@ target_link_libraries(collectives_check PRIVATE tnt)
 set(_coll_check $<TARGET_FILE:collectives_check>)
 # The same clean launcher environment as bootstrap.cmake (TNT_TEST_CLEAN_ENV).
 set(_coll_env ${TNT_TEST_CLEAN_ENV} -u TNT_SHM_CMA -u TNT_SHM_STAGING_KB -u TNT_SHM_SMALL_KB
-  -u TNT_SHM_STREAM_KB TNT_TIMEOUT=60)
+  -u TNT_SHM_STREAM_KB -u TNT_SHM_STREAM TNT_TIMEOUT=60)
 
 function(tnt_collectives_test name timeout)
   add_test(NAME integration.collectives.${name} COMMAND ${ARGN})
@@ -40,7 +40,8 @@ if(TARGET tarantella)
   # path), standard matrix and large case, in and out of place.
   foreach(_np 2 5)
     tnt_collectives_test(tarantella_stream_np${_np} 180
-      ${_coll_env} TNT_SHM_STREAM_KB=0 TNT_SHM_SMALL_KB=0 TNT_SHM_STAGING_KB=256
+      ${_coll_env} TNT_SHM_STREAM=on TNT_SHM_STREAM_KB=0 TNT_SHM_SMALL_KB=0
+      TNT_SHM_STAGING_KB=256
       timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)
   endforeach()
   # A 4 MiB /dev/shm in a private mount namespace (root only, else skipped):

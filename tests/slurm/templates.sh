@@ -77,11 +77,19 @@ if [ "$NAME" = preemptible ]; then
     # first run has left every node (a node still cleaning up the job's
     # first run fails the launch of its second). Only a second run's output
     # line counts as the requeued job running.
+    # "Left every node": all nodes idle for 2 s in a row (a node reports idle
+    # a moment before its slurmd has let go of the job's last step).
     deadline=$((SECONDS + 240))
+    idle_since=
     until grep -q "^job $jid (run 2)" "$WORK/preempted.out"; do
         [ $SECONDS -lt $deadline ] || fail "job $jid did not run again: $(scontrol show job "$jid")"
+        if [ "$(sinfo -h -o %T | sort -u)" = idle ]; then
+            idle_since=${idle_since:-$SECONDS}
+        else
+            idle_since=
+        fi
         if scontrol show job "$jid" -o | grep -q 'JobState=PENDING.*Reason=BeginTime' &&
-            [ "$(sinfo -h -o %T | sort -u)" = idle ]; then
+            [ -n "$idle_since" ] && [ $((SECONDS - idle_since)) -ge 2 ]; then
             scontrol update JobId="$jid" StartTime=now || true
         fi
         sleep 0.5

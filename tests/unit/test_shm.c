@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "transport/shm.h"
+#include "transport/shm_impl.h"
 #include "util/wait.h"
 #include "tests/integration/collectives_values.h"
 
@@ -166,9 +167,17 @@ static int run_ranks(int n, rank_fn fn, void *arg)
 
 static const size_t matrix_counts[] = { 0, 1, 2, 3, 7, 13, 97, 1031, 4099, 40009, 300007 };
 
+/* arg: NULL, or an int that is 1 to make even ranks stream and odd ones
+ * copy through the cache in the same collectives. */
+static void mix_stream_modes(tnt_shm_t *shm, int rank, void *arg)
+{
+    if (arg != NULL && *(int *)arg)
+        shm->stream_mode = rank % 2 ? TNT_SETTINGS_STREAM_OFF : TNT_SETTINGS_STREAM_ON;
+}
+
 static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
 {
-    (void)arg;
+    mix_stream_modes(shm, rank, arg);
     size_t max_count = 300007;
     char *send = malloc(max_count * 8), *recv = malloc(max_count * 8);
     CHECK(send && recv, "malloc");
@@ -208,7 +217,7 @@ static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
  * every rank, whichever algorithm ran. */
 static int allreduce_random_order(tnt_shm_t *shm, int rank, int n, void *arg)
 {
-    (void)arg;
+    mix_stream_modes(shm, rank, arg);
     static const size_t counts[] = { 5, 3001, 70001, 400009 };
     for (size_t c = 0; c < 4; c++) {
         size_t count = counts[c];
@@ -299,6 +308,7 @@ static void test_allreduce_staged(void **state)
 static void test_allreduce_streamed(void **state)
 {
     (void)state;
+    setenv("TNT_SHM_STREAM", "on", 1);
     setenv("TNT_SHM_STREAM_KB", "0", 1);
     setenv("TNT_SHM_STAGING_KB", "64", 1);
     setenv("TNT_SHM_SMALL_KB", "0", 1);
@@ -312,8 +322,19 @@ static void test_allreduce_streamed(void **state)
     unsetenv("TNT_SHM_STAGING_KB");
     assert_int_equal(run_ranks(2, allreduce_random_order, NULL), 0);
     check_hashes_equal(2, 4);
+    /* Ranks that copy differently in the same collectives (auto mode lets
+     * each rank choose): even ranks stream, odd ones do not. */
+    setenv("TNT_SHM_STAGING_KB", "64", 1);
+    int mixed = 1;
+    for (int n = 2; n <= 3; n++) {
+        assert_int_equal(run_ranks(n, allreduce_matrix, &mixed), 0);
+        assert_int_equal(run_ranks(n, allreduce_random_order, &mixed), 0);
+        check_hashes_equal(n, 4);
+    }
+    unsetenv("TNT_SHM_STAGING_KB");
     unsetenv("TNT_SHM_SMALL_KB");
     unsetenv("TNT_SHM_STREAM_KB");
+    unsetenv("TNT_SHM_STREAM");
 }
 
 /* ---- other collectives --------------------------------------------------- */
@@ -408,11 +429,13 @@ static void test_other_collectives(void **state)
     assert_int_equal(run_ranks(8, others, NULL), 0);
     unsetenv("TNT_SHM_CMA");
     /* reduce_scatter and allgather_slices streamed */
+    setenv("TNT_SHM_STREAM", "on", 1);
     setenv("TNT_SHM_STREAM_KB", "0", 1);
     setenv("TNT_SHM_STAGING_KB", "64", 1);
     assert_int_equal(run_ranks(3, others, NULL), 0);
     unsetenv("TNT_SHM_STAGING_KB");
     unsetenv("TNT_SHM_STREAM_KB");
+    unsetenv("TNT_SHM_STREAM");
 }
 
 /* ---- mismatched collectives ---------------------------------------------- */
@@ -741,6 +764,7 @@ int main(void)
     unsetenv("TNT_SHM_STAGING_KB");
     unsetenv("TNT_SHM_SMALL_KB");
     unsetenv("TNT_SHM_STREAM_KB");
+    unsetenv("TNT_SHM_STREAM");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slice_rule),
         cmocka_unit_test(test_allreduce_all_ranks),

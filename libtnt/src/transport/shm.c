@@ -677,6 +677,8 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     shm->spin_ns = cpus >= shm->n ? TNT_SHM_SPIN_NS : 0;
     shm->stream_min = params->settings->shm_stream_bytes;
+    shm->stream_mode = (int)params->settings->shm_stream;
+    shm->stream_best = shm->stream_mode != TNT_SETTINGS_STREAM_OFF;
     tnt_shm_stream_init();
     if (shm->global_ranks == NULL || shm->pids == NULL || shm->srcs == NULL ||
         posix_memalign((void **)&shm->cma_tmp, 4096, (size_t)shm->n * shm->cma_block_bytes) != 0 ||
@@ -749,10 +751,13 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     if (status != TNT_OK)
         goto err_unmap;
 
-    tnt_log_debug("shm %s: %d local ranks, %zu KiB staging per rank, CMA %s, streaming from %zu "
-                  "KiB (%s)",
+    tnt_log_debug("shm %s: %d local ranks, %zu KiB staging per rank, CMA %s, streaming %s from "
+                  "%zu KiB (%s)",
                   shm->name, shm->n, 2 * shm->slot_bytes / 1024, shm->use_cma ? "on" : "off",
-                  shm->stream_min == SIZE_MAX ? 0 : shm->stream_min / 1024, tnt_shm_stream_isa());
+                  shm->stream_mode == TNT_SETTINGS_STREAM_AUTO ? "auto"
+                  : shm->stream_mode == TNT_SETTINGS_STREAM_ON ? "on"
+                                                               : "off",
+                  shm->stream_min / 1024, tnt_shm_stream_isa());
     *shm_p = shm;
     return TNT_OK;
 

@@ -19,13 +19,23 @@
  *    rank's slice into its slot, reduces its own piece from all slots into
  *    its other slot, and everyone copies the reduced pieces out. Shared
  *    memory stays bounded (TNT_SHM_STAGING_KB per rank) for any count.
- *    From TNT_SHM_STREAM_KB on, the staged algorithm streams: the copies into
- *    the slots and out of them into recvbuf use non-temporal stores
+ *    From TNT_SHM_STREAM_KB on, the staged algorithm may stream: the copies
+ *    into the slots and out of them into recvbuf use non-temporal stores
  *    (shm_stream.h), and each rank reduces its piece straight into its own
  *    recvbuf, block by block, streaming each block from L1 into its slot
- *    for the others. Data then moves between cores through memory, which is
- *    as fast in every core placement, instead of cache to cache, which is
- *    slow across sockets (and across this project's VMs' "far" vCPUs).
+ *    for the others. Data then moves between cores through memory instead
+ *    of cache to cache. Which wins depends on where the cores sit, and on
+ *    this project's VMs that changes at run time: measured at 64-256 MiB,
+ *    streaming gives 7.9-9.2 GB/s against 2.0 for cached copies when the
+ *    two vCPUs are "far" (different cores), but 5.7-6.9 against 8.6-12.5
+ *    when they are "close" (they behave like hyper-threads of one core,
+ *    which share a cache and one core's memory bandwidth). So by default
+ *    (TNT_SHM_STREAM=auto) each rank times its large allreduces per byte,
+ *    keeps a moving average for each kind of copy, uses the faster one and
+ *    tries the other now and then (TNT_SHM_EXPLORE) to notice a change. The
+ *    ranks need not agree: both kinds put the same bytes in the same places
+ *    of the slots at the same phases, and reduce in the same order, so a
+ *    rank may switch at any collective and results stay bitwise identical.
  * In every algorithm the sources are combined in local-rank order 0, 1, ...
  * by the same kernel, so results are bitwise identical on every rank and do
  * not depend on timing. The hot loops do no allocation; the CMA path makes
@@ -35,6 +45,7 @@
 #include "transport/shm_impl.h"
 #include "transport/shm_stream.h"
 #include "util/log.h"
+#include "util/wait.h"
 
 #include <errno.h>
 #include <string.h>
@@ -236,10 +247,46 @@ static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sen
     return TNT_OK;
 }
 
-/* Whether a staged collective of this many bytes streams. */
+/* auto: every this many large allreduces, use the kind that is not the
+ * current best, so that a change of placement is noticed within a few
+ * dozen collectives (a fraction of a second at 64 MiB); less often when the
+ * other kind is at least twice as slow, since each try then costs more
+ * (measured far apart: 7.0 GB/s streamed against 2.0 cached). The weight of
+ * the newest sample in the average. */
+#define TNT_SHM_EXPLORE      8u
+#define TNT_SHM_EXPLORE_SLOW 32u
+#define TNT_SHM_EXPLORE_GAIN 0.25
+
+/* Whether a staged collective of this many bytes streams: off, on, or (auto)
+ * the faster kind lately; reduce_scatter and allgather_slices follow the
+ * allreduces' choice. */
 static int tnt_shm_streams(const struct tnt_shm *shm, size_t bytes)
 {
-    return bytes >= shm->stream_min;
+    if (bytes < shm->stream_min || shm->stream_mode == TNT_SETTINGS_STREAM_OFF)
+        return 0;
+    return shm->stream_mode == TNT_SETTINGS_STREAM_ON || shm->stream_best;
+}
+
+/* The kind a large allreduce uses under auto: unmeasured kinds first, then
+ * the best, with one try of the other every TNT_SHM_EXPLORE(_SLOW). */
+static int tnt_shm_stream_pick(struct tnt_shm *shm)
+{
+    const double *avg = shm->stream_ns_per_byte;
+    if (avg[1] == 0)
+        return 1;
+    if (avg[0] == 0)
+        return 0;
+    const int best = shm->stream_best;
+    const uint32_t period = avg[!best] >= 2 * avg[best] ? TNT_SHM_EXPLORE_SLOW : TNT_SHM_EXPLORE;
+    return ++shm->stream_count % period == 0 ? !best : best;
+}
+
+static void tnt_shm_stream_learn(struct tnt_shm *shm, int kind, uint64_t ns, size_t bytes)
+{
+    double sample = (double)ns / (double)bytes, *avg = &shm->stream_ns_per_byte[kind];
+    *avg = *avg == 0 ? sample : (1 - TNT_SHM_EXPLORE_GAIN) * *avg + TNT_SHM_EXPLORE_GAIN * sample;
+    if (shm->stream_ns_per_byte[0] > 0 && shm->stream_ns_per_byte[1] > 0)
+        shm->stream_best = shm->stream_ns_per_byte[1] <= shm->stream_ns_per_byte[0];
 }
 
 /* ---- CMA --------------------------------------------------------------- */
@@ -392,6 +439,18 @@ tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void 
             sendbuf = recvbuf;
         }
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
+    }
+    if (bytes >= shm->stream_min && shm->stream_mode == TNT_SETTINGS_STREAM_AUTO) {
+        /* Timed (vDSO clock, no system call) to learn which kind is faster. */
+        int kind = tnt_shm_stream_pick(shm);
+        uint64_t t0 = tnt_time_ns();
+        status = kind ? tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
+                                                "allreduce")
+                      : tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
+                                              "allreduce");
+        if (status == TNT_OK)
+            tnt_shm_stream_learn(shm, kind, tnt_time_ns() - t0, bytes);
+        return status;
     }
     if (tnt_shm_streams(shm, bytes))
         return tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,

@@ -144,11 +144,16 @@ struct tnt_shm {
     char *cma_tmp;          /* (n) * cma_block_bytes, private */
     const void **srcs;      /* n entries, scratch for tnt_reduce_n */
     uint64_t probe_word;
-    /* Staged allreduces of at least this many bytes stream: non-temporal
-     * stores for the copies into shared memory and out of it
-     * (TNT_SHM_STREAM_KB; SIZE_MAX = never). */
+    /* Staged collectives of at least stream_min bytes (TNT_SHM_STREAM_KB)
+     * may stream: non-temporal stores for the copies into shared memory and
+     * out of it. TNT_SHM_STREAM: on, off, or auto, where each rank picks the
+     * copy kind that has been faster lately (shm_allreduce.c). */
     size_t stream_min;
-    unsigned char *bounce; /* TNT_SHM_BOUNCE_BYTES, private: scaled or reduced blocks */
+    int stream_mode;              /* tnt_settings_stream_t */
+    int stream_best;              /* auto: 1 streamed, 0 cached copies */
+    uint32_t stream_count;        /* auto: large allreduces so far */
+    double stream_ns_per_byte[2]; /* auto: moving average per kind, 0 = unmeasured */
+    unsigned char *bounce;        /* TNT_SHM_BOUNCE_BYTES, private: scaled or reduced blocks */
     /* A signature was stored for the next phase; tnt_shm_wait_all checks
      * the peers' once it has seen them arrive. */
     int sig_pending;

@@ -42,6 +42,7 @@ typedef struct {
 _Static_assert(sizeof(tnt_log_level_t) == sizeof(int), "log level is stored as an int");
 _Static_assert(sizeof(tnt_settings_algo_t) == sizeof(int), "algorithm is stored as an int");
 _Static_assert(sizeof(tnt_settings_gpu_t) == sizeof(int), "GPU transport is stored as an int");
+_Static_assert(sizeof(tnt_settings_stream_t) == sizeof(int), "stream mode is stored as an int");
 
 static const setting_choice_t log_level_choices[] = {
     { "error", TNT_LOG_ERROR },
@@ -71,6 +72,13 @@ static const setting_choice_t gpu_choices[] = {
     { NULL, 0 },
 };
 
+static const setting_choice_t stream_choices[] = {
+    { "auto", TNT_SETTINGS_STREAM_AUTO },
+    { "on", TNT_SETTINGS_STREAM_ON },
+    { "off", TNT_SETTINGS_STREAM_OFF },
+    { NULL, 0 },
+};
+
 #define FIELD(f) offsetof(tnt_settings_t, f)
 
 /* The bounds keep every product below in range and every layer's loops
@@ -96,8 +104,9 @@ static const setting_desc_t settings_table[] = {
       NULL },
     { "TNT_SHM_SMALL_KB", SETTING_SIZE_KB, NULL, 0, 1048576, NULL, FIELD(shm_small_bytes), NULL },
     { "TNT_SHM_CMA", SETTING_BOOL, "0", 0, 0, NULL, FIELD(shm_cma), NULL },
+    { "TNT_SHM_STREAM", SETTING_CHOICE, "auto", 0, 0, stream_choices, FIELD(shm_stream), NULL },
     { "TNT_SHM_STREAM_KB", SETTING_SIZE_KB, "1024", 0, 1073741824, NULL, FIELD(shm_stream_bytes),
-      "0 = every staged message streams; 1073741824 = none" },
+      "0 = every staged message" },
     { "TNT_ALLREDUCE_ALGO", SETTING_CHOICE, "auto", 0, 0, algo_choices, FIELD(allreduce_algo),
       NULL },
     { "TNT_MULTINODE_RD_MAX_KB", SETTING_SIZE_KB, NULL, 0, 1073741824, NULL,

@@ -39,6 +39,13 @@ typedef enum {
     TNT_SETTINGS_GPU_HOST
 } tnt_settings_gpu_t;
 
+/* TNT_SHM_STREAM: how large staged shared-memory copies are made. */
+typedef enum {
+    TNT_SETTINGS_STREAM_AUTO,
+    TNT_SETTINGS_STREAM_ON,
+    TNT_SETTINGS_STREAM_OFF
+} tnt_settings_stream_t;
+
 typedef struct tnt_settings {
     double timeout_s;                   /* TNT_TIMEOUT; 0 = no timeout */
     double stall_warn_s;                /* TNT_STALL_WARN; 0 = no warning */
@@ -49,6 +56,7 @@ typedef struct tnt_settings {
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
     int shm_cma;                        /* TNT_SHM_CMA */
     size_t shm_stream_bytes;            /* TNT_SHM_STREAM_KB */
+    tnt_settings_stream_t shm_stream;   /* TNT_SHM_STREAM */
     tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
