@@ -17,7 +17,9 @@ both sides use one set. unit.cost_model compares the two (--dump).
 Model (cost_model.h has the full text): a step moving s bytes each way and
 reducing r bytes, in k pipelined chunks, takes
     alpha + max(s beta L, r gamma) + min(s beta L, r gamma) / k
-with L groups sharing each node's link. ring: n-1 reducing steps of m/n,
+with L ranks sharing each node's link and S ranks sharing a core (gamma S).
+On the test machine every simulated node is on one host: L = S = the job's
+ranks (the fit uses that; so does libtnt with its built-in constants). ring: n-1 reducing steps of m/n,
 n-1 copying steps of m/n; recursive doubling: log2 p reducing steps of m;
 Rabenseifner: log2 p reducing steps of m/2, m/4, ..., then the same sizes
 copying; n != p adds one reducing and one copying step of m (the fold).
@@ -34,6 +36,7 @@ HEADER = os.path.join(HERE, "..", "..", "libtnt", "src", "coll", "multinode", "c
 ALGOS = ("recursive_doubling", "rabenseifner", "ring")  # tie order, as in C
 DEPTH = 4
 CHUNK = 1 << 20  # TNT_MULTINODE_CHUNK_KB default
+HOST_CORES = 2  # the test machine: simulated nodes share its 2 vCPUs
 
 
 def read_constants(path=HEADER):
@@ -57,9 +60,9 @@ C = read_constants()
 
 class Params:
     def __init__(self, alpha=C["alpha"], beta=C["beta"], gamma=C["gamma"], links=1,
-                 chunk=CHUNK, depth=DEPTH):
+                 cpu_share=1, chunk=CHUNK, depth=DEPTH):
         self.alpha, self.beta, self.gamma = alpha, beta, gamma
-        self.links, self.chunk, self.depth = links, chunk, depth
+        self.links, self.cpu_share, self.chunk, self.depth = links, cpu_share, chunk, depth
 
 
 def chunk_for(nbytes, chunk, depth, esize=1):
@@ -70,9 +73,15 @@ def chunk_for(nbytes, chunk, depth, esize=1):
     return max(want, esize)
 
 
+def shared_host(alpha, beta, gamma, ranks, cores):
+    """Twin of tnt_mn_cost_shared_host: ranks on one host share its link and cores."""
+    return Params(alpha=alpha * max(1.0, ranks / cores), beta=beta, gamma=gamma, links=ranks,
+                  cpu_share=ranks)
+
+
 def cost_step(s, r, p):
     wire = s * p.beta * p.links
-    reduce = r * p.gamma
+    reduce = r * p.gamma * p.cpu_share
     chunk = float(chunk_for(int(s), p.chunk, p.depth)) if s > 0 else 1.0
     k = math.ceil(s / chunk) if s > 0 else 1.0
     hi, lo = max(wire, reduce), min(wire, reduce)
@@ -131,17 +140,24 @@ GRID_LINKS = (1, 4)
 
 
 def dump():
-    """One line per grid point: n bytes links cost(rd) cost(rab) cost(ring) choice."""
+    """One line per grid point: n bytes links cost(rd) cost(rab) cost(ring) choice
+    (links 0: the shared host of the built-in constants, n ranks on 2 cores)."""
+    for n in GRID_NODES:
+        p = shared_host(C["alpha"], C["beta"], C["gamma"], n, 2)
+        for b in GRID_BYTES:
+            costs = " ".join(f"{cost(a, n, b, p):.9e}" for a in ALGOS)
+            print(f"{n} {b} 0 {costs} {select(n, b, p)}")
     for links in GRID_LINKS:
-        p = Params(links=links)
+        p = Params(links=links, cpu_share=1 if links == 1 else 3)
         for n in GRID_NODES:
             for b in GRID_BYTES:
                 costs = " ".join(f"{cost(a, n, b, p):.9e}" for a in ALGOS)
                 print(f"{n} {b} {links} {costs} {select(n, b, p)}")
 
 
-def load_results(paths):
-    """{(algo, nodes, bytes): median seconds} from RESULT lines of NxL layouts with L = 1."""
+def load_results(paths, placement="close"):
+    """{(algo, nodes, bytes): median seconds} from RESULT lines of NxL layouts with L = 1
+    (and, where the line ends with a vcpu_probe placement, only that placement)."""
     rows = {}
     for path in paths:
         with open(path) as f:
@@ -153,38 +169,44 @@ def load_results(paths):
                 nodes, _, per = layout.partition("x")
                 if per != "1" or algo not in ALGOS:
                     continue
+                if len(parts) >= 8 and parts[7] != placement:
+                    continue
                 rows.setdefault((algo, int(nodes), int(parts[4])), []).append(
                     float(parts[5]) * 1e-6)
     return {k: statistics.median(v) for k, v in rows.items()}
 
 
-def fit(paths):
+def fit(paths, placement):
     import numpy as np
     from scipy.optimize import least_squares
 
-    data = load_results(paths)
+    data = load_results(paths, placement)
     if not data:
         sys.exit("cost_model.py --fit: no RESULT tarantella <algo> <N>x1 lines")
     keys = sorted(data)
 
-    def residuals(x):
-        p = Params(alpha=math.exp(x[0]), beta=math.exp(x[1]), gamma=math.exp(x[2]))
-        return np.array([math.log(cost(a, n, b, p) / data[(a, n, b)]) for a, n, b in keys])
+    # Simulated nodes share one host: every rank shares its link and CPUs.
+    def host(n, alpha, beta, gamma):
+        return shared_host(alpha, beta, gamma, n, HOST_CORES)
 
-    x0 = np.log([C["alpha"], C["beta"], C["gamma"]])
+    def residuals(x):
+        a0, b0, g0 = (math.exp(v) for v in x)
+        return np.array([math.log(cost(a, n, b, host(n, a0, b0, g0)) / data[(a, n, b)])
+                         for a, n, b in keys])
+
+    x0 = np.log([C["alpha"], C["beta"], C["gamma"] * 0.7])
     res = least_squares(residuals, x0)
     alpha, beta, gamma = (math.exp(v) for v in res.x)
-    p = Params(alpha=alpha, beta=beta, gamma=gamma)
     print(f"fitted on {len(keys)} medians: alpha {alpha * 1e6:.1f} us, beta {beta * 1e9:.3f} ns/B "
           f"({1 / beta / 1e9:.3f} GB/s), gamma {gamma * 1e9:.3f} ns/B ({1 / gamma / 1e9:.2f} GB/s)")
-    err = [abs(cost(a, n, b, p) / data[(a, n, b)] - 1) for a, n, b in keys]
+    err = [abs(cost(a, n, b, host(n, alpha, beta, gamma)) / data[(a, n, b)] - 1) for a, n, b in keys]
     print(f"relative error: median {statistics.median(err) * 100:.0f}%, "
           f"max {max(err) * 100:.0f}%")
     print()
     print("| nodes | bytes | algorithm | measured (us) | model (us) | model / measured |")
     print("|---:|---:|---|---:|---:|---:|")
     for a, n, b in sorted(keys, key=lambda k: (k[1], k[2], k[0])):
-        m, t = data[(a, n, b)], cost(a, n, b, p)
+        m, t = data[(a, n, b)], cost(a, n, b, host(n, alpha, beta, gamma))
         print(f"| {n} | {b} | {a} | {m * 1e6:.0f} | {t * 1e6:.0f} | {t / m:.2f} |")
     print()
     # The choice the fitted model makes against the fastest measured one.
@@ -196,7 +218,7 @@ def fit(paths):
             if len(have) < len(ALGOS):
                 continue
             fastest = min(have, key=have.get)
-            pick = select(n, b, p)
+            pick = select(n, b, host(n, alpha, beta, gamma))
             print(f"| {n} | {b} | {fastest} | {pick} | {have[pick] / have[fastest]:.2f} |")
 
 
@@ -227,6 +249,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dump", action="store_true")
     ap.add_argument("--fit", nargs="+", metavar="RESULTS")
+    ap.add_argument("--placement", default="close", help="vcpu_probe placement to fit")
     ap.add_argument("--predict", action="store_true")
     ap.add_argument("--alpha-us", type=float, default=1.5)
     ap.add_argument("--link-gbps", type=float, default=25.0)
@@ -235,7 +258,7 @@ def main():
     if args.dump:
         dump()
     elif args.fit:
-        fit(args.fit)
+        fit(args.fit, args.placement)
     elif args.predict:
         predict(args.alpha_us, args.link_gbps, args.gamma_ns_per_b)
     else:

@@ -15,11 +15,24 @@ int main(void)
     static const tnt_mn_algo_t algos[] = { TNT_MN_ALGO_RECURSIVE_DOUBLING, TNT_MN_ALGO_RABENSEIFNER,
                                            TNT_MN_ALGO_RING };
 
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+        tnt_mn_cost_params_t p = { .chunk = 1 << 20, .depth = 4 };
+        tnt_mn_cost_shared_host(TNT_MN_COST_ALPHA_S, TNT_MN_COST_BETA_S_PER_B,
+                                TNT_MN_COST_GAMMA_S_PER_B, nodes[i], 2, &p);
+        for (size_t j = 0; j < sizeof(bytes) / sizeof(bytes[0]); j++) {
+            printf("%d %.0f 0", nodes[i], bytes[j]);
+            for (size_t a = 0; a < 3; a++) {
+                printf(" %.9e", tnt_mn_cost(algos[a], nodes[i], bytes[j], &p));
+            }
+            printf(" %s\n", tnt_mn_algo_name(tnt_mn_cost_select(nodes[i], bytes[j], &p)));
+        }
+    }
     for (size_t l = 0; l < sizeof(links) / sizeof(links[0]); l++) {
         tnt_mn_cost_params_t p = { .alpha = TNT_MN_COST_ALPHA_S,
                                    .beta = TNT_MN_COST_BETA_S_PER_B,
                                    .gamma = TNT_MN_COST_GAMMA_S_PER_B,
                                    .links = links[l],
+                                   .cpu_share = links[l] == 1 ? 1 : 3,
                                    .chunk = 1 << 20,
                                    .depth = 4 };
         for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {

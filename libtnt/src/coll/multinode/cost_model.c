@@ -20,11 +20,23 @@ size_t tnt_mn_chunk_for(size_t bytes, size_t chunk, int depth, size_t esize)
     return want < esize ? esize : want;
 }
 
+void tnt_mn_cost_shared_host(double alpha, double beta, double gamma, int ranks, int cores,
+                             tnt_mn_cost_params_t *p)
+{
+    double over = cores > 0 ? (double)ranks / cores : 1;
+
+    p->alpha = alpha * (over > 1 ? over : 1);
+    p->beta = beta;
+    p->gamma = gamma;
+    p->links = ranks;
+    p->cpu_share = ranks;
+}
+
 /* One step: s bytes each way, r bytes reduced (0 or s), pipelined in
  * chunks. */
 static double cost_step(double s, double r, const tnt_mn_cost_params_t *p)
 {
-    double wire = s * p->beta * p->links, reduce = r * p->gamma;
+    double wire = s * p->beta * p->links, reduce = r * p->gamma * p->cpu_share;
     double chunk = s > 0 ? (double)tnt_mn_chunk_for((size_t)s, p->chunk, p->depth, 1) : 1;
     double k = s > 0 ? ceil(s / chunk) : 1;
     double hi = wire > reduce ? wire : reduce, lo = wire > reduce ? reduce : wire;

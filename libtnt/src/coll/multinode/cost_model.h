@@ -10,10 +10,11 @@
  * link, so each sees beta * L):
  *   alpha  latency of one message (s)
  *   beta   link time per byte (s/B) for the whole node
- *   gamma  reduction time per byte (s/B), per rank
+ *   gamma  reduction time per byte (s/B), per rank with a core to itself
+ *          (S ranks sharing a core see gamma * S)
  * A step that moves s bytes each way and reduces r bytes, cut into k
  * pipelined chunks, takes
- *   alpha + max(s beta L, r gamma) + min(s beta L, r gamma) / k
+ *   alpha + max(s beta L, r gamma S) + min(s beta L, r gamma S) / k
  * (k = 1: transfer then reduce; many chunks: the reduction hides behind
  * the transfer, or the other way round). Then, with p the largest power of
  * two <= n and one extra fold + hand-back when n != p:
@@ -26,8 +27,11 @@
  *
  * The constants are fitted to the simulated-node runs on this project's
  * test machine (UCX over TCP loopback, 2 vCPUs; docs/scaling.md has the
- * fit). On a real cluster TNT_MULTINODE_LATENCY_NS and
- * TNT_MULTINODE_LINK_MBPS replace alpha and beta.
+ * fit). There every simulated node lives on one host, so all ranks of the
+ * job share its "link" (the loopback and the CPUs that run TCP): with the
+ * built-in constants L and S are the job's size. On a real cluster
+ * TNT_MULTINODE_LATENCY_NS and TNT_MULTINODE_LINK_MBPS replace alpha and
+ * beta, and then L is the ranks per node and S is 1.
  */
 #ifndef TNT_COLL_MULTINODE_COST_MODEL_H
 #define TNT_COLL_MULTINODE_COST_MODEL_H
@@ -35,9 +39,9 @@
 #include <stddef.h>
 
 /* cost_model.py parses these four lines: keep the form "#define NAME value". */
-#define TNT_MN_COST_ALPHA_S       50e-6
-#define TNT_MN_COST_BETA_S_PER_B  2.5e-9
-#define TNT_MN_COST_GAMMA_S_PER_B 0.5e-9
+#define TNT_MN_COST_ALPHA_S 14.9e-6
+#define TNT_MN_COST_BETA_S_PER_B 0.326e-9
+#define TNT_MN_COST_GAMMA_S_PER_B 0.406e-9
 /* Smallest pipeline chunk: below it a chunk's message costs more than the
  * overlap wins (also in cost_model.py). */
 #define TNT_MN_MIN_CHUNK_BYTES 32768
@@ -52,18 +56,27 @@ typedef enum {
 #define TNT_MN_ALGO_COUNT 4
 
 typedef struct {
-    double alpha; /* s per message */
-    double beta;  /* s per byte on the node's link */
-    double gamma; /* s per byte reduced */
-    int links;    /* groups sharing the link (ranks per node) */
-    size_t chunk; /* pipeline chunk (TNT_MULTINODE_CHUNK_KB) */
-    int depth;    /* chunks in flight */
+    double alpha;  /* s per message */
+    double beta;   /* s per byte on the node's link */
+    double gamma;  /* s per byte reduced */
+    int links;     /* ranks sharing one link (ranks per node) */
+    int cpu_share; /* ranks sharing one core (1 with a core per rank) */
+    size_t chunk;  /* pipeline chunk (TNT_MULTINODE_CHUNK_KB) */
+    int depth;     /* chunks in flight */
 } tnt_mn_cost_params_t;
 
 /* Chunk size of a pipelined transfer of `bytes`: the configured chunk, made
  * smaller so that about `depth` chunks keep the pipeline full, but not below
  * TNT_MN_MIN_CHUNK_BYTES; whole elements. Shared with the algorithms. */
 size_t tnt_mn_chunk_for(size_t bytes, size_t chunk, int depth, size_t esize);
+
+/* The parameters for ranks that share one host (simulated nodes): every
+ * one of the `ranks` shares the host's loopback "link" and its `cores`
+ * CPUs, and a message waits for its receiver to be scheduled, so the
+ * latency grows with ranks / cores. The built-in constants were fitted with
+ * this form; cost_model.py's shared_host() is its twin. */
+void tnt_mn_cost_shared_host(double alpha, double beta, double gamma, int ranks, int cores,
+                             tnt_mn_cost_params_t *p);
 
 /* Predicted seconds for one allreduce of `bytes` among n members. */
 double tnt_mn_cost(tnt_mn_algo_t algo, int n, double bytes, const tnt_mn_cost_params_t *p);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Pipeline: chunk size (TNT_MULTINODE_CHUNK_KB, default 1 MiB in
  * util/settings.c) and chunks in flight. Over UCX TCP on 4 nodes, 1 MiB chunks
@@ -177,7 +178,17 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
                          ? 1.0 / ((double)comm->settings->multinode_link_mbps * 1e6)
                          : TNT_MN_COST_BETA_S_PER_B;
     net->cost.gamma = TNT_MN_COST_GAMMA_S_PER_B;
-    net->cost.links = net->max_local_size;
+    /* The built-in constants describe the machine they were fitted on, where
+     * every rank of the job shares one host (cost_model.h); a cluster's own
+     * figures describe one node's link, shared by its ranks. */
+    if (comm->settings->multinode_latency_ns > 0 || comm->settings->multinode_link_mbps > 0) {
+        net->cost.links = net->max_local_size;
+        net->cost.cpu_share = 1;
+    } else {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        tnt_mn_cost_shared_host(net->cost.alpha, net->cost.beta, net->cost.gamma, comm->size,
+                                cores > 0 ? (int)cores : 1, &net->cost);
+    }
     net->cost.chunk = net->chunk_bytes;
     net->cost.depth = net->depth;
 
