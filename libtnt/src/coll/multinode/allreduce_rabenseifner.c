@@ -35,13 +35,11 @@
 tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g)
 {
     size_t esize = tnt_dtype_size(g->dtype);
-    size_t bytes = g->count * esize;
     int p = tnt_mn_pow2_below(g->n);
     int rem = g->n - p, v, rounds = 0;
     /* lo[k], hi[k]: this member's element range before halving step k;
      * lo[rounds], hi[rounds]: the range it owns after the reduce-scatter. */
     size_t lo[RAB_MAX_ROUNDS + 1], hi[RAB_MAX_ROUNDS + 1];
-    tnt_mn_xfer_t x = { .send_to = -1, .recv_from = -1, .divisor = 1 };
     tnt_status_t status;
 
     if (g->n == 1) {
@@ -51,34 +49,9 @@ tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g)
         return TNT_OK;
     }
 
-    if (g->me < 2 * rem) {
-        if (g->me % 2 == 0) {
-            x.send_to = g->me + 1;
-            x.send_len = bytes;
-            x.step = RAB_STEP_FOLD;
-            status = tnt_mn_exchange(g, &x);
-            if (status != TNT_OK) {
-                return status;
-            }
-            x.send_to = -1;
-            x.send_len = 0;
-            x.recv_from = g->me + 1;
-            x.recv_len = bytes;
-            x.step = RAB_STEP_BACK;
-            return tnt_mn_exchange(g, &x);
-        }
-        x.recv_from = g->me - 1;
-        x.recv_len = bytes;
-        x.reduce = 1;
-        x.recv_first = 1; /* lower member first */
-        x.step = RAB_STEP_FOLD;
-        status = tnt_mn_exchange(g, &x);
-        if (status != TNT_OK) {
-            return status;
-        }
-        v = g->me / 2;
-    } else {
-        v = g->me - rem;
+    status = tnt_mn_fold_in(g, p, RAB_STEP_FOLD, RAB_STEP_BACK, &v);
+    if (status != TNT_OK || v < 0) {
+        return status;
     }
 
     lo[0] = 0;
@@ -137,13 +110,5 @@ tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g)
         }
     }
 
-    if (g->me < 2 * rem) { /* odd member of a folded pair: hand back */
-        tnt_mn_xfer_t back = { .send_to = g->me - 1,
-                               .send_len = bytes,
-                               .recv_from = -1,
-                               .divisor = 1,
-                               .step = RAB_STEP_BACK };
-        return tnt_mn_exchange(g, &back);
-    }
-    return TNT_OK;
+    return tnt_mn_fold_back(g, p, RAB_STEP_BACK);
 }

@@ -39,32 +39,9 @@ tnt_status_t tnt_mn_allreduce_recursive_doubling(const tnt_mn_group_op_t *g)
     }
     x.send_len = x.recv_len = bytes;
 
-    /* Fold: members 0..2*rem-1 pair up; the even one hands its data to the
-     * odd one and waits for the result. */
-    if (g->me < 2 * rem) {
-        if (g->me % 2 == 0) {
-            x.send_to = g->me + 1;
-            x.step = RD_STEP_FOLD;
-            status = tnt_mn_exchange(g, &x);
-            if (status != TNT_OK) {
-                return status;
-            }
-            x.send_to = -1;
-            x.recv_from = g->me + 1;
-            x.step = RD_STEP_BACK;
-            return tnt_mn_exchange(g, &x);
-        }
-        x.recv_from = g->me - 1;
-        x.reduce = 1;
-        x.recv_first = 1; /* lower member first */
-        x.step = RD_STEP_FOLD;
-        status = tnt_mn_exchange(g, &x);
-        if (status != TNT_OK) {
-            return status;
-        }
-        v = g->me / 2;
-    } else {
-        v = g->me - rem;
+    status = tnt_mn_fold_in(g, p, RD_STEP_FOLD, RD_STEP_BACK, &v);
+    if (status != TNT_OK || v < 0) {
+        return status;
     }
 
     for (int mask = 1, round = 0; mask < p; mask <<= 1, round++) {
@@ -83,13 +60,5 @@ tnt_status_t tnt_mn_allreduce_recursive_doubling(const tnt_mn_group_op_t *g)
         }
     }
 
-    if (g->me < 2 * rem) { /* odd member of a folded pair: hand back */
-        tnt_mn_xfer_t back = { .send_to = g->me - 1,
-                               .send_len = bytes,
-                               .recv_from = -1,
-                               .divisor = 1,
-                               .step = RD_STEP_BACK };
-        return tnt_mn_exchange(g, &back);
-    }
-    return TNT_OK;
+    return tnt_mn_fold_back(g, p, RD_STEP_BACK);
 }

@@ -96,3 +96,62 @@ tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x)
     }
     return TNT_OK;
 }
+
+tnt_status_t tnt_mn_fold_in(const tnt_mn_group_op_t *g, int p, uint32_t step_fold,
+                            uint32_t step_back, int *virtual_p)
+{
+    const size_t bytes = g->count * tnt_dtype_size(g->dtype);
+    const int rem = g->n - p;
+    tnt_mn_xfer_t x = { .send_to = -1, .recv_from = -1, .divisor = 1 };
+    tnt_status_t status;
+
+    if (g->me >= 2 * rem) {
+        *virtual_p = g->me - rem;
+        return TNT_OK;
+    }
+    if (g->me % 2 == 0) {
+        /* The even member hands its vector over and waits for the result. */
+        x.send_to = g->me + 1;
+        x.send_len = bytes;
+        x.step = step_fold;
+        status = tnt_mn_exchange(g, &x);
+        if (status != TNT_OK) {
+            return status;
+        }
+        x.send_to = -1;
+        x.send_len = 0;
+        x.recv_from = g->me + 1;
+        x.recv_len = bytes;
+        x.step = step_back;
+        status = tnt_mn_exchange(g, &x);
+        if (status == TNT_OK) {
+            *virtual_p = -1;
+        }
+        return status;
+    }
+    x.recv_from = g->me - 1;
+    x.recv_len = bytes;
+    x.reduce = 1;
+    x.recv_first = 1; /* lower member first */
+    x.step = step_fold;
+    status = tnt_mn_exchange(g, &x);
+    if (status == TNT_OK) {
+        *virtual_p = g->me / 2;
+    }
+    return status;
+}
+
+tnt_status_t tnt_mn_fold_back(const tnt_mn_group_op_t *g, int p, uint32_t step_back)
+{
+    if (g->me >= 2 * (g->n - p)) {
+        return TNT_OK;
+    }
+    /* Only odd members of a folded pair get here: even ones left in
+     * tnt_mn_fold_in with the result. */
+    tnt_mn_xfer_t back = { .send_to = g->me - 1,
+                           .send_len = g->count * tnt_dtype_size(g->dtype),
+                           .recv_from = -1,
+                           .divisor = 1,
+                           .step = step_back };
+    return tnt_mn_exchange(g, &back);
+}

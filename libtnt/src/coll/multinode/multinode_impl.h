@@ -133,6 +133,15 @@ static inline int tnt_mn_pow2_below(int n)
     return p;
 }
 
+/* The fold shared by recursive doubling and Rabenseifner (exchange.c), with
+ * each algorithm's own tag steps. fold_in: sets *virtual_p to this member's
+ * index 0 .. p-1, or to -1 for an even member of a folded pair, which then
+ * already holds the result and is done. fold_back: the odd member of a pair
+ * hands the result back (nothing for the others). */
+tnt_status_t tnt_mn_fold_in(const tnt_mn_group_op_t *g, int p, uint32_t step_fold,
+                            uint32_t step_back, int *virtual_p);
+tnt_status_t tnt_mn_fold_back(const tnt_mn_group_op_t *g, int p, uint32_t step_back);
+
 /* Member index of virtual index v (0 .. p-1) after the fold. */
 static inline int tnt_mn_fold_real(int v, int rem)
 {
