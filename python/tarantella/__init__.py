@@ -153,10 +153,13 @@ def _excepthook(etype, value, tb):
         _previous_excepthook(etype, value, tb)
         line = "rank %d: uncaught %s: %s" % (rank, etype.__name__, value)
         code = EXIT_UNCAUGHT
-    try:
-        _sys.stderr.flush()
-    except Exception:
-        pass
+    # What the rank printed before the failure is still in Python's buffers;
+    # the abort waits until the reader (slurmstepd, the launcher) took it.
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
     _tnt.abort(code, line[:400])
 
 

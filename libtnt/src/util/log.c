@@ -14,7 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #define TNT_LOG_LINE_MAX  2048
 #define TNT_ERROR_MSG_MAX 1024
@@ -218,4 +223,47 @@ void tnt_error_restore(const char *message)
 void tnt_error_clear(void)
 {
     last_error[0] = '\0';
+}
+
+/* Bytes written to fd that its reader has not taken yet, or -1 when fd is
+ * not a pipe or a socket (a file or a terminal loses nothing). */
+static int log_fd_unread(int fd)
+{
+    struct stat st;
+    int pending;
+
+    if (fstat(fd, &st) != 0) {
+        return -1;
+    }
+    if (S_ISFIFO(st.st_mode)) {
+        return ioctl(fd, FIONREAD, &pending) == 0 ? pending : -1;
+    }
+    if (S_ISSOCK(st.st_mode)) {
+        /* For a Unix stream socket the sender's queue holds a byte until the
+         * receiver has read it. */
+        return ioctl(fd, SIOCOUTQ, &pending) == 0 ? pending : -1;
+    }
+    return -1;
+}
+
+void tnt_log_drain(double timeout_s)
+{
+    const struct timespec pause = { 0, 5 * 1000 * 1000 };
+    struct timespec now;
+    double deadline;
+    int fd;
+
+    fflush(stdout);
+    fflush(stderr);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    deadline = now.tv_sec + now.tv_nsec * 1e-9 + timeout_s;
+    for (fd = 1; fd <= 2; ++fd) {
+        while (log_fd_unread(fd) > 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec + now.tv_nsec * 1e-9 >= deadline) {
+                return;
+            }
+            nanosleep(&pause, NULL);
+        }
+    }
 }

@@ -31,6 +31,11 @@ void tnt_log_configure(tnt_log_level_t level, int all_ranks);
 /* Parses "error|warn|info|debug|trace"; returns -1 for anything else. */
 int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p);
 int tnt_log_enabled(tnt_log_level_t level);
+/* Before the process is ended from outside (an abort): flushes stdio and
+ * waits, up to timeout_s, until whoever reads stdout and stderr (slurmstepd,
+ * the launcher) has taken every byte, so the last lines, the reason for the
+ * abort, are not lost when the job is killed. */
+void tnt_log_drain(double timeout_s);
 void tnt_log(tnt_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define tnt_log_error(...) tnt_log(TNT_LOG_ERROR, __VA_ARGS__)
