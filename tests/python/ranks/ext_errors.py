@@ -15,6 +15,13 @@ import numpy as np
 
 import tarantella as tnt
 
+
+def say(text):
+    """One write per line: ranks share stdout, and print() writes the text
+    and the newline separately when Python runs unbuffered."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
 mode = sys.argv[1]
 rank, size = tnt.get_rank(), tnt.get_size()
 last = size - 1
@@ -49,10 +56,10 @@ if mode == "timeout":
         stop.set()
         assert isinstance(e, TimeoutError) and isinstance(e, tnt.TarantellaError)
         assert e.status == -3
-        print("rank %d: ticks while blocked: %d" % (rank, ticks[0]))
-        print("rank %d: %s after %.1f s: %s" % (rank, type(e).__name__, time.monotonic() - t0, e))
+        say("rank %d: ticks while blocked: %d" % (rank, ticks[0]))
+        say("rank %d: %s after %.1f s: %s" % (rank, type(e).__name__, time.monotonic() - t0, e))
         finish(0)
-    print("rank %d: barrier returned without the last rank" % rank)
+    say("rank %d: barrier returned without the last rank" % rank)
     finish(1)
 elif mode == "peer":
     if rank == last:
@@ -61,17 +68,17 @@ elif mode == "peer":
     try:
         tnt.allreduce(np.ones(1000, np.float32), check=False)
     except tnt.PeerFailedError as e:
-        print("rank %d: %s: %s" % (rank, type(e).__name__, e))
+        say("rank %d: %s: %s" % (rank, type(e).__name__, e))
         t0 = time.monotonic()
         try:
             tnt.barrier()
         except tnt.TarantellaError as e2:
-            print("rank %d: then %s in %.2f s: %s" % (rank, type(e2).__name__,
-                                                     time.monotonic() - t0, e2))
+            say("rank %d: then %s in %.2f s: %s" % (rank, type(e2).__name__,
+                                                   time.monotonic() - t0, e2))
             finish(0)
-        print("rank %d: barrier after a failure succeeded" % rank)
+        say("rank %d: barrier after a failure succeeded" % rank)
         finish(1)
-    print("rank %d: allreduce succeeded with a dead peer" % rank)
+    say("rank %d: allreduce succeeded with a dead peer" % rank)
     finish(1)
 else:
     raise SystemExit("unknown mode " + mode)

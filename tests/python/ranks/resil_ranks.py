@@ -24,9 +24,16 @@ import numpy as np
 import tarantella as tnt
 from tarantella import saving
 
+
+def say(text):
+    """One write per line: ranks share stdout, and print() writes the text
+    and the newline separately when Python runs unbuffered."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
 mode, culprit = sys.argv[1], int(sys.argv[2])
 rank = tnt.get_rank()
-print("pid %d %d" % (rank, os.getpid()), flush=True)
+say("pid %d %d" % (rank, os.getpid()))
 x = np.ones(256, dtype=np.float32)
 for _ in range(10):
     tnt.allreduce(x)
@@ -39,7 +46,7 @@ if mode == "save":
     path = os.path.join(sys.argv[3], "ckpt.bin")
     saving.collective_save(path, write)
     tnt.barrier()
-    print("rank %d saved" % rank, flush=True)
+    say("rank %d saved" % rank)
     sys.exit(0)
 if mode == "usr2":
     deadline = time.monotonic() + float(sys.argv[3])
@@ -47,7 +54,7 @@ if mode == "usr2":
         tnt.allreduce(x)
         time.sleep(0.01)
     tnt.barrier()
-    print("rank %d finished" % rank, flush=True)
+    say("rank %d finished" % rank)
     sys.exit(0)
 
 if rank == culprit:
@@ -64,4 +71,4 @@ if mode == "exit":
 for _ in range(100000):
     tnt.allreduce(x)
     time.sleep(0.001)
-print("rank %d was never stopped" % rank, flush=True)
+say("rank %d was never stopped" % rank)
