@@ -15,6 +15,19 @@
  *             waiter sleeps;
  *   wait:     poll briefly (again only with a core to spare), then futex-wait
  *             on done_seq in bounded slices.
+ *
+ * Caller runs. A wait (or a drain) whose request the thread has not taken
+ * yet does not hand it off at all: if no collective runs on this rank (the
+ * in-flight word is free), the waiting thread takes the queued requests
+ * itself, oldest first, up to and including its own, and runs them inline.
+ * A post followed by its wait then costs about what the blocking call costs.
+ * Order and exclusion: a request leaves the queue only under progress_lock
+ * and only by a thread that took the in-flight word in the same critical
+ * section, and keeps the word until the request finished; so requests run
+ * one at a time and in posting order, whichever thread runs them. A thread
+ * that finds the word taken leaves the queue alone: the progress thread
+ * sleeps until the holder releases the word (release kicks it when requests
+ * are left), a waiter goes back to waiting.
  * Why no wake-up is lost: the sleeper reads the word's value before its last
  * check and passes it to FUTEX_WAIT, which returns at once if it changed;
  * the waker bumps the word (seq_cst) before it reads the sleeping count
@@ -87,14 +100,29 @@ static int in_flight_try(tnt_comm_t *comm)
 {
     uint32_t expected = 0;
     /* Acquire: the previous holder's collective (its transport state)
-     * happens-before this one. */
+     * happens-before this one. Seq_cst (also on failure) for the progress
+     * thread's sleep check, see in_flight_release. */
     return atomic_compare_exchange_strong_explicit(&comm->in_flight, &expected, 1,
-                                                   memory_order_acquire, memory_order_relaxed);
+                                                   memory_order_seq_cst, memory_order_seq_cst);
 }
 
-static void in_flight_release(tnt_comm_t *comm)
+static void progress_kick(tnt_comm_t *comm);
+
+/* Gives the word back. others: requests other than the holder's own that
+ * may still be queued (posted minus completed, not counting the one the
+ * holder is about to complete). If some are, the progress thread may have
+ * found the word taken and gone to sleep: kick it. Why it cannot miss the
+ * kick: its failed try (seq_cst) precedes this store, the post it saw
+ * precedes its try, so the load of posted below sees that post; the kick
+ * bumps work_seq after the store, which the thread's sleep check reads. */
+static void in_flight_release(tnt_comm_t *comm, uint64_t own)
 {
-    atomic_store_explicit(&comm->in_flight, 0, memory_order_release);
+    atomic_store_explicit(&comm->in_flight, 0, memory_order_seq_cst);
+    uint64_t posted = atomic_load_explicit(&comm->posted, memory_order_seq_cst);
+    uint64_t completed = atomic_load_explicit(&comm->completed, memory_order_seq_cst);
+    if (posted > completed + own) {
+        progress_kick(comm);
+    }
 }
 
 /* The thread may legitimately take a while per request (each collective is
@@ -133,24 +161,103 @@ static tnt_status_t in_flight_acquire(tnt_comm_t *comm, const char *who)
     return TNT_OK;
 }
 
+/* ---- running a request -------------------------------------------------- */
+
+/* Called with progress_lock held. Takes the oldest request together with the
+ * in-flight word, or takes nothing (empty queue, or a collective runs). */
+static struct tnt_request *queue_take(tnt_comm_t *comm)
+{
+    struct tnt_request *req = comm->queue_head;
+    if (req == NULL || !in_flight_try(comm)) {
+        return NULL;
+    }
+    comm->queue_head = req->next;
+    if (comm->queue_head == NULL) {
+        comm->queue_tail = NULL;
+    }
+    req->queued = 0;
+    return req;
+}
+
+/* Runs a request taken by queue_take (on the progress thread, or inline on a
+ * waiting thread), gives the in-flight word back and completes the request.
+ * Its failure message goes into req->error, whichever thread ran it. */
+static void request_run(tnt_comm_t *comm, struct tnt_request *req, int on_thread)
+{
+    tnt_error_clear();
+    tnt_status_t status = req->execute(comm, req);
+    if (status < 0) {
+        snprintf(req->error, sizeof(req->error), "%s",
+                 tnt_error_message()[0] != '\0' ? tnt_error_message() : tnt_status_string(status));
+    }
+    /* The progress thread looks at the queue itself after this; a waiter
+     * wakes it if requests are left (see in_flight_release). */
+    if (on_thread) {
+        atomic_store_explicit(&comm->in_flight, 0, memory_order_seq_cst);
+    } else {
+        in_flight_release(comm, 1);
+    }
+    /* Release: everything execute() wrote (results, req->error, coll_seq,
+     * transport state) happens-before a drainer's acquire load of completed
+     * and a waiter's acquire load of status. The request may be freed by
+     * its owner as soon as status is stored, so it is not touched after. */
+    atomic_fetch_add_explicit(&comm->completed, 1, memory_order_release);
+    atomic_store_explicit(&req->status, status, memory_order_release);
+    atomic_fetch_add_explicit(&comm->done_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&comm->done_sleepers, memory_order_seq_cst) > 0) {
+        tnt_futex_wake_all(&comm->done_seq);
+    }
+}
+
+/* Caller runs: runs queued requests on the calling thread, oldest first,
+ * while no other collective runs, until target has left the queue (target
+ * NULL: until the queue is empty). Returns as soon as the in-flight word is
+ * taken by someone else; the caller then waits as before. The caller's own
+ * last error survives the requests it runs for others. */
+static void caller_run(tnt_comm_t *comm, struct tnt_request *target)
+{
+    char saved[TNT_REQUEST_ERROR_MAX];
+    int have_saved = 0;
+
+    for (;;) {
+        pthread_mutex_lock(&comm->progress_lock);
+        struct tnt_request *req = NULL;
+        if (target == NULL || target->queued) {
+            req = queue_take(comm);
+        }
+        pthread_mutex_unlock(&comm->progress_lock);
+        if (req == NULL) {
+            break;
+        }
+        if (!have_saved) {
+            snprintf(saved, sizeof(saved), "%s", tnt_error_message());
+            have_saved = 1;
+        }
+        request_run(comm, req, 0);
+        if (req == target) { /* compared, never dereferenced: may be freed */
+            break;
+        }
+    }
+    if (have_saved) {
+        tnt_error_restore(saved);
+    }
+}
+
 /* ---- the thread ---------------------------------------------------------- */
 
-/* Takes the next request, or returns NULL when stopping with an empty queue.
- * Polls, then sleeps, while the queue is empty. */
+/* Takes the next request (with the in-flight word), or returns NULL when
+ * stopping with an empty queue. Polls, then sleeps, while there is nothing
+ * it may run: an empty queue, or a collective running on another thread
+ * (whose release kicks it). */
 static struct tnt_request *progress_next(tnt_comm_t *comm)
 {
     uint64_t spin_until = 0;
     for (;;) {
         uint32_t seq = atomic_load_explicit(&comm->work_seq, memory_order_seq_cst);
         pthread_mutex_lock(&comm->progress_lock);
-        struct tnt_request *req = comm->queue_head;
-        if (req != NULL) {
-            comm->queue_head = req->next;
-            if (comm->queue_head == NULL) {
-                comm->queue_tail = NULL;
-            }
-        }
-        int stop = comm->progress_stop;
+        struct tnt_request *req = queue_take(comm);
+        int blocked = req == NULL && comm->queue_head != NULL;
+        int stop = comm->progress_stop && comm->queue_head == NULL;
         pthread_mutex_unlock(&comm->progress_lock);
         if (req != NULL || stop) {
             return req;
@@ -164,7 +271,9 @@ static struct tnt_request *progress_next(tnt_comm_t *comm)
             }
             if (now < spin_until) {
                 for (int i = 0; i < 64; i++) {
-                    if (atomic_load_explicit(&comm->work_seq, memory_order_relaxed) != seq) {
+                    if (atomic_load_explicit(&comm->work_seq, memory_order_relaxed) != seq ||
+                        (blocked &&
+                         atomic_load_explicit(&comm->in_flight, memory_order_relaxed) == 0)) {
                         break;
                     }
                     tnt_cpu_relax();
@@ -174,8 +283,9 @@ static struct tnt_request *progress_next(tnt_comm_t *comm)
         }
         atomic_store_explicit(&comm->thread_sleeping, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&comm->work_seq, memory_order_seq_cst) == seq) {
-            /* No timeout needed for correctness (posts and stop wake it);
-             * one second bounds the damage of any missed wake-up. */
+            /* No timeout needed for correctness (posts, releases of the
+             * in-flight word with requests left, and stop wake it); one
+             * second bounds the damage of any missed wake-up. */
             tnt_futex_wait(&comm->work_seq, seq, 1000000000ull);
         }
         atomic_store_explicit(&comm->thread_sleeping, 0, memory_order_relaxed);
@@ -189,28 +299,7 @@ static void *progress_main(void *arg)
     struct tnt_request *req;
 
     while ((req = progress_next(comm)) != NULL) {
-        tnt_error_clear();
-        tnt_status_t status = in_flight_acquire(comm, "progress thread");
-        if (status == TNT_OK) {
-            status = req->execute(comm, req);
-            in_flight_release(comm);
-        }
-        if (status < 0) {
-            snprintf(req->error, sizeof(req->error), "%s",
-                     tnt_error_message()[0] != '\0' ? tnt_error_message()
-                                                    : tnt_status_string(status));
-        }
-        /* Release: everything execute() wrote (results, req->error,
-         * coll_seq, transport state) happens-before a drainer's acquire load
-         * of completed and a waiter's acquire load of status. The request
-         * may be freed by its owner as soon as status is stored, so it is
-         * not touched after. */
-        atomic_fetch_add_explicit(&comm->completed, 1, memory_order_release);
-        atomic_store_explicit(&req->status, status, memory_order_release);
-        atomic_fetch_add_explicit(&comm->done_seq, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&comm->done_sleepers, memory_order_seq_cst) > 0) {
-            tnt_futex_wake_all(&comm->done_seq);
-        }
+        request_run(comm, req, 1);
     }
     return NULL;
 }
@@ -269,7 +358,9 @@ tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req)
         comm->queue_head = req;
     }
     comm->queue_tail = req;
-    atomic_fetch_add_explicit(&comm->posted, 1, memory_order_relaxed);
+    req->queued = 1;
+    /* Seq_cst for in_flight_release's look at it. */
+    atomic_fetch_add_explicit(&comm->posted, 1, memory_order_seq_cst);
 out_unlock:
     pthread_mutex_unlock(&comm->progress_lock);
     if (status == TNT_OK) {
@@ -304,6 +395,10 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
     if (target_reached(comm, t)) {
         return TNT_OK;
     }
+    caller_run(comm, t->req);
+    if (target_reached(comm, t)) {
+        return TNT_OK;
+    }
     if (comm->spin_ok) {
         uint64_t until = tnt_time_ns() + WAIT_SPIN_NS;
         do {
@@ -330,6 +425,9 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
 
     atomic_fetch_add_explicit(&comm->done_sleepers, 1, memory_order_seq_cst);
     for (;;) {
+        /* What the thread has not taken yet, this thread may run once the
+         * collective that kept it from doing so has finished. */
+        caller_run(comm, t->req);
         /* Read before the check, so a completion after it changes the word
          * and FUTEX_WAIT returns at once (see the top of the file). */
         uint32_t seq = atomic_load_explicit(&comm->done_seq, memory_order_seq_cst);
@@ -346,8 +444,8 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
         if (window != UINT64_MAX) {
             if (now - stall_start >= window) {
                 status = tnt_error_raise(TNT_ERR_TIMEOUT,
-                                         "%s: the progress thread finished no operation for %.0f s "
-                                         "(TNT_TIMEOUT is %.0f s); an operation on it is stuck",
+                                         "%s: no queued operation finished for %.0f s "
+                                         "(TNT_TIMEOUT is %.0f s); an operation is stuck",
                                          what, (double)window / 1e9, comm->timeout_s);
                 break;
             }
@@ -397,7 +495,7 @@ tnt_status_t tnt_progress_enter(tnt_comm_t *comm)
 
 void tnt_progress_leave(tnt_comm_t *comm)
 {
-    in_flight_release(comm);
+    in_flight_release(comm, 0);
 }
 
 tnt_status_t tnt_progress_finalize(tnt_comm_t *comm)
