@@ -14,7 +14,9 @@
  * between, so a wait that ran its own request ahead of older ones, or beside
  * the progress thread, would mismatch the ranks' collectives or their data;
  * and a failed request's message stays with that request, whichever thread
- * ran it.
+ * ran it. Both with posts that wake the progress thread (TNT_OVERLAP=on) and
+ * with posts left to their waiters (off), where tnt_test alone must still
+ * get a request done.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +40,9 @@
 #define COUNT          4099 /* not a multiple of the rank count: uneven slices */
 #define TIMEOUT_S      20
 #define JOIN_TIMEOUT_S 60
+
+/* TNT_OVERLAP of the ranks of the running test. */
+static tnt_settings_overlap_t g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
 
 struct rank_ctx;
 typedef int (*rank_body_fn)(struct rank_ctx *ctx, tnt_comm_t *comm);
@@ -133,6 +138,7 @@ static void *rank_main(void *arg)
         return NULL;
     }
     settings->timeout_s = TIMEOUT_S;
+    settings->overlap = g_overlap;
     if (tnt_boot_threads_create(ctx->group, ctx->rank, &boot) != TNT_OK) {
         tnt_settings_destroy(settings);
         fail_rank(ctx, "boot: %s", tnt_last_error());
@@ -356,6 +362,43 @@ static int posted_errors(struct rank_ctx *ctx, tnt_comm_t *comm)
     return 0;
 }
 
+/* Only tnt_test: with deferred posts, testing must get the request run (it
+ * wakes the thread). The deadline is for the whole loop: without that
+ * wake-up each round would wait for the thread's one-second safety timeout,
+ * 20 s in all; with it the loop takes milliseconds. */
+static int posted_tested(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const uint64_t deadline = tnt_time_ns() + 10000000000ull;
+    for (int round = 0; round < 20; round++) {
+        double x = ctx->rank + round, sum = -1;
+        tnt_request_t *req;
+        if (tnt_allreduce_post(comm, &x, &sum, 1, TNT_FLOAT64, TNT_SUM, &req) != TNT_OK) {
+            fail_rank(ctx, "post: %s", tnt_last_error());
+            return -1;
+        }
+        tnt_status_t st;
+        while ((st = tnt_test(req)) == TNT_IN_PROGRESS) {
+            if (tnt_time_ns() > deadline) {
+                fail_rank(ctx, "round %d: tnt_test still says in progress, 10 s after the first",
+                          round);
+                return -1; /* the request leaks: the rank is done anyway */
+            }
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+        }
+        if (st != TNT_OK || tnt_wait(req) != TNT_OK) {
+            fail_rank(ctx, "round %d: %s", round, tnt_last_error());
+            return -1;
+        }
+        double want = NUM_RANKS * (NUM_RANKS - 1) / 2.0 + NUM_RANKS * round;
+        if (sum != want) {
+            fail_rank(ctx, "round %d: sum %g, not %g", round, sum, want);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void run_thread_ranks(rank_body_fn body)
 {
     tnt_boot_threads_group_t *group;
@@ -398,13 +441,31 @@ static void test_comm_threads_blocking_vs_posted(void **state)
 static void test_comm_threads_posted_any_order(void **state)
 {
     (void)state;
+    g_overlap = TNT_SETTINGS_OVERLAP_ON;
     run_thread_ranks(posted_any_order);
+    g_overlap = TNT_SETTINGS_OVERLAP_OFF;
+    run_thread_ranks(posted_any_order);
+    g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
 }
 
 static void test_comm_threads_posted_errors(void **state)
 {
     (void)state;
+    g_overlap = TNT_SETTINGS_OVERLAP_ON;
     run_thread_ranks(posted_errors);
+    g_overlap = TNT_SETTINGS_OVERLAP_OFF;
+    run_thread_ranks(posted_errors);
+    g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
+}
+
+static void test_comm_threads_posted_tested(void **state)
+{
+    (void)state;
+    g_overlap = TNT_SETTINGS_OVERLAP_ON;
+    run_thread_ranks(posted_tested);
+    g_overlap = TNT_SETTINGS_OVERLAP_OFF;
+    run_thread_ranks(posted_tested);
+    g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
 }
 
 int main(void)
@@ -415,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_comm_threads_blocking_vs_posted),
         cmocka_unit_test(test_comm_threads_posted_any_order),
         cmocka_unit_test(test_comm_threads_posted_errors),
+        cmocka_unit_test(test_comm_threads_posted_tested),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,6 +121,7 @@ struct tnt_comm {
     int progress_running;
     int progress_stop;
     int spin_ok; /* this rank's affinity has more than one CPU */
+    int defer;   /* posts do not wake the thread (TNT_OVERLAP; set when it starts) */
     struct tnt_request *queue_head;
     struct tnt_request *queue_tail;
     _Atomic uint64_t posted;    /* requests enqueued */
@@ -171,6 +172,9 @@ tnt_status_t tnt_progress_drain(tnt_comm_t *comm);
  * tnt_coll_* directly. Enter fails without taking it. */
 tnt_status_t tnt_progress_enter(tnt_comm_t *comm);
 void tnt_progress_leave(tnt_comm_t *comm);
+
+/* Wakes the progress thread when posts do not (a tnt_test poll). */
+void tnt_progress_poke(tnt_comm_t *comm);
 
 /* on = 1 while a fused step has requests in flight, 0 after its wait. */
 void tnt_progress_hint(tnt_comm_t *comm, int on);

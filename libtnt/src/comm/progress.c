@@ -28,6 +28,11 @@
  * that finds the word taken leaves the queue alone: the progress thread
  * sleeps until the holder releases the word (release kicks it when requests
  * are left), a waiter goes back to waiting.
+ *
+ * Deferred posts (comm->defer, TNT_OVERLAP=off, or auto with one CPU and
+ * one node): a post does not wake the thread at all. The request waits in
+ * the queue until its waiter (or a drain) runs it, or tnt_test pokes the
+ * thread, or a blocking call of another thread leaves requests behind.
  * Why no wake-up is lost: the sleeper reads the word's value before its last
  * check and passes it to FUTEX_WAIT, which returns at once if it changed;
  * the waker bumps the word (seq_cst) before it reads the sleeping count
@@ -40,6 +45,7 @@
 #include "comm/comm.h"
 
 #include "util/log.h"
+#include "util/settings.h"
 #include "util/wait.h"
 
 #include <errno.h>
@@ -101,26 +107,30 @@ static int in_flight_try(tnt_comm_t *comm)
     uint32_t expected = 0;
     /* Acquire: the previous holder's collective (its transport state)
      * happens-before this one. Seq_cst (also on failure) for the progress
-     * thread's sleep check, see in_flight_release. */
+     * thread's sleep check, see kick_if_left. */
     return atomic_compare_exchange_strong_explicit(&comm->in_flight, &expected, 1,
                                                    memory_order_seq_cst, memory_order_seq_cst);
 }
 
 static void progress_kick(tnt_comm_t *comm);
 
-/* Gives the word back. others: requests other than the holder's own that
- * may still be queued (posted minus completed, not counting the one the
- * holder is about to complete). If some are, the progress thread may have
- * found the word taken and gone to sleep: kick it. Why it cannot miss the
- * kick: its failed try (seq_cst) precedes this store, the post it saw
- * precedes its try, so the load of posted below sees that post; the kick
- * bumps work_seq after the store, which the thread's sleep check reads. */
-static void in_flight_release(tnt_comm_t *comm, uint64_t own)
+/* Gives the word back (seq_cst: see kick_if_left). */
+static void in_flight_release(tnt_comm_t *comm)
 {
     atomic_store_explicit(&comm->in_flight, 0, memory_order_seq_cst);
+}
+
+/* Called after giving the word back: if requests are left, the progress
+ * thread may have found the word taken and gone to sleep, so wake it. Why it
+ * cannot miss this: its failed try (seq_cst) precedes the release store, the
+ * post it saw precedes its try, so the load of posted below sees that post;
+ * the kick bumps work_seq after the store, which the thread's sleep check
+ * reads. */
+static void kick_if_left(tnt_comm_t *comm)
+{
     uint64_t posted = atomic_load_explicit(&comm->posted, memory_order_seq_cst);
     uint64_t completed = atomic_load_explicit(&comm->completed, memory_order_seq_cst);
-    if (posted > completed + own) {
+    if (posted > completed) {
         progress_kick(comm);
     }
 }
@@ -182,7 +192,7 @@ static struct tnt_request *queue_take(tnt_comm_t *comm)
 /* Runs a request taken by queue_take (on the progress thread, or inline on a
  * waiting thread), gives the in-flight word back and completes the request.
  * Its failure message goes into req->error, whichever thread ran it. */
-static void request_run(tnt_comm_t *comm, struct tnt_request *req, int on_thread)
+static void request_run(tnt_comm_t *comm, struct tnt_request *req)
 {
     tnt_error_clear();
     tnt_status_t status = req->execute(comm, req);
@@ -190,13 +200,7 @@ static void request_run(tnt_comm_t *comm, struct tnt_request *req, int on_thread
         snprintf(req->error, sizeof(req->error), "%s",
                  tnt_error_message()[0] != '\0' ? tnt_error_message() : tnt_status_string(status));
     }
-    /* The progress thread looks at the queue itself after this; a waiter
-     * wakes it if requests are left (see in_flight_release). */
-    if (on_thread) {
-        atomic_store_explicit(&comm->in_flight, 0, memory_order_seq_cst);
-    } else {
-        in_flight_release(comm, 1);
-    }
+    in_flight_release(comm);
     /* Release: everything execute() wrote (results, req->error, coll_seq,
      * transport state) happens-before a drainer's acquire load of completed
      * and a waiter's acquire load of status. The request may be freed by
@@ -233,13 +237,18 @@ static void caller_run(tnt_comm_t *comm, struct tnt_request *target)
             snprintf(saved, sizeof(saved), "%s", tnt_error_message());
             have_saved = 1;
         }
-        request_run(comm, req, 0);
+        request_run(comm, req);
         if (req == target) { /* compared, never dereferenced: may be freed */
             break;
         }
     }
     if (have_saved) {
         tnt_error_restore(saved);
+        /* Requests posted after target, or ones this thread could not take:
+         * the thread runs them, unless posts leave them to their waiters. */
+        if (!comm->defer) {
+            kick_if_left(comm);
+        }
     }
 }
 
@@ -299,7 +308,7 @@ static void *progress_main(void *arg)
     struct tnt_request *req;
 
     while ((req = progress_next(comm)) != NULL) {
-        request_run(comm, req, 1);
+        request_run(comm, req);
     }
     return NULL;
 }
@@ -320,6 +329,15 @@ static tnt_status_t progress_start(tnt_comm_t *comm)
                                strerror(rc));
     }
     comm->progress_running = 1;
+    /* TNT_OVERLAP=auto: with one CPU and shared memory only, the thread
+     * could only take turns with the caller on that CPU, and the ranks'
+     * threads would meet in a collective only by chance (measured in
+     * docs/tuning.md): posts are left to their waiters. Across nodes the
+     * network moves data while the caller computes, so the thread runs. */
+    tnt_settings_overlap_t overlap =
+        comm->settings != NULL ? comm->settings->overlap : TNT_SETTINGS_OVERLAP_AUTO;
+    comm->defer = overlap == TNT_SETTINGS_OVERLAP_OFF ||
+                  (overlap == TNT_SETTINGS_OVERLAP_AUTO && !comm->spin_ok && comm->num_nodes == 1);
     return TNT_OK;
 }
 
@@ -359,14 +377,21 @@ tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req)
     }
     comm->queue_tail = req;
     req->queued = 1;
-    /* Seq_cst for in_flight_release's look at it. */
+    /* Seq_cst for kick_if_left's look at it. */
     atomic_fetch_add_explicit(&comm->posted, 1, memory_order_seq_cst);
 out_unlock:
     pthread_mutex_unlock(&comm->progress_lock);
-    if (status == TNT_OK) {
+    if (status == TNT_OK && !comm->defer) {
         progress_kick(comm);
     }
     return status;
+}
+
+void tnt_progress_poke(tnt_comm_t *comm)
+{
+    if (comm->defer) {
+        progress_kick(comm);
+    }
 }
 
 void tnt_progress_hint(tnt_comm_t *comm, int on)
@@ -495,7 +520,10 @@ tnt_status_t tnt_progress_enter(tnt_comm_t *comm)
 
 void tnt_progress_leave(tnt_comm_t *comm)
 {
-    in_flight_release(comm, 0);
+    in_flight_release(comm);
+    /* Also with deferred posts: a request posted by another thread while
+     * this blocking call ran may have a waiter that found the word taken. */
+    kick_if_left(comm);
 }
 
 tnt_status_t tnt_progress_finalize(tnt_comm_t *comm)
