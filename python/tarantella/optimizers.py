@@ -281,6 +281,12 @@ class GradientReducer:
                     continue
                 offsets.append(totals.get(p.dtype, 0))
                 totals[p.dtype] = offsets[-1] + p.numel()
+            adopted = self._adopt_flat(totals, offsets)
+            if adopted is not None:
+                # A previous reducer over the same parameters (an earlier
+                # fit) left them there: nothing to allocate or copy.
+                self._flat, self._views = adopted
+                return
             self._flat = {dt: torch.zeros(n, dtype=dt) for dt, n in totals.items()}
             self._views = [None if off is None else
                            self._flat[p.dtype][off:off + p.numel()].view(p.shape)
@@ -303,6 +309,27 @@ class GradientReducer:
                 if g is not None:
                     v.copy_(g)
                 p.grad = v
+
+    def _adopt_flat(self, totals, offsets):
+        """(flat, views) when every plain gradient already is the view this
+        plan would make, into one flat buffer per dtype of exactly this
+        layout (the storage an earlier reducer over the same parameters
+        installed); otherwise None."""
+        flat, views = {}, []
+        for p, off in zip(self._params, offsets):
+            if off is None:
+                views.append(None)
+                continue
+            g = p.grad
+            base = getattr(g, "_base", None) if g is not None else None
+            if (base is None or g.dtype != p.dtype or g.shape != p.shape or
+                    not g.is_contiguous() or base.dim() != 1 or base.dtype != p.dtype or
+                    not base.is_contiguous() or base.numel() != totals[p.dtype] or
+                    flat.setdefault(p.dtype, base) is not base or
+                    g.data_ptr() != base.data_ptr() + off * base.element_size()):
+                return None
+            views.append(g)
+        return flat, views
 
     def close(self):
         """Removes the hooks and destroys the fusion engine."""

@@ -2,7 +2,8 @@
  * libtnt allreduce benchmark (osu style; see allreduce_bench_common.h).
  *   build/bin/tarantella -n 2 --pin core -- build/bin/allreduce_bench [--max BYTES] [--post]
  * --post times tnt_allreduce_post + tnt_wait instead of tnt_allreduce: the
- * same collective plus the hand-off to the progress thread and back.
+ * same collective plus the hand-off (to the progress thread and back, or,
+ * when the thread has not taken it, to the waiting thread; TNT_OVERLAP).
  * tests/bench/run_all.sh runs it against mpi_allreduce_bench and writes
  * docs/benchmarks.md. Never fails on speed; exits non-zero only on errors.
  */

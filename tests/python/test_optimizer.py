@@ -210,10 +210,13 @@ def test_gradients_are_marked_during_backward():
 def test_fused_buckets_are_reduced_in_place(launch):
     # Step 1 copies its bucket through staging (the gradients are torch's own
     # tensors); then they live in the flat buffer and steps 2-4 reduce the
-    # bucket where it lies.
+    # bucket where it lies. A second reducer takes their flat buffer over.
     result = launch(2, "ext_flat_grads.py", timeout=120, env={"TNT_LOG_LEVEL": "debug"})
     out = check(result, "flat gradients")
     assert out.count("flat gradients ok") == 2
     # libtnt's debug line at destroy (stderr; rank 0 logs)
     assert "copied through staging 1 times, reduced in place (contiguous) 3 times" in result[2], \
+        result[2]
+    # the second reducer (over the same parameters) takes the flat buffer over
+    assert "copied through staging 0 times, reduced in place (contiguous) 2 times" in result[2], \
         result[2]

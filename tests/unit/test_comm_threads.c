@@ -7,6 +7,16 @@
  * Also: a request posted from a second thread while a blocking collective
  * runs must wait for it (the in-flight word), not run beside it on the
  * progress thread, which would interleave two collectives' phases.
+ *
+ * And the waits that run queued requests themselves ("caller runs",
+ * comm/progress.c): ranks post many requests of different sizes and wait
+ * for them in different orders (each rank its own), with blocking calls in
+ * between, so a wait that ran its own request ahead of older ones, or beside
+ * the progress thread, would mismatch the ranks' collectives or their data;
+ * and a failed request's message stays with that request, whichever thread
+ * ran it. Both with posts that wake the progress thread (TNT_OVERLAP=on) and
+ * with posts left to their waiters (off), where tnt_test alone must still
+ * get a request done.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +40,9 @@
 #define COUNT          4099 /* not a multiple of the rank count: uneven slices */
 #define TIMEOUT_S      20
 #define JOIN_TIMEOUT_S 60
+
+/* TNT_OVERLAP of the ranks of the running test. */
+static tnt_settings_overlap_t g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
 
 struct rank_ctx;
 typedef int (*rank_body_fn)(struct rank_ctx *ctx, tnt_comm_t *comm);
@@ -125,6 +138,7 @@ static void *rank_main(void *arg)
         return NULL;
     }
     settings->timeout_s = TIMEOUT_S;
+    settings->overlap = g_overlap;
     if (tnt_boot_threads_create(ctx->group, ctx->rank, &boot) != TNT_OK) {
         tnt_settings_destroy(settings);
         fail_rank(ctx, "boot: %s", tnt_last_error());
@@ -217,6 +231,174 @@ static int blocking_vs_posted(struct rank_ctx *ctx, tnt_comm_t *comm)
     return rc;
 }
 
+/* ---- caller runs: posts waited for in any order -------------------------- */
+
+#define ANY_ROUNDS 24
+#define ANY_REQS   8
+
+static const size_t any_counts[ANY_REQS] = { 1, 7, COUNT, 65536, 3, 300000, 17, 1024 };
+
+static float any_value(int rank, int round, int j, size_t i)
+{
+    return (float)((rank + 1) * (j + 1 + round % 3)) + (float)(i % 7);
+}
+
+/* Rank r waits in its own order: a rotation, reversed on odd ranks and
+ * rounds, so waiters keep asking for requests that are not next in line. */
+static int any_order(int rank, int round, int k)
+{
+    int j = (k + rank * 3 + round) % ANY_REQS;
+    return (rank + round) % 2 ? ANY_REQS - 1 - j : j;
+}
+
+static int posted_any_order(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    float *buf[ANY_REQS];
+    tnt_request_t *req[ANY_REQS];
+    double blocking_sum = 0;
+    int rc = -1;
+
+    memset(buf, 0, sizeof(buf));
+    for (int j = 0; j < ANY_REQS; j++) {
+        buf[j] = malloc(any_counts[j] * sizeof(float));
+        if (buf[j] == NULL) {
+            fail_rank(ctx, "malloc");
+            goto out;
+        }
+    }
+    for (int round = 0; round < ANY_ROUNDS; round++) {
+        for (int j = 0; j < ANY_REQS; j++) {
+            for (size_t i = 0; i < any_counts[j]; i++) {
+                buf[j][i] = any_value(ctx->rank, round, j, i);
+            }
+        }
+        for (int j = 0; j < ANY_REQS; j++) {
+            if (tnt_allreduce_post(comm, buf[j], buf[j], any_counts[j], TNT_FLOAT32, TNT_SUM,
+                                   &req[j]) != TNT_OK) {
+                fail_rank(ctx, "round %d: post %d: %s", round, j, tnt_last_error());
+                goto out;
+            }
+            if (j == 2 && round % 2 == 0) {
+                /* A blocking call behind queued requests runs after them. */
+                double x = ctx->rank + round;
+                if (tnt_allreduce(comm, &x, &blocking_sum, 1, TNT_FLOAT64, TNT_SUM) != TNT_OK) {
+                    fail_rank(ctx, "round %d: blocking: %s", round, tnt_last_error());
+                    goto out;
+                }
+                double want = NUM_RANKS * (NUM_RANKS - 1) / 2.0 + NUM_RANKS * round;
+                if (blocking_sum != want) {
+                    fail_rank(ctx, "round %d: blocking sum %g, not %g", round, blocking_sum, want);
+                    goto out;
+                }
+            }
+            if (round % 3 == 1 && j % 3 == 0) {
+                /* Let the progress thread take some of the queue. */
+                struct timespec ts = { 0, 200000 };
+                nanosleep(&ts, NULL);
+            }
+        }
+        for (int k = 0; k < ANY_REQS; k++) {
+            int j = any_order(ctx->rank, round, k);
+            if (tnt_wait(req[j]) != TNT_OK) {
+                fail_rank(ctx, "round %d: wait %d: %s", round, j, tnt_last_error());
+                goto out;
+            }
+        }
+        for (int j = 0; j < ANY_REQS; j++) {
+            for (size_t i = 0; i < any_counts[j]; i++) {
+                float want = 0;
+                for (int r = 0; r < NUM_RANKS; r++) {
+                    want += any_value(r, round, j, i);
+                }
+                if (buf[j][i] != want) {
+                    fail_rank(ctx, "round %d: request %d element %zu is %g, not %g", round, j, i,
+                              (double)buf[j][i], (double)want);
+                    goto out;
+                }
+            }
+        }
+    }
+    rc = 0;
+out:
+    for (int j = 0; j < ANY_REQS; j++) {
+        free(buf[j]);
+    }
+    return rc;
+}
+
+/* Three posts, the middle one mismatched (rank 0 sends another count); the
+ * last is waited for first, so its waiter may run all three. Each wait must
+ * report its own request's failure. */
+static int posted_errors(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    float a[5] = { 1, 1, 1, 1, 1 }, b[5] = { 2, 2, 2, 2, 2 }, c[5] = { 3, 3, 3, 3, 3 };
+    tnt_request_t *ra, *rb, *rc;
+    char msg_c[1024];
+
+    if (tnt_allreduce_post(comm, a, a, 5, TNT_FLOAT32, TNT_SUM, &ra) != TNT_OK ||
+        tnt_allreduce_post(comm, b, b, ctx->rank == 0 ? 3 : 5, TNT_FLOAT32, TNT_SUM, &rb) !=
+            TNT_OK ||
+        tnt_allreduce_post(comm, c, c, 5, TNT_FLOAT32, TNT_SUM, &rc) != TNT_OK) {
+        fail_rank(ctx, "post: %s", tnt_last_error());
+        return -1;
+    }
+    tnt_status_t sc = tnt_wait(rc);
+    snprintf(msg_c, sizeof(msg_c), "%s", tnt_last_error());
+    tnt_status_t sa = tnt_wait(ra);
+    tnt_status_t sb = tnt_wait(rb);
+    const char *msg_b = tnt_last_error();
+    if (sa != TNT_OK || a[0] != NUM_RANKS) {
+        fail_rank(ctx, "first request: %s, a[0] = %g", tnt_status_string(sa), (double)a[0]);
+        return -1;
+    }
+    if (sb != TNT_ERR_MISMATCH || strstr(msg_b, "not started") != NULL) {
+        fail_rank(ctx, "mismatched request: %s: %s", tnt_status_string(sb), msg_b);
+        return -1;
+    }
+    if (sc != TNT_ERR_PEER_FAILED || strstr(msg_c, "not started") == NULL) {
+        fail_rank(ctx, "request after the mismatch: %s: %s", tnt_status_string(sc), msg_c);
+        return -1;
+    }
+    return 0;
+}
+
+/* Only tnt_test: with deferred posts, testing must get the request run (it
+ * wakes the thread). The deadline is for the whole loop: without that
+ * wake-up each round would wait for the thread's one-second safety timeout,
+ * 20 s in all; with it the loop takes milliseconds. */
+static int posted_tested(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const uint64_t deadline = tnt_time_ns() + 10000000000ull;
+    for (int round = 0; round < 20; round++) {
+        double x = ctx->rank + round, sum = -1;
+        tnt_request_t *req;
+        if (tnt_allreduce_post(comm, &x, &sum, 1, TNT_FLOAT64, TNT_SUM, &req) != TNT_OK) {
+            fail_rank(ctx, "post: %s", tnt_last_error());
+            return -1;
+        }
+        tnt_status_t st;
+        while ((st = tnt_test(req)) == TNT_IN_PROGRESS) {
+            if (tnt_time_ns() > deadline) {
+                fail_rank(ctx, "round %d: tnt_test still says in progress, 10 s after the first",
+                          round);
+                return -1; /* the request leaks: the rank is done anyway */
+            }
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+        }
+        if (st != TNT_OK || tnt_wait(req) != TNT_OK) {
+            fail_rank(ctx, "round %d: %s", round, tnt_last_error());
+            return -1;
+        }
+        double want = NUM_RANKS * (NUM_RANKS - 1) / 2.0 + NUM_RANKS * round;
+        if (sum != want) {
+            fail_rank(ctx, "round %d: sum %g, not %g", round, sum, want);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void run_thread_ranks(rank_body_fn body)
 {
     tnt_boot_threads_group_t *group;
@@ -256,12 +438,45 @@ static void test_comm_threads_blocking_vs_posted(void **state)
     run_thread_ranks(blocking_vs_posted);
 }
 
+static void test_comm_threads_posted_any_order(void **state)
+{
+    (void)state;
+    g_overlap = TNT_SETTINGS_OVERLAP_ON;
+    run_thread_ranks(posted_any_order);
+    g_overlap = TNT_SETTINGS_OVERLAP_OFF;
+    run_thread_ranks(posted_any_order);
+    g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
+}
+
+static void test_comm_threads_posted_errors(void **state)
+{
+    (void)state;
+    g_overlap = TNT_SETTINGS_OVERLAP_ON;
+    run_thread_ranks(posted_errors);
+    g_overlap = TNT_SETTINGS_OVERLAP_OFF;
+    run_thread_ranks(posted_errors);
+    g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
+}
+
+static void test_comm_threads_posted_tested(void **state)
+{
+    (void)state;
+    g_overlap = TNT_SETTINGS_OVERLAP_ON;
+    run_thread_ranks(posted_tested);
+    g_overlap = TNT_SETTINGS_OVERLAP_OFF;
+    run_thread_ranks(posted_tested);
+    g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
+}
+
 int main(void)
 {
     setenv("TNT_LOG_LEVEL", "error", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_comm_threads_collectives),
         cmocka_unit_test(test_comm_threads_blocking_vs_posted),
+        cmocka_unit_test(test_comm_threads_posted_any_order),
+        cmocka_unit_test(test_comm_threads_posted_errors),
+        cmocka_unit_test(test_comm_threads_posted_tested),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

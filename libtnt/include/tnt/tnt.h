@@ -168,7 +168,12 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
 /* Nonblocking collectives: post, then test or wait                          */
 /* ------------------------------------------------------------------------ */
 
-/** A posted operation. It runs on libtnt's progress thread, in posting order. */
+/** A posted operation. Posted operations run one at a time, in posting order,
+ *  on libtnt's progress thread or, when that has not started one yet, on the
+ *  thread that waits for it (tnt_wait, or a blocking collective called
+ *  after the post). With TNT_OVERLAP=off (and by default with one CPU per
+ *  rank on one node) a post does not wake the progress thread: the
+ *  operation runs when it is waited for or tested (docs/tuning.md). */
 typedef struct tnt_request tnt_request_t;
 
 TNT_API tnt_status_t tnt_allreduce_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -179,7 +184,8 @@ TNT_API tnt_status_t tnt_broadcast_post(tnt_comm_t *comm, void *buf, size_t byte
                                         tnt_request_t **req_p);
 
 /** TNT_IN_PROGRESS while running; otherwise the operation's final status.
- *  Does not free the request. */
+ *  Does not free the request. Never runs the operation itself; wakes the
+ *  progress thread when posts do not (TNT_OVERLAP). */
 TNT_API tnt_status_t tnt_test(tnt_request_t *req);
 
 /** Blocks until the operation finishes, frees the request and returns its status. */
@@ -254,9 +260,11 @@ TNT_API size_t tnt_fusion_num_buckets(const tnt_fusion_t *fusion);
  * Marks tensor @p index ready: its @p data (count elements of its dtype, which
  * stays valid and untouched until tnt_fusion_wait returns) is multiplied by
  * @p scale (1.0 for none) and contributed. When all tensors of a bucket are
- * ready, the bucket's allreduce starts on the progress thread.
+ * ready, the bucket's allreduce starts on the progress thread (with
+ * TNT_OVERLAP=off, and by default with one CPU per rank on one node, it is
+ * queued and runs in tnt_fusion_wait, on the waiting thread).
  * The call only records the pointer: scaling, copying and reducing happen on
- * the progress thread (a lone tensor, or a bucket whose tensors lie back to
+ * the thread that runs the bucket (a lone tensor, or a bucket whose tensors lie back to
  * back in memory, is scaled and reduced in place). Buckets start strictly in
  * bucket order, whatever order tensors are marked in. May be called from any
  * thread. Fails with TNT_ERR_INVALID_ARG, changing nothing, for an index out

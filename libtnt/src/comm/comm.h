@@ -26,19 +26,22 @@ struct tnt_doctor;
 /* The longest message a request keeps (as long as tnt_last_error()'s). */
 #define TNT_REQUEST_ERROR_MAX 1024
 
-/* One operation run by the progress thread. Requests are executed strictly in
- * posting order, which is what keeps collectives matched across ranks. The
+/* One operation run by the progress thread, or by a thread waiting for it
+ * (comm/progress.c, "caller runs"). Requests are executed strictly in
+ * posting order and one at a time, which is what keeps collectives matched
+ * across ranks. The
  * memory is owned by whoever posted it: tnt_allreduce_post() allocates one
  * per call, the fusion engine embeds one per bucket so that steady-state
  * steps allocate nothing. */
 struct tnt_request {
-    /* Runs on the progress thread; returns the operation's final status. */
+    /* Runs on the progress thread or inline on a waiting thread, never two
+     * at once on a rank; returns the operation's final status. */
     tnt_status_t (*execute)(tnt_comm_t *comm, struct tnt_request *req);
-    /* Written by the progress thread with release order after execute()
+    /* Written by the thread that ran it with release order after execute()
      * finished and its results are in place; waiters read it with acquire
      * order, so the result buffers happen-before the waiter's next access. */
     _Atomic int status;
-    /* tnt_last_error() of the progress thread when execute() failed, so a
+    /* tnt_last_error() of the running thread when execute() failed, so a
      * waiter reports this request's own cause and never another's. Written
      * before status (the release store above orders it); a fixed buffer
      * because posting must not allocate. */
@@ -46,6 +49,7 @@ struct tnt_request {
     int heap_allocated;       /* freed by tnt_wait() when set */
     tnt_comm_t *comm;         /* set by tnt_progress_post() */
     struct tnt_request *next; /* queue link, owned by the progress queue */
+    int queued;               /* still in the queue (under progress_lock) */
     union {
         struct {
             const void *sendbuf;
@@ -117,10 +121,11 @@ struct tnt_comm {
     int progress_running;
     int progress_stop;
     int spin_ok; /* this rank's affinity has more than one CPU */
+    int defer;   /* posts do not wake the thread (TNT_OVERLAP; set when it starts) */
     struct tnt_request *queue_head;
     struct tnt_request *queue_tail;
     _Atomic uint64_t posted;    /* requests enqueued */
-    _Atomic uint64_t completed; /* requests finished by the progress thread */
+    _Atomic uint64_t completed; /* requests finished (by the thread or inline) */
     _Atomic uint32_t work_seq;
     _Atomic uint32_t thread_sleeping;
     _Atomic uint32_t done_seq;
@@ -130,9 +135,10 @@ struct tnt_comm {
     _Atomic uint32_t step_hint;
 
     /* 1 while a collective runs on this rank, on the progress thread or
-     * inline (a blocking call): one at a time, whichever thread calls, so
-     * a bucket posted from another thread after a blocking call drained the
-     * queue waits instead of running beside it. */
+     * inline (a blocking call, or a waiter running queued requests): one at
+     * a time, whichever thread calls, so a bucket posted from another
+     * thread after a blocking call drained the queue waits instead of
+     * running beside it. */
     _Atomic uint32_t in_flight;
 };
 
@@ -150,11 +156,14 @@ tnt_status_t tnt_progress_finalize(tnt_comm_t *comm);
 /* Enqueues a caller-owned request for the progress thread. */
 tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req);
 /* Waits (bounded, backing off) for one request to finish; does not free it.
+ * If the progress thread has not taken it yet and no collective runs, runs
+ * the queue up to and including it on the calling thread (in order).
  * When the request failed, its own message becomes this thread's
  * tnt_last_error(). */
 tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req);
 /* Waits until every posted request has finished (blocking collectives call
- * this first so that they run after earlier nonblocking ones). */
+ * this first so that they run after earlier nonblocking ones); runs what is
+ * still queued on the calling thread when it can, as wait does. */
 tnt_status_t tnt_progress_drain(tnt_comm_t *comm);
 
 /* A blocking collective on the caller's thread: enter drains the queue and
@@ -163,6 +172,9 @@ tnt_status_t tnt_progress_drain(tnt_comm_t *comm);
  * tnt_coll_* directly. Enter fails without taking it. */
 tnt_status_t tnt_progress_enter(tnt_comm_t *comm);
 void tnt_progress_leave(tnt_comm_t *comm);
+
+/* Wakes the progress thread when posts do not (a tnt_test poll). */
+void tnt_progress_poke(tnt_comm_t *comm);
 
 /* on = 1 while a fused step has requests in flight, 0 after its wait. */
 void tnt_progress_hint(tnt_comm_t *comm, int on);

@@ -15,6 +15,24 @@
  *             waiter sleeps;
  *   wait:     poll briefly (again only with a core to spare), then futex-wait
  *             on done_seq in bounded slices.
+ *
+ * Caller runs. A wait (or a drain) whose request the thread has not taken
+ * yet does not hand it off at all: if no collective runs on this rank (the
+ * in-flight word is free), the waiting thread takes the queued requests
+ * itself, oldest first, up to and including its own, and runs them inline.
+ * A post followed by its wait then costs about what the blocking call costs.
+ * Order and exclusion: a request leaves the queue only under progress_lock
+ * and only by a thread that took the in-flight word in the same critical
+ * section, and keeps the word until the request finished; so requests run
+ * one at a time and in posting order, whichever thread runs them. A thread
+ * that finds the word taken leaves the queue alone: the progress thread
+ * sleeps until the holder releases the word (release kicks it when requests
+ * are left), a waiter goes back to waiting.
+ *
+ * Deferred posts (comm->defer, TNT_OVERLAP=off, or auto with one CPU and
+ * one node): a post does not wake the thread at all. The request waits in
+ * the queue until its waiter (or a drain) runs it, or tnt_test pokes the
+ * thread, or a blocking call of another thread leaves requests behind.
  * Why no wake-up is lost: the sleeper reads the word's value before its last
  * check and passes it to FUTEX_WAIT, which returns at once if it changed;
  * the waker bumps the word (seq_cst) before it reads the sleeping count
@@ -27,6 +45,7 @@
 #include "comm/comm.h"
 
 #include "util/log.h"
+#include "util/settings.h"
 #include "util/wait.h"
 
 #include <errno.h>
@@ -87,14 +106,33 @@ static int in_flight_try(tnt_comm_t *comm)
 {
     uint32_t expected = 0;
     /* Acquire: the previous holder's collective (its transport state)
-     * happens-before this one. */
+     * happens-before this one. Seq_cst (also on failure) for the progress
+     * thread's sleep check, see kick_if_left. */
     return atomic_compare_exchange_strong_explicit(&comm->in_flight, &expected, 1,
-                                                   memory_order_acquire, memory_order_relaxed);
+                                                   memory_order_seq_cst, memory_order_seq_cst);
 }
 
+static void progress_kick(tnt_comm_t *comm);
+
+/* Gives the word back (seq_cst: see kick_if_left). */
 static void in_flight_release(tnt_comm_t *comm)
 {
-    atomic_store_explicit(&comm->in_flight, 0, memory_order_release);
+    atomic_store_explicit(&comm->in_flight, 0, memory_order_seq_cst);
+}
+
+/* Called after giving the word back: if requests are left, the progress
+ * thread may have found the word taken and gone to sleep, so wake it. Why it
+ * cannot miss this: its failed try (seq_cst) precedes the release store, the
+ * post it saw precedes its try, so the load of posted below sees that post;
+ * the kick bumps work_seq after the store, which the thread's sleep check
+ * reads. */
+static void kick_if_left(tnt_comm_t *comm)
+{
+    uint64_t posted = atomic_load_explicit(&comm->posted, memory_order_seq_cst);
+    uint64_t completed = atomic_load_explicit(&comm->completed, memory_order_seq_cst);
+    if (posted > completed) {
+        progress_kick(comm);
+    }
 }
 
 /* The thread may legitimately take a while per request (each collective is
@@ -133,24 +171,102 @@ static tnt_status_t in_flight_acquire(tnt_comm_t *comm, const char *who)
     return TNT_OK;
 }
 
+/* ---- running a request -------------------------------------------------- */
+
+/* Called with progress_lock held. Takes the oldest request together with the
+ * in-flight word, or takes nothing (empty queue, or a collective runs). */
+static struct tnt_request *queue_take(tnt_comm_t *comm)
+{
+    struct tnt_request *req = comm->queue_head;
+    if (req == NULL || !in_flight_try(comm)) {
+        return NULL;
+    }
+    comm->queue_head = req->next;
+    if (comm->queue_head == NULL) {
+        comm->queue_tail = NULL;
+    }
+    req->queued = 0;
+    return req;
+}
+
+/* Runs a request taken by queue_take (on the progress thread, or inline on a
+ * waiting thread), gives the in-flight word back and completes the request.
+ * Its failure message goes into req->error, whichever thread ran it. */
+static void request_run(tnt_comm_t *comm, struct tnt_request *req)
+{
+    tnt_error_clear();
+    tnt_status_t status = req->execute(comm, req);
+    if (status < 0) {
+        snprintf(req->error, sizeof(req->error), "%s",
+                 tnt_error_message()[0] != '\0' ? tnt_error_message() : tnt_status_string(status));
+    }
+    in_flight_release(comm);
+    /* Release: everything execute() wrote (results, req->error, coll_seq,
+     * transport state) happens-before a drainer's acquire load of completed
+     * and a waiter's acquire load of status. The request may be freed by
+     * its owner as soon as status is stored, so it is not touched after. */
+    atomic_fetch_add_explicit(&comm->completed, 1, memory_order_release);
+    atomic_store_explicit(&req->status, status, memory_order_release);
+    atomic_fetch_add_explicit(&comm->done_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&comm->done_sleepers, memory_order_seq_cst) > 0) {
+        tnt_futex_wake_all(&comm->done_seq);
+    }
+}
+
+/* Caller runs: runs queued requests on the calling thread, oldest first,
+ * while no other collective runs, until target has left the queue (target
+ * NULL: until the queue is empty). Returns as soon as the in-flight word is
+ * taken by someone else; the caller then waits as before. The caller's own
+ * last error survives the requests it runs for others. */
+static void caller_run(tnt_comm_t *comm, struct tnt_request *target)
+{
+    char saved[TNT_REQUEST_ERROR_MAX];
+    int have_saved = 0;
+
+    for (;;) {
+        pthread_mutex_lock(&comm->progress_lock);
+        struct tnt_request *req = NULL;
+        if (target == NULL || target->queued) {
+            req = queue_take(comm);
+        }
+        pthread_mutex_unlock(&comm->progress_lock);
+        if (req == NULL) {
+            break;
+        }
+        if (!have_saved) {
+            snprintf(saved, sizeof(saved), "%s", tnt_error_message());
+            have_saved = 1;
+        }
+        request_run(comm, req);
+        if (req == target) { /* compared, never dereferenced: may be freed */
+            break;
+        }
+    }
+    if (have_saved) {
+        tnt_error_restore(saved);
+        /* Requests posted after target, or ones this thread could not take:
+         * the thread runs them, unless posts leave them to their waiters. */
+        if (!comm->defer) {
+            kick_if_left(comm);
+        }
+    }
+}
+
 /* ---- the thread ---------------------------------------------------------- */
 
-/* Takes the next request, or returns NULL when stopping with an empty queue.
- * Polls, then sleeps, while the queue is empty. */
+/* Takes the next request (with the in-flight word), or returns NULL when
+ * stopping with an empty queue. Polls, then sleeps, while there is nothing
+ * it may run: an empty queue, or a collective running on another thread
+ * (whose release kicks it). */
 static struct tnt_request *progress_next(tnt_comm_t *comm)
 {
     uint64_t spin_until = 0;
     for (;;) {
         uint32_t seq = atomic_load_explicit(&comm->work_seq, memory_order_seq_cst);
         pthread_mutex_lock(&comm->progress_lock);
-        struct tnt_request *req = comm->queue_head;
-        if (req != NULL) {
-            comm->queue_head = req->next;
-            if (comm->queue_head == NULL) {
-                comm->queue_tail = NULL;
-            }
-        }
-        int stop = comm->progress_stop;
+        struct tnt_request *req = queue_take(comm);
+        int blocked = req == NULL && comm->queue_head != NULL;
+        int stop = comm->progress_stop && comm->queue_head == NULL;
         pthread_mutex_unlock(&comm->progress_lock);
         if (req != NULL || stop) {
             return req;
@@ -164,7 +280,9 @@ static struct tnt_request *progress_next(tnt_comm_t *comm)
             }
             if (now < spin_until) {
                 for (int i = 0; i < 64; i++) {
-                    if (atomic_load_explicit(&comm->work_seq, memory_order_relaxed) != seq) {
+                    if (atomic_load_explicit(&comm->work_seq, memory_order_relaxed) != seq ||
+                        (blocked &&
+                         atomic_load_explicit(&comm->in_flight, memory_order_relaxed) == 0)) {
                         break;
                     }
                     tnt_cpu_relax();
@@ -174,8 +292,9 @@ static struct tnt_request *progress_next(tnt_comm_t *comm)
         }
         atomic_store_explicit(&comm->thread_sleeping, 1, memory_order_seq_cst);
         if (atomic_load_explicit(&comm->work_seq, memory_order_seq_cst) == seq) {
-            /* No timeout needed for correctness (posts and stop wake it);
-             * one second bounds the damage of any missed wake-up. */
+            /* No timeout needed for correctness (posts, releases of the
+             * in-flight word with requests left, and stop wake it); one
+             * second bounds the damage of any missed wake-up. */
             tnt_futex_wait(&comm->work_seq, seq, 1000000000ull);
         }
         atomic_store_explicit(&comm->thread_sleeping, 0, memory_order_relaxed);
@@ -189,28 +308,7 @@ static void *progress_main(void *arg)
     struct tnt_request *req;
 
     while ((req = progress_next(comm)) != NULL) {
-        tnt_error_clear();
-        tnt_status_t status = in_flight_acquire(comm, "progress thread");
-        if (status == TNT_OK) {
-            status = req->execute(comm, req);
-            in_flight_release(comm);
-        }
-        if (status < 0) {
-            snprintf(req->error, sizeof(req->error), "%s",
-                     tnt_error_message()[0] != '\0' ? tnt_error_message()
-                                                    : tnt_status_string(status));
-        }
-        /* Release: everything execute() wrote (results, req->error,
-         * coll_seq, transport state) happens-before a drainer's acquire load
-         * of completed and a waiter's acquire load of status. The request
-         * may be freed by its owner as soon as status is stored, so it is
-         * not touched after. */
-        atomic_fetch_add_explicit(&comm->completed, 1, memory_order_release);
-        atomic_store_explicit(&req->status, status, memory_order_release);
-        atomic_fetch_add_explicit(&comm->done_seq, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(&comm->done_sleepers, memory_order_seq_cst) > 0) {
-            tnt_futex_wake_all(&comm->done_seq);
-        }
+        request_run(comm, req);
     }
     return NULL;
 }
@@ -231,6 +329,15 @@ static tnt_status_t progress_start(tnt_comm_t *comm)
                                strerror(rc));
     }
     comm->progress_running = 1;
+    /* TNT_OVERLAP=auto: with one CPU and shared memory only, the thread
+     * could only take turns with the caller on that CPU, and the ranks'
+     * threads would meet in a collective only by chance (measured in
+     * docs/tuning.md): posts are left to their waiters. Across nodes the
+     * network moves data while the caller computes, so the thread runs. */
+    tnt_settings_overlap_t overlap =
+        comm->settings != NULL ? comm->settings->overlap : TNT_SETTINGS_OVERLAP_AUTO;
+    comm->defer = overlap == TNT_SETTINGS_OVERLAP_OFF ||
+                  (overlap == TNT_SETTINGS_OVERLAP_AUTO && !comm->spin_ok && comm->num_nodes == 1);
     return TNT_OK;
 }
 
@@ -269,13 +376,22 @@ tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req)
         comm->queue_head = req;
     }
     comm->queue_tail = req;
-    atomic_fetch_add_explicit(&comm->posted, 1, memory_order_relaxed);
+    req->queued = 1;
+    /* Seq_cst for kick_if_left's look at it. */
+    atomic_fetch_add_explicit(&comm->posted, 1, memory_order_seq_cst);
 out_unlock:
     pthread_mutex_unlock(&comm->progress_lock);
-    if (status == TNT_OK) {
+    if (status == TNT_OK && !comm->defer) {
         progress_kick(comm);
     }
     return status;
+}
+
+void tnt_progress_poke(tnt_comm_t *comm)
+{
+    if (comm->defer) {
+        progress_kick(comm);
+    }
 }
 
 void tnt_progress_hint(tnt_comm_t *comm, int on)
@@ -301,6 +417,10 @@ static int target_reached(tnt_comm_t *comm, const struct wait_target *t)
 
 static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, const char *what)
 {
+    if (target_reached(comm, t)) {
+        return TNT_OK;
+    }
+    caller_run(comm, t->req);
     if (target_reached(comm, t)) {
         return TNT_OK;
     }
@@ -330,6 +450,9 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
 
     atomic_fetch_add_explicit(&comm->done_sleepers, 1, memory_order_seq_cst);
     for (;;) {
+        /* What the thread has not taken yet, this thread may run once the
+         * collective that kept it from doing so has finished. */
+        caller_run(comm, t->req);
         /* Read before the check, so a completion after it changes the word
          * and FUTEX_WAIT returns at once (see the top of the file). */
         uint32_t seq = atomic_load_explicit(&comm->done_seq, memory_order_seq_cst);
@@ -346,8 +469,8 @@ static tnt_status_t wait_for(tnt_comm_t *comm, const struct wait_target *t, cons
         if (window != UINT64_MAX) {
             if (now - stall_start >= window) {
                 status = tnt_error_raise(TNT_ERR_TIMEOUT,
-                                         "%s: the progress thread finished no operation for %.0f s "
-                                         "(TNT_TIMEOUT is %.0f s); an operation on it is stuck",
+                                         "%s: no queued operation finished for %.0f s "
+                                         "(TNT_TIMEOUT is %.0f s); an operation is stuck",
                                          what, (double)window / 1e9, comm->timeout_s);
                 break;
             }
@@ -398,6 +521,9 @@ tnt_status_t tnt_progress_enter(tnt_comm_t *comm)
 void tnt_progress_leave(tnt_comm_t *comm)
 {
     in_flight_release(comm);
+    /* Also with deferred posts: a request posted by another thread while
+     * this blocking call ran may have a waiter that found the word taken. */
+    kick_if_left(comm);
 }
 
 tnt_status_t tnt_progress_finalize(tnt_comm_t *comm)

@@ -294,6 +294,9 @@ TNT_API tnt_status_t tnt_test(tnt_request_t *req)
         /* Same message on this thread as a tnt_wait would give. */
         return tnt_progress_wait(req->comm, req);
     }
+    if (status == TNT_IN_PROGRESS) {
+        tnt_progress_poke(req->comm);
+    }
     return status;
 }
 

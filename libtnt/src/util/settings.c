@@ -79,6 +79,13 @@ static const setting_choice_t stream_choices[] = {
     { NULL, 0 },
 };
 
+static const setting_choice_t overlap_choices[] = {
+    { "auto", TNT_SETTINGS_OVERLAP_AUTO },
+    { "on", TNT_SETTINGS_OVERLAP_ON },
+    { "off", TNT_SETTINGS_OVERLAP_OFF },
+    { NULL, 0 },
+};
+
 #define FIELD(f) offsetof(tnt_settings_t, f)
 
 /* The bounds keep every product below in range and every layer's loops
@@ -100,6 +107,7 @@ static const setting_desc_t settings_table[] = {
     { "TNT_LOG_ON_ALL_DEVICES", SETTING_BOOL, "0", 0, 0, NULL, FIELD(log_on_all_ranks), NULL },
     { "TNT_FUSION_THRESHOLD_KB", SETTING_SIZE_KB, "1024", 0, 4194304, NULL,
       FIELD(fusion_threshold_bytes), "0 = one allreduce per tensor" },
+    { "TNT_OVERLAP", SETTING_CHOICE, "auto", 0, 0, overlap_choices, FIELD(overlap), NULL },
     { "TNT_SHM_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(shm_staging_bytes),
       NULL },
     { "TNT_SHM_SMALL_KB", SETTING_SIZE_KB, NULL, 0, 1048576, NULL, FIELD(shm_small_bytes), NULL },

@@ -46,12 +46,20 @@ typedef enum {
     TNT_SETTINGS_STREAM_OFF
 } tnt_settings_stream_t;
 
+/* TNT_OVERLAP: whether posted operations run in the background (comm/). */
+typedef enum {
+    TNT_SETTINGS_OVERLAP_AUTO,
+    TNT_SETTINGS_OVERLAP_ON,
+    TNT_SETTINGS_OVERLAP_OFF
+} tnt_settings_overlap_t;
+
 typedef struct tnt_settings {
     double timeout_s;                   /* TNT_TIMEOUT; 0 = no timeout */
     double stall_warn_s;                /* TNT_STALL_WARN; 0 = no warning */
     tnt_log_level_t log_level;          /* TNT_LOG_LEVEL */
     int log_on_all_ranks;               /* TNT_LOG_ON_ALL_DEVICES */
     size_t fusion_threshold_bytes;      /* TNT_FUSION_THRESHOLD_KB */
+    tnt_settings_overlap_t overlap;     /* TNT_OVERLAP */
     size_t shm_staging_bytes;           /* TNT_SHM_STAGING_KB */
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
     int shm_cma;                        /* TNT_SHM_CMA */
