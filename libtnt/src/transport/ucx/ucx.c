@@ -1101,8 +1101,8 @@ static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
  * straight to a rank that has work (sched_yield returns at once when no
  * other task wants the core, so with a core per rank this is a busy-poll).
  * Measured with 16 simulated nodes on 2 vCPUs (docs/multinode.md): 8 B
- * latency 440 us sleeping right away, ~350 us yielding for 1 ms, CPU time
- * per allreduce down by a fifth. No pause-spin before it: 16 rounds of
+ * latency 440 us sleeping right away, 330-360 us yielding for 1 ms, CPU
+ * time per allreduce down by a sixth. No pause-spin before it: 16 rounds of
  * progress plus pause loops (the generic backoff's first phase) cost
  * ~20 us of CPU per wait, which on an oversubscribed host is taken from
  * the rank being waited for (8 B at 16 simulated nodes: 670 us with them,
