@@ -62,6 +62,14 @@ if(TNT_WITH_UCX)
   tnt_multinode_test(algo_ring_uneven_3+2_chunk4k 5 2 90
                      ENV TNT_ALLREDUCE_ALGO=ring TNT_MULTINODE_CHUNK_KB=4
                      ARGS --mode matrix --mode big --big-mib 8 --mode bcast --transport tcp)
+  # The wait's phases on their own: sleeping on the event fd right away
+  # (TNT_UCX_YIELD_US=0; the default yields first for 1 ms, so most waits
+  # of the other tests never reach it) and busy-polling, then yielding,
+  # then sleeping. A lost wake-up shows up as a TNT_TIMEOUT failure.
+  tnt_multinode_test(wait_sleep_4x1 4 4 90 ENV TNT_UCX_YIELD_US=0
+                     ARGS --mode matrix --mode big --big-mib 6 --mode barrier --transport tcp)
+  tnt_multinode_test(wait_spin_yield_4x1 4 4 90 ENV TNT_UCX_SPIN_US=20 TNT_UCX_YIELD_US=20
+                     ARGS --mode matrix --mode big --big-mib 6 --mode barrier --transport tcp)
   # A rank killed on node 1: ranks on the other nodes must fail within
   # seconds, far below TNT_TIMEOUT=30 (they print how long it took).
   # (ranks 0-1 on node 0, 2-3 on node 1, ...; rank 3 dies). The survivors

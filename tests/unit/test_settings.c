@@ -81,6 +81,7 @@ static void test_defaults(void **state)
     assert_int_equal(settings.multinode_rd_max_bytes, TNT_SETTINGS_BY_LAYOUT);
     assert_int_equal(settings.multinode_chunk_bytes, 1024 * 1024);
     assert_int_equal(settings.ucx_spin_us, 0);
+    assert_int_equal(settings.ucx_yield_us, 1000);
     /* An empty value means unset. */
     setenv("TNT_SHM_STAGING_KB", "", 1);
     assert_int_equal(tnt_settings_load(&settings), TNT_OK);
@@ -212,6 +213,10 @@ static void test_integer(void **state)
                     "out of range: expected a whole number from 0 to 1000000");
     expect_rejected("TNT_UCX_SPIN_US", "-5", "is not valid");
     expect_rejected("TNT_UCX_SPIN_US", "5us", "is not valid");
+    assert_int_equal(parse("TNT_UCX_YIELD_US", "0", &s), TNT_OK);
+    assert_int_equal(s.ucx_yield_us, 0);
+    expect_rejected("TNT_UCX_YIELD_US", "1000001",
+                    "out of range: expected a whole number from 0 to 1000000");
 }
 
 static void test_unknown_name(void **state)

@@ -29,8 +29,9 @@
 /* Polls of a peer's counter before the first clock read: a small allreduce
  * between two running ranks completes within this. */
 #define TNT_SHM_FAST_POLLS 256
-/* After the fast polls, waits poll (spinning for spin_ns, then with
- * sched_yield) for this long before they start sleeping. */
+/* After the fast polls, waits poll with sched_yield for this long before
+ * they start sleeping: every poll, or (spin_ns != 0, every local rank has
+ * a core) every 64th, with pause loops in between. */
 #define TNT_SHM_YIELD_NS 2000000ull
 #define TNT_SHM_SPIN_NS  50000ull
 /* How often a slow waiter checks whether the peers it waits for are alive. */
@@ -284,9 +285,17 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
      * message is typically microseconds to a millisecond behind. Sleeping
      * now would cost the kernel's timer slack (~50 us) per phase, so keep
      * polling: spinning when every local rank has its own core, otherwise
-     * sched_yield, which hands the core to the peer we are waiting for. */
+     * sched_yield, which hands the core to the peer we are waiting for.
+     * The spin yields every 64 polls too (it used to poll without yielding
+     * for its first 50 us): "a core per local rank" counts
+     * this node's ranks only, and other processes (the ranks of other
+     * simulated nodes on the same host, a UCX waiter polling with
+     * sched_yield) may need this core. A spinner that never yielded held
+     * it for the whole spin_ns: 2 simulated nodes x 2 ranks on 2 vCPUs took
+     * ~160 us per 8 B allreduce instead of ~35 us (docs/multinode.md).
+     * With nobody else runnable, sched_yield returns at once. */
     uint64_t start = tnt_time_ns();
-    uint64_t spin_until = start + shm->spin_ns, yield_until = start + TNT_SHM_YIELD_NS;
+    uint64_t yield_until = start + TNT_SHM_YIELD_NS;
     for (uint32_t i = 1;; i++) {
         if (atomic_load_explicit(seq, memory_order_acquire) >= target)
             return TNT_OK;
@@ -297,8 +306,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         uint64_t now = tnt_time_ns();
         if (now >= yield_until)
             break;
-        if (now >= spin_until)
-            sched_yield();
+        sched_yield();
     }
 
     tnt_backoff_t backoff;

@@ -131,7 +131,7 @@ struct tnt_shm {
     uint64_t phase;           /* last phase this rank finished */
     uint64_t num_collectives; /* for messages: "allreduce #12" */
     tnt_status_t broken;      /* sticky error after a peer failed */
-    uint64_t spin_ns;         /* busy-poll this long before yielding */
+    uint64_t spin_ns;         /* nonzero: a core per local rank, pause between yields */
     size_t small_max;         /* bytes: up to here every rank reduces all */
     /* TNT_SHM_CMA: single-copy process_vm_readv/writev for large messages,
      * used when every local rank can reach every other (tested at create).

@@ -94,7 +94,9 @@ static const setting_choice_t overlap_choices[] = {
  * spank/args.h); TNT_TIMEOUT above 1e9 s means "no timeout", for which 0
  * is the way to say it. TNT_UCX_SPIN_US is off by default because spinning
  * hurts badly on oversubscribed hosts (CI, simulated nodes); about 50 pays
- * when every rank has its own core (docs/multinode.md). TNT_SHM_SMALL_KB and
+ * when every rank has its own core (docs/multinode.md). TNT_UCX_YIELD_US
+ * (1 ms) polls with sched_yield before sleeping, which hands a shared core
+ * to the rank that has work (transport/ucx/ucx.c, tnt_ucx_idle). TNT_SHM_SMALL_KB and
  * TNT_MULTINODE_RD_MAX_KB default to values the layers choose by layout (for
  * the latter: none, the cost model decides). TNT_MULTINODE_LATENCY_NS and
  * TNT_MULTINODE_LINK_MBPS replace the cost model's fitted alpha and beta.
@@ -126,6 +128,7 @@ static const setting_desc_t settings_table[] = {
     { "TNT_MULTINODE_LINK_MBPS", SETTING_INT, "0", 0, 100000000, NULL, FIELD(multinode_link_mbps),
       "0 = the built-in fitted value" },
     { "TNT_UCX_SPIN_US", SETTING_INT, "0", 0, 1000000, NULL, FIELD(ucx_spin_us), NULL },
+    { "TNT_UCX_YIELD_US", SETTING_INT, "1000", 0, 1000000, NULL, FIELD(ucx_yield_us), NULL },
     { "TNT_GPU_TRANSPORT", SETTING_CHOICE, "auto", 0, 0, gpu_choices, FIELD(gpu_transport), NULL },
     { "TNT_GPU_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(gpu_staging_bytes),
       NULL },

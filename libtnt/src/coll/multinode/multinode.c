@@ -201,6 +201,7 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     params.timeout_s = comm->timeout_s;
     params.staging_bytes = net->chunk_bytes * (size_t)net->depth;
     params.spin_us = comm->settings->ucx_spin_us;
+    params.yield_us = comm->settings->ucx_yield_us;
     params.watch = comm->watch;
     status = tnt_ucx_create(&params, &net->ucx);
     if (status != TNT_OK) {

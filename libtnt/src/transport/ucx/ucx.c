@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,8 @@ struct tnt_ucx {
     ucp_context_h context;
     ucp_worker_h worker;
     int efd;                    /* worker wake-up fd, -1 if unavailable */
-    uint64_t spin_ns;           /* busy-poll this long before blocking */
+    uint64_t spin_ns;           /* busy-poll this long before yielding */
+    uint64_t yield_ns;          /* then poll with sched_yield this long */
     struct tnt_ucx_peer *peers; /* size entries; ep NULL when not connected */
     int num_connected;
     /* Every rank's worker address (rank r's at r * address_stride), kept
@@ -456,6 +458,7 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
     ucx->watch = params->watch;
     ucx->efd = -1;
     ucx->spin_ns = params->spin_us * 1000;
+    ucx->yield_ns = params->yield_us * 1000;
     ucx->failed = TNT_OK;
     ucx->estimated_eps =
         params->estimated_peers > 0 ? params->estimated_peers : (size_t)params->size;
@@ -1084,21 +1087,33 @@ static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
                            what, peer, ucx->timeout_s);
 }
 
-/* One idle round of a wait: a few short backoff rounds, then (for at most
- * spin_ns since spin_start) busy-polling, then sleeping on the worker's event
- * fd. Busy-polling answers in microseconds when every rank has a core of its
- * own, but on an oversubscribed host it takes the CPU from the very rank
- * being waited for: measured with 4 ranks on 2 vCPUs, blocking right away
- * was ~20% faster for 8 B - 64 KiB than yielding for 200 us, and 50-500 us
- * of spinning was 1.5-10x slower; with 2 ranks on 2 vCPUs 50 us of spinning
- * cut 8 B latency from ~50 to ~15 us. Hence off by default, TNT_UCX_SPIN_US
- * for dedicated cores. */
-static void tnt_ucx_idle(tnt_ucx_t *ucx, tnt_backoff_t *backoff, uint64_t spin_start)
+/* One idle round of a wait, waited_ns after the wait began or last saw an
+ * op finish: busy-polling for spin_ns (TNT_UCX_SPIN_US, off by default),
+ * then polling with sched_yield between polls for yield_ns
+ * (TNT_UCX_YIELD_US), then sleeping on the worker's event fd, 1 ms at a
+ * time.
+ *
+ * Why yield: on a host with more ranks than cores every message step waits
+ * for its receiver to get a core. Sleeping costs a wake-up per step (arm,
+ * poll, the sender's softirq waking the receiver, two context switches) and
+ * a sleeping rank runs only when the scheduler gets to it; a yielding rank
+ * stays runnable, notices its message at its next turn, and hands its core
+ * straight to a rank that has work (sched_yield returns at once when no
+ * other task wants the core, so with a core per rank this is a busy-poll).
+ * Measured with 16 simulated nodes on 2 vCPUs (docs/multinode.md): 8 B
+ * latency 440 us sleeping right away, 330-360 us yielding for 1 ms, CPU
+ * time per allreduce down by a sixth. No pause-spin before it: 16 rounds of
+ * progress plus pause loops (the generic backoff's first phase) cost
+ * ~20 us of CPU per wait, which on an oversubscribed host is taken from
+ * the rank being waited for (8 B at 16 simulated nodes: 670 us with them,
+ * 440 us without). Pure busy-polling (TNT_UCX_SPIN_US) is the opposite:
+ * it holds the core the peer needs, 1.5-10x slower on shared cores. */
+static void tnt_ucx_idle(tnt_ucx_t *ucx, tnt_backoff_t *backoff, uint64_t waited_ns)
 {
-    if (backoff->iteration < 16) {
-        (void)tnt_backoff_wait(backoff);
-    } else if (ucx->spin_ns > 0 && tnt_time_ns() - spin_start < ucx->spin_ns) {
-        return;
+    if (waited_ns < ucx->spin_ns) {
+        tnt_cpu_relax();
+    } else if (waited_ns - ucx->spin_ns < ucx->yield_ns) {
+        sched_yield();
     } else {
         tnt_ucx_block(ucx, backoff);
     }
@@ -1108,7 +1123,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
 {
     tnt_status_t status = TNT_OK;
     tnt_backoff_t backoff;
-    uint64_t spin_start;
+    uint64_t spin_start, waited_ns;
     int remaining = 0;
 
     for (int i = 0; i < n; i++) {
@@ -1151,14 +1166,13 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             status = tnt_ucx_timed_out(ucx, ops, n, what);
             continue; /* the failure branch above cancels and reaps */
         }
-        if (backoff.iteration >= 16) {
-            status = tnt_watch_poll(ucx->watch, tnt_time_ns() - spin_start);
-            if (status != TNT_OK) {
-                ucx->failed = status;
-                continue; /* the failure branch above cancels and reaps */
-            }
+        waited_ns = tnt_time_ns() - spin_start;
+        status = tnt_watch_poll(ucx->watch, waited_ns); /* cheap while short */
+        if (status != TNT_OK) {
+            ucx->failed = status;
+            continue; /* the failure branch above cancels and reaps */
         }
-        tnt_ucx_idle(ucx, &backoff, spin_start);
+        tnt_ucx_idle(ucx, &backoff, waited_ns);
     }
     return status;
 }

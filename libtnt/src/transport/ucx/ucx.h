@@ -52,7 +52,8 @@ typedef struct {
     size_t estimated_peers;
     double timeout_s;     /* TNT_TIMEOUT, bounds every wait; 0 = none */
     size_t staging_bytes; /* registered staging area (tnt_ucx_staging) */
-    uint64_t spin_us;     /* busy-poll this long before blocking (0: no) */
+    uint64_t spin_us;     /* busy-poll this long before yielding (0: no) */
+    uint64_t yield_us;    /* then poll with sched_yield this long before blocking */
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
     tnt_watch_t *watch;
