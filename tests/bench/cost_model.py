@@ -209,9 +209,13 @@ def fit(paths, placement):
         m, t = data[(a, n, b)], cost(a, n, b, host(n, alpha, beta, gamma))
         print(f"| {n} | {b} | {a} | {m * 1e6:.0f} | {t * 1e6:.0f} | {t / m:.2f} |")
     print()
-    # The choice the fitted model makes against the fastest measured one.
-    print("| nodes | bytes | fastest measured | model picks | picked / fastest time |")
-    print("|---:|---:|---|---|---:|")
+    # The choices of the fitted model and of the built-in constants (cost_model.h)
+    # against the fastest measured algorithm; the ratio is the picked one's time
+    # over the fastest one's.
+    print("| nodes | bytes | fastest measured | fitted model picks | picked / fastest "
+          "| built-in picks | picked / fastest |")
+    print("|---:|---:|---|---|---:|---|---:|")
+    ratios = {"fitted": [], "built-in": []}
     for n in sorted({k[1] for k in keys}):
         for b in sorted({k[2] for k in keys if k[1] == n}):
             have = {a: data[(a, n, b)] for a in ALGOS if (a, n, b) in data}
@@ -219,7 +223,17 @@ def fit(paths, placement):
                 continue
             fastest = min(have, key=have.get)
             pick = select(n, b, host(n, alpha, beta, gamma))
-            print(f"| {n} | {b} | {fastest} | {pick} | {have[pick] / have[fastest]:.2f} |")
+            old = select(n, b, host(n, C["alpha"], C["beta"], C["gamma"]))
+            ratios["fitted"].append(have[pick] / have[fastest])
+            ratios["built-in"].append(have[old] / have[fastest])
+            print(f"| {n} | {b} | {fastest} | {pick} | {have[pick] / have[fastest]:.2f} "
+                  f"| {old} | {have[old] / have[fastest]:.2f} |")
+    if ratios["fitted"]:
+        print()
+        for name, r in ratios.items():
+            geo = math.exp(sum(math.log(x) for x in r) / len(r))
+            print(f"{name} constants over {len(r)} cells: fastest in {sum(x == 1 for x in r)}, "
+                  f"picked / fastest geometric mean {geo:.3f}, worst {max(r):.2f}")
 
 
 def predict(alpha_us, link_gbps, gamma_ns):
