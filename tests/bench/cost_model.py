@@ -7,7 +7,9 @@ smallest chunk) are read from libtnt/src/coll/multinode/cost_model.h, so
 both sides use one set. unit.cost_model compares the two (--dump).
 
     cost_model.py --dump                  costs and choices on a grid (for the C twin)
-    cost_model.py --fit RESULTS...        fit alpha, beta, gamma to benchmark lines
+    cost_model.py --fit RESULTS... [--placement far] [--fix-gamma --gamma-ns-per-b G]
+                                          fit alpha, beta, gamma (or alpha and beta, gamma
+                                          held at G) to benchmark lines
                                           (RESULT tarantella <algo> <N>x1 <bytes> <us> <GB/s>)
                                           and print measured against predicted
     cost_model.py --predict [--alpha-us A] [--link-gbps G] [--gamma-ns-per-b C]
@@ -176,7 +178,7 @@ def load_results(paths, placement="close"):
     return {k: statistics.median(v) for k, v in rows.items()}
 
 
-def fit(paths, placement):
+def fit(paths, placement, fixed_gamma=None):
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -189,14 +191,24 @@ def fit(paths, placement):
     def host(n, alpha, beta, gamma):
         return shared_host(alpha, beta, gamma, n, HOST_CORES)
 
+    # On loopback beta and gamma are CPU time of the same cores and hard to
+    # tell apart; --fix-gamma holds gamma (e.g. at the reduction kernel's
+    # measured rate) and fits alpha and beta only.
+    def unpack(x):
+        if fixed_gamma is not None:
+            return math.exp(x[0]), math.exp(x[1]), fixed_gamma
+        return tuple(math.exp(v) for v in x)
+
     def residuals(x):
-        a0, b0, g0 = (math.exp(v) for v in x)
+        a0, b0, g0 = unpack(x)
         return np.array([math.log(cost(a, n, b, host(n, a0, b0, g0)) / data[(a, n, b)])
                          for a, n, b in keys])
 
-    x0 = np.log([C["alpha"], C["beta"], C["gamma"] * 0.7])
+    x0 = np.log([C["alpha"], C["beta"]] + ([] if fixed_gamma is not None else [C["gamma"] * 0.7]))
     res = least_squares(residuals, x0)
-    alpha, beta, gamma = (math.exp(v) for v in res.x)
+    alpha, beta, gamma = unpack(res.x)
+    if fixed_gamma is not None:
+        print(f"gamma held at {gamma * 1e9:.3f} ns/B (--fix-gamma)")
     print(f"fitted on {len(keys)} medians: alpha {alpha * 1e6:.1f} us, beta {beta * 1e9:.3f} ns/B "
           f"({1 / beta / 1e9:.3f} GB/s), gamma {gamma * 1e9:.3f} ns/B ({1 / gamma / 1e9:.2f} GB/s)")
     err = [abs(cost(a, n, b, host(n, alpha, beta, gamma)) / data[(a, n, b)] - 1) for a, n, b in keys]
@@ -209,9 +221,13 @@ def fit(paths, placement):
         m, t = data[(a, n, b)], cost(a, n, b, host(n, alpha, beta, gamma))
         print(f"| {n} | {b} | {a} | {m * 1e6:.0f} | {t * 1e6:.0f} | {t / m:.2f} |")
     print()
-    # The choice the fitted model makes against the fastest measured one.
-    print("| nodes | bytes | fastest measured | model picks | picked / fastest time |")
-    print("|---:|---:|---|---|---:|")
+    # The choices of the fitted model and of the built-in constants (cost_model.h)
+    # against the fastest measured algorithm; the ratio is the picked one's time
+    # over the fastest one's.
+    print("| nodes | bytes | fastest measured | fitted model picks | picked / fastest "
+          "| built-in picks | picked / fastest |")
+    print("|---:|---:|---|---|---:|---|---:|")
+    ratios = {"fitted": [], "built-in": []}
     for n in sorted({k[1] for k in keys}):
         for b in sorted({k[2] for k in keys if k[1] == n}):
             have = {a: data[(a, n, b)] for a in ALGOS if (a, n, b) in data}
@@ -219,7 +235,17 @@ def fit(paths, placement):
                 continue
             fastest = min(have, key=have.get)
             pick = select(n, b, host(n, alpha, beta, gamma))
-            print(f"| {n} | {b} | {fastest} | {pick} | {have[pick] / have[fastest]:.2f} |")
+            old = select(n, b, host(n, C["alpha"], C["beta"], C["gamma"]))
+            ratios["fitted"].append(have[pick] / have[fastest])
+            ratios["built-in"].append(have[old] / have[fastest])
+            print(f"| {n} | {b} | {fastest} | {pick} | {have[pick] / have[fastest]:.2f} "
+                  f"| {old} | {have[old] / have[fastest]:.2f} |")
+    if ratios["fitted"]:
+        print()
+        for name, r in ratios.items():
+            geo = math.exp(sum(math.log(x) for x in r) / len(r))
+            print(f"{name} constants over {len(r)} cells: fastest in {sum(x == 1 for x in r)}, "
+                  f"picked / fastest geometric mean {geo:.3f}, worst {max(r):.2f}")
 
 
 def predict(alpha_us, link_gbps, gamma_ns):
@@ -250,6 +276,8 @@ def main():
     ap.add_argument("--dump", action="store_true")
     ap.add_argument("--fit", nargs="+", metavar="RESULTS")
     ap.add_argument("--placement", default="close", help="vcpu_probe placement to fit")
+    ap.add_argument("--fix-gamma", action="store_true",
+                    help="--fit: hold gamma at --gamma-ns-per-b, fit alpha and beta")
     ap.add_argument("--predict", action="store_true")
     ap.add_argument("--alpha-us", type=float, default=1.5)
     ap.add_argument("--link-gbps", type=float, default=25.0)
@@ -258,7 +286,7 @@ def main():
     if args.dump:
         dump()
     elif args.fit:
-        fit(args.fit, args.placement)
+        fit(args.fit, args.placement, args.gamma_ns_per_b * 1e-9 if args.fix_gamma else None)
     elif args.predict:
         predict(args.alpha_us, args.link_gbps, args.gamma_ns_per_b)
     else:
