@@ -32,6 +32,16 @@
 #define RAB_STEP_BACK  127u
 #define RAB_MAX_ROUNDS 32 /* 2^31 members is far beyond the tag's ranks */
 
+/* Of the range [lo, hi) that two partners held together in a round, the
+ * half that is not [part_lo, part_hi): what one gives away in the
+ * reduce-scatter, and receives back in the allgather. */
+static inline void rab_other_half(size_t lo, size_t hi, size_t part_lo, size_t part_hi,
+                                  size_t *other_lo, size_t *other_hi)
+{
+    *other_lo = part_lo == lo ? part_hi : lo;
+    *other_hi = part_lo == lo ? hi : part_lo;
+}
+
 tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g)
 {
     size_t esize = tnt_dtype_size(g->dtype);
@@ -67,8 +77,8 @@ tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g)
     for (int k = 0, mask = p >> 1; k < rounds; k++, mask >>= 1) {
         int pv = v ^ mask;
         size_t keep_lo = lo[k + 1], keep_hi = hi[k + 1];
-        size_t give_lo = keep_lo == lo[k] ? keep_hi : lo[k];
-        size_t give_hi = keep_lo == lo[k] ? hi[k] : keep_lo;
+        size_t give_lo, give_hi;
+        rab_other_half(lo[k], hi[k], keep_lo, keep_hi, &give_lo, &give_hi);
         tnt_mn_xfer_t rs = {
             .send_to = tnt_mn_fold_real(pv, rem),
             .send_off = give_lo * esize,
@@ -92,8 +102,8 @@ tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g)
     for (int k = rounds - 1, mask = 1; k >= 0; k--, mask <<= 1) {
         int pv = v ^ mask;
         size_t mine_lo = lo[k + 1], mine_hi = hi[k + 1];
-        size_t other_lo = mine_lo == lo[k] ? mine_hi : lo[k];
-        size_t other_hi = mine_lo == lo[k] ? hi[k] : mine_lo;
+        size_t other_lo, other_hi;
+        rab_other_half(lo[k], hi[k], mine_lo, mine_hi, &other_lo, &other_hi);
         tnt_mn_xfer_t ag = {
             .send_to = tnt_mn_fold_real(pv, rem),
             .send_off = mine_lo * esize,
