@@ -30,9 +30,9 @@
  *    two vCPUs are "far" (different cores), but 5.7-6.9 against 8.6-12.5
  *    when they are "close" (they behave like hyper-threads of one core,
  *    which share a cache and one core's memory bandwidth). So by default
- *    (TNT_SHM_STREAM=auto) each rank times its large allreduces per byte,
- *    keeps a moving average for each kind of copy, uses the faster one and
- *    tries the other now and then (TNT_SHM_EXPLORE) to notice a change. The
+ *    (TNT_SHM_STREAM=auto) each rank times its large allreduces per byte
+ *    and uses the kind that has been faster for their size, trying the
+ *    other now and then to notice a change (shm_stream_auto.h). The
  *    ranks need not agree: both kinds put the same bytes in the same places
  *    of the slots at the same phases, and reduce in the same order, so a
  *    rank may switch at any collective and results stay bitwise identical.
@@ -247,46 +247,15 @@ static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sen
     return TNT_OK;
 }
 
-/* auto: every this many large allreduces, use the kind that is not the
- * current best, so that a change of placement is noticed within a few
- * dozen collectives (a fraction of a second at 64 MiB); less often when the
- * other kind is at least twice as slow, since each try then costs more
- * (measured far apart: 7.0 GB/s streamed against 2.0 cached). The weight of
- * the newest sample in the average. */
-#define TNT_SHM_EXPLORE      8u
-#define TNT_SHM_EXPLORE_SLOW 32u
-#define TNT_SHM_EXPLORE_GAIN 0.25
-
 /* Whether a staged collective of this many bytes streams: off, on, or (auto)
- * the faster kind lately; reduce_scatter and allgather_slices follow the
- * allreduces' choice. */
+ * the kind the allreduces of its size chose lately; reduce_scatter and
+ * allgather_slices follow that choice. */
 static int tnt_shm_streams(const struct tnt_shm *shm, size_t bytes)
 {
     if (bytes < shm->stream_min || shm->stream_mode == TNT_SETTINGS_STREAM_OFF)
         return 0;
-    return shm->stream_mode == TNT_SETTINGS_STREAM_ON || shm->stream_best;
-}
-
-/* The kind a large allreduce uses under auto: unmeasured kinds first, then
- * the best, with one try of the other every TNT_SHM_EXPLORE(_SLOW). */
-static int tnt_shm_stream_pick(struct tnt_shm *shm)
-{
-    const double *avg = shm->stream_ns_per_byte;
-    if (avg[1] == 0)
-        return 1;
-    if (avg[0] == 0)
-        return 0;
-    const int best = shm->stream_best;
-    const uint32_t period = avg[!best] >= 2 * avg[best] ? TNT_SHM_EXPLORE_SLOW : TNT_SHM_EXPLORE;
-    return ++shm->stream_count % period == 0 ? !best : best;
-}
-
-static void tnt_shm_stream_learn(struct tnt_shm *shm, int kind, uint64_t ns, size_t bytes)
-{
-    double sample = (double)ns / (double)bytes, *avg = &shm->stream_ns_per_byte[kind];
-    *avg = *avg == 0 ? sample : (1 - TNT_SHM_EXPLORE_GAIN) * *avg + TNT_SHM_EXPLORE_GAIN * sample;
-    if (shm->stream_ns_per_byte[0] > 0 && shm->stream_ns_per_byte[1] > 0)
-        shm->stream_best = shm->stream_ns_per_byte[1] <= shm->stream_ns_per_byte[0];
+    return shm->stream_mode == TNT_SETTINGS_STREAM_ON ||
+           tnt_stream_auto_current(&shm->stream_auto, bytes) == TNT_STREAM_KIND_STREAMED;
 }
 
 /* ---- CMA --------------------------------------------------------------- */
@@ -442,14 +411,15 @@ tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void 
     }
     if (bytes >= shm->stream_min && shm->stream_mode == TNT_SETTINGS_STREAM_AUTO) {
         /* Timed (vDSO clock, no system call) to learn which kind is faster. */
-        int kind = tnt_shm_stream_pick(shm);
+        int kind = tnt_stream_auto_pick(&shm->stream_auto, bytes);
         uint64_t t0 = tnt_time_ns();
-        status = kind ? tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
-                                                "allreduce")
-                      : tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
-                                              "allreduce");
+        status = kind == TNT_STREAM_KIND_STREAMED
+                     ? tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
+                                               "allreduce")
+                     : tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
+                                             "allreduce");
         if (status == TNT_OK)
-            tnt_shm_stream_learn(shm, kind, tnt_time_ns() - t0, bytes);
+            tnt_stream_auto_learn(&shm->stream_auto, bytes, kind, tnt_time_ns() - t0);
         return status;
     }
     if (tnt_shm_streams(shm, bytes))

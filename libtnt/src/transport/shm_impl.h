@@ -44,6 +44,7 @@
 #define TNT_TRANSPORT_SHM_IMPL_H
 
 #include "transport/shm.h"
+#include "transport/shm_stream_auto.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -149,11 +150,9 @@ struct tnt_shm {
      * out of it. TNT_SHM_STREAM: on, off, or auto, where each rank picks the
      * copy kind that has been faster lately (shm_allreduce.c). */
     size_t stream_min;
-    int stream_mode;              /* tnt_settings_stream_t */
-    int stream_best;              /* auto: 1 streamed, 0 cached copies */
-    uint32_t stream_count;        /* auto: large allreduces so far */
-    double stream_ns_per_byte[2]; /* auto: moving average per kind, 0 = unmeasured */
-    unsigned char *bounce;        /* TNT_SHM_BOUNCE_BYTES, private: scaled or reduced blocks */
+    int stream_mode;                   /* tnt_settings_stream_t */
+    struct tnt_stream_auto stream_auto; /* auto: the choice per size (shm_stream_auto.h) */
+    unsigned char *bounce; /* TNT_SHM_BOUNCE_BYTES, private: scaled or reduced blocks */
     /* A signature was stored for the next phase; tnt_shm_wait_all checks
      * the peers' once it has seen them arrive. */
     int sig_pending;
