@@ -322,9 +322,18 @@ static void test_allreduce_streamed(void **state)
     unsetenv("TNT_SHM_STAGING_KB");
     assert_int_equal(run_ranks(2, allreduce_random_order, NULL), 0);
     check_hashes_equal(2, 4);
-    /* Ranks that copy differently in the same collectives (auto mode lets
-     * each rank choose): even ranks stream, odd ones do not. */
+    /* auto: local rank 0 plans each call's kind one call ahead (per size
+     * class) and the others follow, through every size of the matrix. */
+    setenv("TNT_SHM_STREAM", "auto", 1);
     setenv("TNT_SHM_STAGING_KB", "64", 1);
+    for (int n = 2; n <= 3; n++) {
+        assert_int_equal(run_ranks(n, allreduce_matrix, NULL), 0);
+        assert_int_equal(run_ranks(n, allreduce_random_order, NULL), 0);
+        check_hashes_equal(n, 4);
+    }
+    /* Ranks that copy differently in the same collectives (ranks whose
+     * TNT_SHM_STREAM differs): even ranks stream, odd ones do not. */
+    setenv("TNT_SHM_STREAM", "on", 1);
     int mixed = 1;
     for (int n = 2; n <= 3; n++) {
         assert_int_equal(run_ranks(n, allreduce_matrix, &mixed), 0);

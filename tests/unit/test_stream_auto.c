@@ -28,19 +28,50 @@ struct run {
                               current choice, or calls + 1 */
 };
 
+/* The chooser as the shared-memory transport drives it (shm_allreduce.c):
+ * each call uses the kind picked at the previous call of its size class
+ * (the first call of a class, tnt_stream_auto_first as of the previous
+ * call of any class), and the pick for the next call comes before this
+ * call's time is learned. */
+struct chooser {
+    struct tnt_stream_auto a;
+    unsigned calls[TNT_STREAM_AUTO_CLASSES];
+    int planned[TNT_STREAM_AUTO_CLASSES];
+};
+
+static void chooser_init(struct chooser *ch, size_t min_bytes)
+{
+    tnt_stream_auto_init(&ch->a, min_bytes);
+    for (int c = 0; c < TNT_STREAM_AUTO_CLASSES; c++) {
+        ch->calls[c] = 0;
+        ch->planned[c] = TNT_STREAM_KIND_STREAMED;
+    }
+}
+
+/* One call that takes factor * cost[kind] per byte; returns the kind. */
+static int chooser_call(struct chooser *ch, size_t bytes, const double cost[2], double factor)
+{
+    const int c = tnt_stream_auto_class_of(&ch->a, bytes);
+    const int kind = ch->planned[c];
+    ch->calls[c]++;
+    ch->planned[c] = tnt_stream_auto_pick(&ch->a, bytes);
+    for (int d = 0; d < TNT_STREAM_AUTO_CLASSES; d++)
+        if (ch->calls[d] == 0)
+            ch->planned[d] = tnt_stream_auto_first(&ch->a, d);
+    tnt_stream_auto_learn(&ch->a, bytes, kind, (uint64_t)(factor * cost[kind] * (double)bytes));
+    return kind;
+}
+
 /* calls collectives of `bytes`, each taking cost[kind] per byte. */
-static struct run simulate(struct tnt_stream_auto *a, size_t bytes, const double cost[2],
-                           unsigned calls)
+static struct run simulate(struct chooser *ch, size_t bytes, const double cost[2], unsigned calls)
 {
     struct run r = { { 0, 0 }, 0, calls + 1 };
     const int faster = cost[1] < cost[0];
     for (unsigned i = 0; i < calls; i++) {
-        int kind = tnt_stream_auto_pick(a, bytes);
-        double ns = cost[kind] * (double)bytes;
-        tnt_stream_auto_learn(a, bytes, kind, (uint64_t)ns);
+        int kind = chooser_call(ch, bytes, cost, 1.0);
         r.calls[kind]++;
-        r.time_ns += ns;
-        if (r.first_switch > calls && tnt_stream_auto_current(a, bytes) == faster)
+        r.time_ns += cost[kind] * (double)bytes;
+        if (r.first_switch > calls && tnt_stream_auto_current(&ch->a, bytes) == faster)
             r.first_switch = i;
     }
     return r;
@@ -57,20 +88,20 @@ static void test_steady_placements_cost_little(void **state)
 {
     (void)state;
     const size_t bytes = 64 * MIB;
-    struct tnt_stream_auto a;
+    struct chooser ch;
 
-    tnt_stream_auto_init(&a, MIB);
-    simulate(&a, bytes, close_cost, 50); /* learning */
-    struct run r = simulate(&a, bytes, close_cost, 2000);
-    assert_int_equal(tnt_stream_auto_current(&a, bytes), TNT_STREAM_KIND_CACHED);
+    chooser_init(&ch, MIB);
+    simulate(&ch, bytes, close_cost, 50); /* learning */
+    struct run r = simulate(&ch, bytes, close_cost, 2000);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, bytes), TNT_STREAM_KIND_CACHED);
     /* Tries of the slower kind cost at most about 1% (the previous policy,
      * a try every 8th call, cost 6%). */
     assert_true(overhead(&r, bytes, close_cost) < 1.015);
 
-    tnt_stream_auto_init(&a, MIB);
-    simulate(&a, bytes, far_cost, 50);
-    r = simulate(&a, bytes, far_cost, 2000);
-    assert_int_equal(tnt_stream_auto_current(&a, bytes), TNT_STREAM_KIND_STREAMED);
+    chooser_init(&ch, MIB);
+    simulate(&ch, bytes, far_cost, 50);
+    r = simulate(&ch, bytes, far_cost, 2000);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, bytes), TNT_STREAM_KIND_STREAMED);
     assert_true(overhead(&r, bytes, far_cost) < 1.015);
 }
 
@@ -78,21 +109,21 @@ static void test_follows_placement_changes(void **state)
 {
     (void)state;
     const size_t bytes = 64 * MIB;
-    struct tnt_stream_auto a;
-    tnt_stream_auto_init(&a, MIB);
-    simulate(&a, bytes, close_cost, 2000);
+    struct chooser ch;
+    chooser_init(&ch, MIB);
+    simulate(&ch, bytes, close_cost, 2000);
 
     /* close -> far: the cached copies get 3.7x slower, which is noticed
      * after two calls and corrected by the try that follows. */
-    struct run r = simulate(&a, bytes, far_cost, 2000);
+    struct run r = simulate(&ch, bytes, far_cost, 2000);
     assert_true(r.first_switch <= 3);
     assert_true(overhead(&r, bytes, far_cost) < 1.02);
 
     /* far -> close: the streamed copies do not get slower, so only the
      * periodic try notices; it comes within PERIOD_MAX calls. */
-    r = simulate(&a, bytes, close_cost, 2000);
+    r = simulate(&ch, bytes, close_cost, 2000);
     assert_true(r.first_switch <= TNT_STREAM_AUTO_PERIOD_MAX + 1);
-    assert_int_equal(tnt_stream_auto_current(&a, bytes), TNT_STREAM_KIND_CACHED);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, bytes), TNT_STREAM_KIND_CACHED);
     assert_true(overhead(&r, bytes, close_cost) < 1.05);
 }
 
@@ -103,16 +134,15 @@ static void test_one_slow_call_does_not_switch(void **state)
 {
     (void)state;
     const size_t bytes = 64 * MIB;
-    struct tnt_stream_auto a;
-    tnt_stream_auto_init(&a, MIB);
-    simulate(&a, bytes, close_cost, 500);
+    struct chooser ch;
+    chooser_init(&ch, MIB);
+    simulate(&ch, bytes, close_cost, 500);
     for (int trial = 0; trial < 50; trial++) {
-        int kind = tnt_stream_auto_pick(&a, bytes);
-        double slow = kind == TNT_STREAM_KIND_CACHED ? 4.0 : 1.0;
-        tnt_stream_auto_learn(&a, bytes, kind, (uint64_t)(slow * close_cost[kind] * bytes));
-        assert_int_equal(tnt_stream_auto_current(&a, bytes), TNT_STREAM_KIND_CACHED);
-        struct run r = simulate(&a, bytes, close_cost, 5);
-        assert_int_equal(tnt_stream_auto_current(&a, bytes), TNT_STREAM_KIND_CACHED);
+        /* 4x slower if it is a call of the current (cached) kind. */
+        chooser_call(&ch, bytes, (const double[2]){ 4 * close_cost[0], close_cost[1] }, 1.0);
+        assert_int_equal(tnt_stream_auto_current(&ch.a, bytes), TNT_STREAM_KIND_CACHED);
+        struct run r = simulate(&ch, bytes, close_cost, 5);
+        assert_int_equal(tnt_stream_auto_current(&ch.a, bytes), TNT_STREAM_KIND_CACHED);
         assert_true(r.calls[TNT_STREAM_KIND_STREAMED] <= 1);
     }
 }
@@ -122,39 +152,53 @@ static void test_one_slow_call_does_not_switch(void **state)
 static void test_sizes_learn_apart(void **state)
 {
     (void)state;
-    struct tnt_stream_auto a;
-    tnt_stream_auto_init(&a, MIB);
-    assert_int_equal(tnt_stream_auto_current(&a, 2 * MIB), TNT_STREAM_KIND_STREAMED);
+    struct chooser ch;
+    chooser_init(&ch, MIB);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, 2 * MIB), TNT_STREAM_KIND_STREAMED);
     for (int i = 0; i < 100; i++) {
-        simulate(&a, 2 * MIB, far_cost, 1);
-        simulate(&a, 256 * MIB, close_cost, 1);
+        simulate(&ch, 2 * MIB, far_cost, 1);
+        simulate(&ch, 256 * MIB, close_cost, 1);
     }
-    assert_int_equal(tnt_stream_auto_current(&a, 2 * MIB), TNT_STREAM_KIND_STREAMED);
-    assert_int_equal(tnt_stream_auto_current(&a, 3 * MIB), TNT_STREAM_KIND_STREAMED);
-    assert_int_equal(tnt_stream_auto_current(&a, 256 * MIB), TNT_STREAM_KIND_CACHED);
-    assert_int_equal(tnt_stream_auto_current(&a, 300 * MIB), TNT_STREAM_KIND_CACHED);
-    /* Beyond the last class, sizes share it; a huge threshold does not
+    assert_int_equal(tnt_stream_auto_current(&ch.a, 2 * MIB), TNT_STREAM_KIND_STREAMED);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, 3 * MIB), TNT_STREAM_KIND_STREAMED);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, 256 * MIB), TNT_STREAM_KIND_CACHED);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, 300 * MIB), TNT_STREAM_KIND_CACHED);
+    /* A size not used yet starts from the nearest learned one (here the
+     * last class, which all larger sizes share). A huge threshold does not
      * overflow the class bounds. */
-    assert_int_equal(tnt_stream_auto_current(&a, SIZE_MAX), TNT_STREAM_KIND_STREAMED);
-    tnt_stream_auto_init(&a, SIZE_MAX / 2);
-    simulate(&a, SIZE_MAX / 2, close_cost, 1);
-    assert_int_equal(tnt_stream_auto_current(&a, SIZE_MAX), TNT_STREAM_KIND_STREAMED);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, SIZE_MAX), TNT_STREAM_KIND_CACHED);
+    assert_int_equal(tnt_stream_auto_first(&ch.a, 1), TNT_STREAM_KIND_STREAMED);
+    assert_int_equal(tnt_stream_auto_first(&ch.a, 3), TNT_STREAM_KIND_CACHED);
+    chooser_init(&ch, SIZE_MAX / 2);
+    simulate(&ch, SIZE_MAX / 2, close_cost, 1);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, SIZE_MAX), TNT_STREAM_KIND_STREAMED);
 }
 
-/* First calls: each kind once (streamed first), then the faster. */
+/* The first size learned times both kinds within its first three calls
+ * (the pick is one call ahead) and then keeps the faster, with tries of
+ * the other whose period doubles while they confirm the choice. A size
+ * learned later starts from its neighbour's choice and period. */
 static void test_first_calls(void **state)
 {
     (void)state;
-    struct tnt_stream_auto a;
-    tnt_stream_auto_init(&a, MIB);
-    assert_int_equal(tnt_stream_auto_pick(&a, 8 * MIB), TNT_STREAM_KIND_STREAMED);
-    tnt_stream_auto_learn(&a, 8 * MIB, TNT_STREAM_KIND_STREAMED, 2000000);
-    assert_int_equal(tnt_stream_auto_pick(&a, 8 * MIB), TNT_STREAM_KIND_CACHED);
-    tnt_stream_auto_learn(&a, 8 * MIB, TNT_STREAM_KIND_CACHED, 1000000);
-    assert_int_equal(tnt_stream_auto_current(&a, 8 * MIB), TNT_STREAM_KIND_CACHED);
-    for (unsigned i = 0; i < TNT_STREAM_AUTO_PERIOD_MIN; i++)
-        assert_int_equal(tnt_stream_auto_pick(&a, 8 * MIB), TNT_STREAM_KIND_CACHED);
-    assert_int_equal(tnt_stream_auto_pick(&a, 8 * MIB), TNT_STREAM_KIND_STREAMED);
+    const double cost[2] = { 0.1, 0.2 };
+    struct chooser ch;
+    chooser_init(&ch, MIB);
+    assert_int_equal(chooser_call(&ch, 8 * MIB, cost, 1.0), TNT_STREAM_KIND_STREAMED);
+    assert_int_equal(chooser_call(&ch, 8 * MIB, cost, 1.0), TNT_STREAM_KIND_STREAMED);
+    assert_int_equal(chooser_call(&ch, 8 * MIB, cost, 1.0), TNT_STREAM_KIND_CACHED);
+    assert_int_equal(tnt_stream_auto_current(&ch.a, 8 * MIB), TNT_STREAM_KIND_CACHED);
+    unsigned tries[2] = { 0, 0 };
+    for (int i = 0; i < 400; i++)
+        tries[i / 200] += chooser_call(&ch, 8 * MIB, cost, 1.0) == TNT_STREAM_KIND_STREAMED;
+    assert_true(tries[0] >= 2 && tries[0] <= 200 / (2 * TNT_STREAM_AUTO_PERIOD_MIN) + 1);
+    assert_true(tries[1] >= 1 && tries[1] <= tries[0]);
+
+    /* 64 MiB, never used: cached from the first call, tries as rare. */
+    unsigned streamed = 0;
+    for (int i = 0; i < 200; i++)
+        streamed += chooser_call(&ch, 64 * MIB, cost, 1.0) == TNT_STREAM_KIND_STREAMED;
+    assert_true(streamed <= tries[1]);
 }
 
 int main(void)

@@ -686,7 +686,8 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->spin_ns = cpus >= shm->n ? TNT_SHM_SPIN_NS : 0;
     shm->stream_min = params->settings->shm_stream_bytes;
     shm->stream_mode = (int)params->settings->shm_stream;
-    tnt_stream_auto_init(&shm->stream_auto, shm->stream_min);
+    for (int op = 0; op < TNT_SHM_STREAM_OPS; op++)
+        tnt_stream_auto_init(&shm->stream_auto[op], shm->stream_min);
     tnt_shm_stream_init();
     if (shm->global_ranks == NULL || shm->pids == NULL || shm->srcs == NULL ||
         posix_memalign((void **)&shm->cma_tmp, 4096, (size_t)shm->n * shm->cma_block_bytes) != 0 ||

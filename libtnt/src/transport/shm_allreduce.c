@@ -247,15 +247,51 @@ static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sen
     return TNT_OK;
 }
 
-/* Whether a staged collective of this many bytes streams: off, on, or (auto)
- * the kind the allreduces of its size chose lately; reduce_scatter and
- * allgather_slices follow that choice. */
-static int tnt_shm_streams(const struct tnt_shm *shm, size_t bytes)
+/* Whether this call of a staged collective streams: below stream_min never;
+ * else on, off, or (auto) the kind local rank 0 planned for it, so that all
+ * local ranks use the same kind. Every local rank calls this once per staged
+ * collective of stream_min bytes or more, so their call numbers agree.
+ * At call k rank 0 stores the plan for call k + 1 of the same op and size
+ * class (relaxed) in entry (k + 1) & 1, before it finishes call k's first
+ * phase. A peer reads entry (k + 1) & 1 at call k + 1, after its acquire of
+ * that phase, so the plan is there in time. The entry's previous reader,
+ * call k - 1, read it before finishing call k - 1's first phase, which rank
+ * 0 waited for before it could start call k: no read sees a later plan. */
+static int tnt_shm_stream_kind(struct tnt_shm *shm, enum tnt_shm_stream_op op, size_t bytes)
 {
     if (bytes < shm->stream_min || shm->stream_mode == TNT_SETTINGS_STREAM_OFF)
-        return 0;
-    return shm->stream_mode == TNT_SETTINGS_STREAM_ON ||
-           tnt_stream_auto_current(&shm->stream_auto, bytes) == TNT_STREAM_KIND_STREAMED;
+        return TNT_STREAM_KIND_CACHED;
+    if (shm->stream_mode == TNT_SETTINGS_STREAM_ON)
+        return TNT_STREAM_KIND_STREAMED;
+    struct tnt_stream_auto *a = &shm->stream_auto[op];
+    const int c = tnt_stream_auto_class_of(a, bytes);
+    const uint32_t call = shm->stream_calls[op][c]++;
+    _Atomic uint8_t *plan = shm->ctl[0].stream_cached[op][c];
+    const int kind = atomic_load_explicit(&plan[call & 1], memory_order_relaxed)
+                         ? TNT_STREAM_KIND_CACHED
+                         : TNT_STREAM_KIND_STREAMED;
+    if (shm->me == 0) {
+        const int next = tnt_stream_auto_pick(a, bytes);
+        atomic_store_explicit(&plan[(call + 1) & 1], next == TNT_STREAM_KIND_CACHED,
+                              memory_order_relaxed);
+        /* The first call of a size class not used yet starts from what the
+         * nearest learned class chose (entry 0, read at call 0). */
+        for (int d = 0; d < TNT_STREAM_AUTO_CLASSES; d++)
+            if (shm->stream_calls[op][d] == 0)
+                atomic_store_explicit(&shm->ctl[0].stream_cached[op][d][0],
+                                      tnt_stream_auto_first(a, d) == TNT_STREAM_KIND_CACHED,
+                                      memory_order_relaxed);
+    }
+    return kind;
+}
+
+/* Local rank 0 learns from the time of each planned call. */
+static void tnt_shm_stream_learn(struct tnt_shm *shm, enum tnt_shm_stream_op op, size_t bytes,
+                                 int kind, uint64_t t0, tnt_status_t status)
+{
+    if (shm->me == 0 && status == TNT_OK && bytes >= shm->stream_min &&
+        shm->stream_mode == TNT_SETTINGS_STREAM_AUTO)
+        tnt_stream_auto_learn(&shm->stream_auto[op], bytes, kind, tnt_time_ns() - t0);
 }
 
 /* ---- CMA --------------------------------------------------------------- */
@@ -409,23 +445,17 @@ tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void 
         }
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
     }
-    if (bytes >= shm->stream_min && shm->stream_mode == TNT_SETTINGS_STREAM_AUTO) {
-        /* Timed (vDSO clock, no system call) to learn which kind is faster. */
-        int kind = tnt_stream_auto_pick(&shm->stream_auto, bytes);
-        uint64_t t0 = tnt_time_ns();
-        status = kind == TNT_STREAM_KIND_STREAMED
-                     ? tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
-                                               "allreduce")
-                     : tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
-                                             "allreduce");
-        if (status == TNT_OK)
-            tnt_stream_auto_learn(&shm->stream_auto, bytes, kind, tnt_time_ns() - t0);
-        return status;
-    }
-    if (tnt_shm_streams(shm, bytes))
-        return tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
+    /* Timed (vDSO clock, no system call) for TNT_SHM_STREAM=auto. */
+    const int kind = tnt_shm_stream_kind(shm, TNT_SHM_STREAM_ALLREDUCE, bytes);
+    const uint64_t t0 = tnt_time_ns();
+    if (kind == TNT_STREAM_KIND_STREAMED)
+        status = tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
+                                         "allreduce");
+    else
+        status = tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
                                        "allreduce");
-    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1, "allreduce");
+    tnt_shm_stream_learn(shm, TNT_SHM_STREAM_ALLREDUCE, bytes, kind, t0, status);
+    return status;
 }
 
 tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
@@ -443,10 +473,16 @@ tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *r
     }
     if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN)
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
-    if (tnt_shm_streams(shm, count * es))
-        return tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0,
+    const int kind = tnt_shm_stream_kind(shm, TNT_SHM_STREAM_REDUCE_SCATTER, count * es);
+    const uint64_t t0 = tnt_time_ns();
+    if (kind == TNT_STREAM_KIND_STREAMED)
+        status = tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0,
+                                         "reduce_scatter");
+    else
+        status = tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0,
                                        "reduce_scatter");
-    return tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0, "reduce_scatter");
+    tnt_shm_stream_learn(shm, TNT_SHM_STREAM_REDUCE_SCATTER, count * es, kind, t0, status);
+    return status;
 }
 
 tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, tnt_dtype_t dtype)
@@ -465,9 +501,11 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
     }
 
     const size_t piece = tnt_shm_piece_elems(shm, es, 1);
-    /* Large ones stream both copies, as the streamed allreduce does. */
+    /* Large ones may stream both copies, as the streamed allreduce does. */
+    const int kind = tnt_shm_stream_kind(shm, TNT_SHM_STREAM_ALLGATHER_SLICES, count * es);
+    const uint64_t t0 = tnt_time_ns();
     void (*copy)(void *, const void *, size_t) =
-        tnt_shm_streams(shm, count * es) ? tnt_shm_stream_copy : tnt_shm_memcpy;
+        kind == TNT_STREAM_KIND_STREAMED ? tnt_shm_stream_copy : tnt_shm_memcpy;
     size_t my_off, my_cnt, off, cnt, max_cnt;
     tnt_slice(count, shm->me, shm->n, &my_off, &my_cnt);
     tnt_slice(count, 0, shm->n, &off, &max_cnt);
@@ -484,5 +522,6 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
                      tnt_shm_min(piece, cnt - k0) * es);
         }
     }
+    tnt_shm_stream_learn(shm, TNT_SHM_STREAM_ALLGATHER_SLICES, count * es, kind, t0, TNT_OK);
     return TNT_OK;
 }

@@ -98,6 +98,14 @@ struct tnt_shm_header {
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic int32_t failed;
 };
 
+/* The staged collectives that may stream, each learning for itself. */
+enum tnt_shm_stream_op {
+    TNT_SHM_STREAM_ALLREDUCE,
+    TNT_SHM_STREAM_REDUCE_SCATTER,
+    TNT_SHM_STREAM_ALLGATHER_SLICES,
+    TNT_SHM_STREAM_OPS
+};
+
 struct tnt_shm_ctl {
     /* Hot line, written only by the owner: seq is the last phase it finished;
      * the addresses of its user buffers (for single-copy reads through
@@ -115,6 +123,12 @@ struct tnt_shm_ctl {
     /* Robust and process-shared, initialised by local rank 0 before it
      * publishes the magic word, held by the owner's liveness thread. */
     _Alignas(TNT_SHM_CACHE_LINE) pthread_mutex_t alive;
+    /* Plan line, used in local rank 0's entry only, which it alone writes
+     * (tnt_shm_stream_kind): under TNT_SHM_STREAM=auto, 1 where the staged
+     * collective of that op and size class uses cached copies rather than
+     * streamed ones, by the parity of the call's number. */
+    _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint8_t
+        stream_cached[TNT_SHM_STREAM_OPS][TNT_STREAM_AUTO_CLASSES][2];
 };
 
 struct tnt_shm {
@@ -151,7 +165,10 @@ struct tnt_shm {
      * copy kind that has been faster lately (shm_allreduce.c). */
     size_t stream_min;
     int stream_mode;                   /* tnt_settings_stream_t */
-    struct tnt_stream_auto stream_auto; /* auto: the choice per size (shm_stream_auto.h) */
+    /* auto, local rank 0: the choice per op and size (shm_stream_auto.h);
+     * every rank: calls per op and size class, which index the plan. */
+    struct tnt_stream_auto stream_auto[TNT_SHM_STREAM_OPS];
+    uint32_t stream_calls[TNT_SHM_STREAM_OPS][TNT_STREAM_AUTO_CLASSES];
     unsigned char *bounce; /* TNT_SHM_BOUNCE_BYTES, private: scaled or reduced blocks */
     /* A signature was stored for the next phase; tnt_shm_wait_all checks
      * the peers' once it has seen them arrive. */

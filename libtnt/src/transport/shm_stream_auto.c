@@ -17,8 +17,7 @@ void tnt_stream_auto_init(struct tnt_stream_auto *a, size_t min_bytes)
     }
 }
 
-static struct tnt_stream_auto_class *stream_auto_class(const struct tnt_stream_auto *a,
-                                                       size_t bytes)
+int tnt_stream_auto_class_of(const struct tnt_stream_auto *a, size_t bytes)
 {
     int c = 0;
     for (size_t limit = a->min_bytes; c < TNT_STREAM_AUTO_CLASSES - 1; c++) {
@@ -27,7 +26,7 @@ static struct tnt_stream_auto_class *stream_auto_class(const struct tnt_stream_a
         }
         limit *= 4;
     }
-    return (struct tnt_stream_auto_class *)&a->classes[c];
+    return c;
 }
 
 /* The lower median of the current kind's last calls: one slow call does not
@@ -70,16 +69,38 @@ static uint32_t stream_auto_period_limit(double ratio)
     return p;
 }
 
+/* The nearest class with measurements, smaller sizes first, or NULL. */
+static const struct tnt_stream_auto_class *stream_auto_neighbour(const struct tnt_stream_auto *a,
+                                                                 int c)
+{
+    for (int d = 1; d < TNT_STREAM_AUTO_CLASSES; d++) {
+        if (c - d >= 0 && a->classes[c - d].measured) {
+            return &a->classes[c - d];
+        }
+        if (c + d < TNT_STREAM_AUTO_CLASSES && a->classes[c + d].measured) {
+            return &a->classes[c + d];
+        }
+    }
+    return NULL;
+}
+
+int tnt_stream_auto_first(const struct tnt_stream_auto *a, int c)
+{
+    const struct tnt_stream_auto_class *near = stream_auto_neighbour(a, c);
+    return near ? near->current : TNT_STREAM_KIND_STREAMED;
+}
+
 int tnt_stream_auto_pick(struct tnt_stream_auto *a, size_t bytes)
 {
-    struct tnt_stream_auto_class *k = stream_auto_class(a, bytes);
-    if (k->last_ns[TNT_STREAM_KIND_STREAMED] == 0) {
-        return TNT_STREAM_KIND_STREAMED;
-    }
-    if (k->last_ns[TNT_STREAM_KIND_CACHED] == 0) {
-        return TNT_STREAM_KIND_CACHED;
+    const int c = tnt_stream_auto_class_of(a, bytes);
+    struct tnt_stream_auto_class *k = &a->classes[c];
+    if (!k->measured) {
+        return tnt_stream_auto_first(a, c);
     }
     if (k->countdown == 0) {
+        /* Until the try's time is learned (which may be after the next
+         * pick, see tnt_stream_auto_pick), no second try. */
+        k->countdown = k->period;
         return !k->current;
     }
     k->countdown--;
@@ -88,18 +109,17 @@ int tnt_stream_auto_pick(struct tnt_stream_auto *a, size_t bytes)
 
 void tnt_stream_auto_learn(struct tnt_stream_auto *a, size_t bytes, int kind, uint64_t ns)
 {
-    struct tnt_stream_auto_class *k = stream_auto_class(a, bytes);
+    const int c = tnt_stream_auto_class_of(a, bytes);
+    struct tnt_stream_auto_class *k = &a->classes[c];
     double sample = (double)(ns ? ns : 1) / (double)(bytes ? bytes : 1);
-    int first_of_kind = k->last_ns[kind] == 0;
-    k->last_ns[kind] = sample;
-    if (first_of_kind) {
-        /* Both kinds timed once: start with the faster. */
-        if (k->last_ns[!kind] > 0) {
-            int faster = k->last_ns[TNT_STREAM_KIND_STREAMED] <= k->last_ns[TNT_STREAM_KIND_CACHED]
-                             ? TNT_STREAM_KIND_STREAMED
-                             : TNT_STREAM_KIND_CACHED;
-            stream_auto_restart(k, faster, k->last_ns[faster]);
-        }
+    if (!k->measured) {
+        /* A size near one already learned starts from its choice and try
+         * period; the first size learned tries the other kind at once. */
+        const struct tnt_stream_auto_class *near = stream_auto_neighbour(a, c);
+        stream_auto_restart(k, kind, sample);
+        k->period = near ? near->period : TNT_STREAM_AUTO_PERIOD_MIN;
+        k->countdown = near ? near->period : 0;
+        k->measured = 1;
         return;
     }
     if (kind == k->current) {
@@ -129,5 +149,6 @@ void tnt_stream_auto_learn(struct tnt_stream_auto *a, size_t bytes, int kind, ui
 
 int tnt_stream_auto_current(const struct tnt_stream_auto *a, size_t bytes)
 {
-    return stream_auto_class(a, bytes)->current;
+    const int c = tnt_stream_auto_class_of(a, bytes);
+    return a->classes[c].measured ? a->classes[c].current : tnt_stream_auto_first(a, c);
 }

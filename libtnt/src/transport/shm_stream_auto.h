@@ -11,7 +11,8 @@
  * peer, and per-byte speed differs by size (1-4 MiB stay in cache, 256 MiB
  * do not). So:
  *  - every size class (powers of 4 from the streaming threshold) learns on
- *    its own;
+ *    its own; a new one starts from the nearest learned class's choice and
+ *    try period (the very first tries the other kind at its second call);
  *  - the current kind's estimate is the lower median of its last 3 calls,
  *    so one slow call neither flips the choice nor hides a real change
  *    (two slow calls in a row do);
@@ -22,8 +23,10 @@
  *    flips or when the current kind gets 1.5x slower than it was at the last
  *    try (the sign of a placement change), which also tries the other at
  *    once.
- * The ranks need not agree (both kinds put the same bytes in the same
- * places at the same phases), so each rank decides alone.
+ * All local ranks use the kind local rank 0 picks (shm_allreduce.c): a
+ * rank's time depends on its peers' kind too (mixed kinds measured 1.5x
+ * slower than either kind alone at 1 MiB), and ranks that learned alone
+ * chased each other's tries.
  */
 #ifndef TNT_TRANSPORT_SHM_STREAM_AUTO_H
 #define TNT_TRANSPORT_SHM_STREAM_AUTO_H
@@ -41,7 +44,7 @@
 enum { TNT_STREAM_KIND_CACHED = 0, TNT_STREAM_KIND_STREAMED = 1 };
 
 struct tnt_stream_auto_class {
-    double last_ns[2];                          /* per kind, ns per byte; 0: never measured */
+    int measured;                               /* a call of this class has been timed */
     double current_ns[TNT_STREAM_AUTO_HISTORY]; /* the current kind's last calls, a ring */
     unsigned current_samples;                   /* filled entries of current_ns */
     unsigned current_next;                      /* next ring position */
@@ -56,17 +59,25 @@ struct tnt_stream_auto {
     struct tnt_stream_auto_class classes[TNT_STREAM_AUTO_CLASSES];
 };
 
-/* Nothing measured yet; until a class has timed both kinds, its choice is
- * streamed (what reduce_scatter and allgather_slices follow). */
+/* Nothing measured yet. */
 void tnt_stream_auto_init(struct tnt_stream_auto *a, size_t min_bytes);
 
-/* The kind to use for a collective of this many bytes (>= min_bytes): an
- * unmeasured kind first, then the current one, or the other when a try is
- * due. Call tnt_stream_auto_learn with its time afterwards. */
+/* The kind to use for a collective of this many bytes (>= min_bytes): the
+ * current one, or the other when a try is due; for a size class never
+ * timed, tnt_stream_auto_first. Call tnt_stream_auto_learn with its time afterwards; the pick for
+ * the next call may come before that (the shared-memory transport decides
+ * one call ahead, so that every local rank knows the kind in time). */
 int tnt_stream_auto_pick(struct tnt_stream_auto *a, size_t bytes);
 
 /* The time one collective of that kind took. */
 void tnt_stream_auto_learn(struct tnt_stream_auto *a, size_t bytes, int kind, uint64_t ns);
+
+/* The size class of a collective of this many bytes, 0 .. CLASSES - 1. */
+int tnt_stream_auto_class_of(const struct tnt_stream_auto *a, size_t bytes);
+
+/* The kind for the first call of a class never timed: the nearest timed
+ * class's current choice, or streamed when there is none. */
+int tnt_stream_auto_first(const struct tnt_stream_auto *a, int size_class);
 
 /* The current choice for this size, without counting a call. */
 int tnt_stream_auto_current(const struct tnt_stream_auto *a, size_t bytes);
