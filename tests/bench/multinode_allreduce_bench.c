@@ -20,13 +20,13 @@ int main(int argc, char **argv)
     const char *label = "?";
     const char *algo = getenv("TNT_ALLREDUCE_ALGO");
     double scale = 1.0;
-    size_t max_bytes = (size_t)64 << 20;
+    size_t min_bytes = 0, max_bytes = (size_t)64 << 20;
     tnt_comm_t *comm;
     float *buf;
     tnt_status_t s;
 
-    if (mnb_parse_args(argc, argv, &label, &scale, &max_bytes) != 0) {
-        fprintf(stderr, "usage: %s [--label L] [--scale X] [--max-bytes B]\n", argv[0]);
+    if (mnb_parse_args(argc, argv, &label, &scale, &min_bytes, &max_bytes) != 0) {
+        fprintf(stderr, "usage: %s [--label L] [--scale X] [--min-bytes B] [--max-bytes B]\n", argv[0]);
         return 2;
     }
     if (algo == NULL || *algo == '\0') {
@@ -45,6 +45,9 @@ int main(int argc, char **argv)
         buf[i] = 1.0f / (float)(1 + i % 13);
     }
     for (size_t k = 0; k < MNB_NUM_SIZES && mnb_sizes[k] <= max_bytes; k++) {
+        if (mnb_sizes[k] < min_bytes) {
+            continue;
+        }
         size_t count = mnb_sizes[k] / 4;
         int iters = mnb_iters(mnb_sizes[k], scale);
         double t0, dt, worst;

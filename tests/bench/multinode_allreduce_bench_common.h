@@ -19,15 +19,18 @@ static const size_t mnb_sizes[] = { 8,      64,      512,     4096,     16384,  
                                     262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20 };
 #define MNB_NUM_SIZES (sizeof(mnb_sizes) / sizeof(mnb_sizes[0]))
 
-/* Both programs take the same options. Returns 0, or -1 for an unknown one. */
+/* Both programs take the same options (sizes outside [min, max] bytes are
+ * skipped, e.g. to profile one size). Returns 0, or -1 for an unknown one. */
 static inline int mnb_parse_args(int argc, char **argv, const char **label, double *scale,
-                                 size_t *max_bytes)
+                                 size_t *min_bytes, size_t *max_bytes)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--label") == 0 && i + 1 < argc) {
             *label = argv[++i];
         } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
             *scale = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--min-bytes") == 0 && i + 1 < argc) {
+            *min_bytes = (size_t)atoll(argv[++i]);
         } else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) {
             *max_bytes = (size_t)atoll(argv[++i]);
         } else {

@@ -16,13 +16,13 @@ int main(int argc, char **argv)
 {
     const char *label = "?";
     double scale = 1.0;
-    size_t max_bytes = (size_t)64 << 20;
+    size_t min_bytes = 0, max_bytes = (size_t)64 << 20;
     int rank, size;
     float *buf;
 
     MPI_Init(&argc, &argv);
     /* Anything else is left to mpirun's own arguments, as before. */
-    (void)mnb_parse_args(argc, argv, &label, &scale, &max_bytes);
+    (void)mnb_parse_args(argc, argv, &label, &scale, &min_bytes, &max_bytes);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     buf = malloc(max_bytes);
@@ -33,6 +33,9 @@ int main(int argc, char **argv)
         buf[i] = 1.0f / (float)(1 + i % 13);
     }
     for (size_t k = 0; k < MNB_NUM_SIZES && mnb_sizes[k] <= max_bytes; k++) {
+        if (mnb_sizes[k] < min_bytes) {
+            continue;
+        }
         int count = (int)(mnb_sizes[k] / 4);
         int iters = mnb_iters(mnb_sizes[k], scale);
         double t0, dt, worst;

@@ -6,13 +6,15 @@
  * names reported by UCX for the endpoints).
  *
  *   multinode_check [--expect-nodes K] [--expect-size N] [--transport NAME]
- *                   [--mode MODE]... [--big-mib M] [--kill-rank R]
+ *                   [--mode MODE]... [--big-mib M] [--kill-rank R] [--kill-mib M]
  *
  * Modes: matrix (every dtype x op x sizes, in place and out of place),
  * big (float32 SUM and float16 AVG over >= --big-mib MiB), half (16-bit
  * floats reduced in float32 and rounded once), bcast, allgather,
  * barrier, fusion (the fusion engine with scale factors), kill (rank R dies
- * mid-collective; the others must fail fast), hang (rank R stops taking
+ * mid-collective; the others must fail fast; with --kill-mib the
+ * allreduces are M MiB and rank R dies 10 ms into the 3rd, while large
+ * messages are in flight), hang (rank R stops taking
  * part; the others must fail after TNT_TIMEOUT), expect-error (tnt_init must
  * fail with TNT_ERR_UNSUPPORTED: a build without UCX).
  *
@@ -32,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static int g_rank = -1;
@@ -346,20 +349,37 @@ static void mode_fusion(tnt_comm_t *comm)
     }
 }
 
-/* Rank kill_rank dies (SIGKILL) just before the 3rd allreduce (hang: stops
- * taking part, alive, instead); every other rank must get an error from it,
- * quickly (hang: after TNT_TIMEOUT). Survivors ignore SIGTERM so that a
- * launcher stopping the job does not hide the result. */
-static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang)
+static void die_now(int sig)
 {
-    float buf[4096];
+    (void)sig;
+    raise(SIGKILL);
+}
+
+/* Rank kill_rank dies (SIGKILL) just before the 3rd allreduce, or with
+ * kill_mib 10 ms into it (hang: stops taking part, alive, instead); every
+ * other rank must get an error from it, quickly (hang: after TNT_TIMEOUT).
+ * Survivors ignore SIGTERM so that a launcher stopping the job does not
+ * hide the result. */
+static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang, int kill_mib)
+{
+    size_t count = kill_mib > 0 ? (size_t)kill_mib << 18 : 4096;
+    float *buf = malloc(count * sizeof(float));
+    if (buf == NULL) {
+        return 1;
+    }
     if (g_rank != kill_rank) {
         signal(SIGTERM, SIG_IGN);
     }
     for (int it = 0; it < 20; it++) {
         double t0;
         tnt_status_t s;
-        if (it == 2 && g_rank == kill_rank) {
+        if (it == 2 && g_rank == kill_rank && kill_mib > 0 && !hang) {
+            struct itimerval in_10ms = { { 0, 0 }, { 0, 10000 } };
+            fprintf(stdout, "rank %d: killing myself 10 ms into allreduce #3\n", g_rank);
+            fflush(stdout);
+            signal(SIGALRM, die_now);
+            setitimer(ITIMER_REAL, &in_10ms, NULL);
+        } else if (it == 2 && g_rank == kill_rank) {
             fprintf(stdout, "rank %d: %s\n", g_rank, hang ? "hanging" : "killing myself");
             fflush(stdout);
             if (hang) {
@@ -369,11 +389,11 @@ static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang)
             }
             raise(SIGKILL);
         }
-        for (int i = 0; i < 4096; i++) {
+        for (size_t i = 0; i < count; i++) {
             buf[i] = 1.0f;
         }
         t0 = now_s();
-        s = tnt_allreduce(comm, buf, buf, 4096, TNT_FLOAT32, TNT_SUM);
+        s = tnt_allreduce(comm, buf, buf, count, TNT_FLOAT32, TNT_SUM);
         if (s != TNT_OK) {
             printf("rank %d (node %d): allreduce failed after %.2f s with %s: %s\n", g_rank,
                    tnt_node_id(comm), now_s() - t0, tnt_status_string(s), tnt_last_error());
@@ -385,6 +405,7 @@ static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang)
     }
     printf("rank %d: no error although rank %d died\n", g_rank, kill_rank);
     fflush(stdout);
+    free(buf);
     return 1;
 }
 
@@ -429,7 +450,7 @@ static void check_transport(tnt_comm_t *comm, const char *want)
 
 int main(int argc, char **argv)
 {
-    int expect_nodes = -1, expect_size = -1, kill_rank = -1, expect_error = 0;
+    int expect_nodes = -1, expect_size = -1, kill_rank = -1, kill_mib = 0, expect_error = 0;
     size_t big_mib = 64;
     const char *transport = NULL;
     const char *modes[16];
@@ -448,6 +469,8 @@ int main(int argc, char **argv)
             big_mib = (size_t)atol(argv[++i]);
         } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
             kill_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--kill-mib") == 0 && i + 1 < argc) {
+            kill_mib = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && num_modes < 16) {
             modes[num_modes++] = argv[++i];
             expect_error |= strcmp(modes[num_modes - 1], "expect-error") == 0;
@@ -494,7 +517,7 @@ int main(int argc, char **argv)
         } else if (strcmp(modes[m], "fusion") == 0) {
             mode_fusion(comm);
         } else if (strcmp(modes[m], "kill") == 0 || strcmp(modes[m], "hang") == 0) {
-            return mode_kill(comm, kill_rank, strcmp(modes[m], "hang") == 0);
+            return mode_kill(comm, kill_rank, strcmp(modes[m], "hang") == 0, kill_mib);
         } else {
             CHECK(0, "unknown mode %s", modes[m]);
         }
