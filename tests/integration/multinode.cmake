@@ -35,7 +35,17 @@ if(TNT_WITH_UCX)
   tnt_multinode_test(2x1 2 2 60 ARGS --mode matrix --mode big --mode bcast --mode allgather
                      --mode barrier --mode fusion --transport tcp)
   tnt_multinode_test(4x2 8 4 90 ARGS --mode matrix --mode big --big-mib 64 --mode bcast
-                     --mode allgather --mode barrier --mode fusion --transport tcp)
+                     --mode allgather --mode barrier --mode fusion --transport tcp
+                     --rndv-from 262144:262144)
+  # UCX's TCP segments (TNT_UCX_TCP_SEG_KB, default 256 KiB, which the 4x2
+  # test checks through UCX's rendezvous threshold, then 256 KiB): with 0,
+  # UCX's own segments (8 KiB sent, 64 KiB received; UCX then starts
+  # rendezvous near 20 KiB), and the user's UCX_TCP_*_SEG_SIZE winning.
+  tnt_multinode_test(tcp_seg_ucx_own_3x1 3 3 90 ENV TNT_UCX_TCP_SEG_KB=0
+                     ARGS --mode matrix --mode big --big-mib 16 --transport tcp --rndv-from 1:65535)
+  tnt_multinode_test(tcp_seg_user_env_3x1 3 3 90
+                     ENV UCX_TCP_RX_SEG_SIZE=32k UCX_TCP_TX_SEG_SIZE=32k
+                     ARGS --mode matrix --mode big --big-mib 16 --transport tcp --rndv-from 1:65535)
   tnt_multinode_test(uneven_3+2 5 2 90 ARGS --mode matrix --mode big --mode bcast
                      --mode allgather --mode barrier --mode fusion --transport tcp)
   # Every inter-node algorithm forced once (auto mixes them by size).

@@ -6,6 +6,7 @@
  * names reported by UCX for the endpoints).
  *
  *   multinode_check [--expect-nodes K] [--expect-size N] [--transport NAME]
+ *                   [--rndv-from MIN:MAX]
  *                   [--mode MODE]... [--big-mib M] [--kill-rank R] [--kill-mib M]
  *
  * Modes: matrix (every dtype x op x sizes, in place and out of place),
@@ -17,6 +18,11 @@
  * messages are in flight), hang (rank R stops taking
  * part; the others must fail after TNT_TIMEOUT), expect-error (tnt_init must
  * fail with TNT_ERR_UNSUPPORTED: a build without UCX).
+ *
+ * --rndv-from: with --transport, the range of bytes in which must lie the
+ * size from which UCX sends to the checked peer with its rendezvous
+ * protocol (over TCP the segment size, TNT_UCX_TCP_SEG_KB, caps it; below
+ * that UCX picks it from its performance estimates).
  *
  * Links the static library to read the transport's counters (internal).
  */
@@ -409,7 +415,8 @@ static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang, int kill_mib)
     return 1;
 }
 
-static void check_transport(tnt_comm_t *comm, const char *want)
+static void check_transport(tnt_comm_t *comm, const char *want, long long rndv_min,
+                            long long rndv_max)
 {
 #ifdef TNT_WITH_UCX
     tnt_net_t *net = comm->net;
@@ -428,12 +435,16 @@ static void check_transport(tnt_comm_t *comm, const char *want)
     uint64_t sent = tnt_ucx_bytes_sent(net->ucx), received = tnt_ucx_bytes_received(net->ucx);
     int eps = tnt_ucx_num_endpoints(net->ucx);
     size_t estimate = tnt_ucx_estimated_endpoints(net->ucx);
-    printf("rank %d (node %d, %s): inter-node UCX transport to rank %d: %s; sent %llu B, "
-           "received %llu B; %d endpoints (UCX told %zu)\n",
-           g_rank, tnt_node_id(comm), tnt_hostname(comm), peer, tl, (unsigned long long)sent,
-           (unsigned long long)received, eps, estimate);
+    size_t rndv_from = tnt_ucx_peer_rndv_from(net->ucx, peer);
+    printf("rank %d (node %d, %s): inter-node UCX transport to rank %d: %s, rendezvous from "
+           "%zu B; sent %llu B, received %llu B; %d endpoints (UCX told %zu)\n",
+           g_rank, tnt_node_id(comm), tnt_hostname(comm), peer, tl, rndv_from,
+           (unsigned long long)sent, (unsigned long long)received, eps, estimate);
     fflush(stdout);
     CHECK(strstr(tl, want) != NULL, "UCX uses '%s' to rank %d, expected %s", tl, peer, want);
+    CHECK(rndv_min < 0 || ((long long)rndv_from >= rndv_min && (long long)rndv_from <= rndv_max),
+          "UCX sends to rank %d with rendezvous from %zu B, expected %lld to %lld B", peer,
+          rndv_from, rndv_min, rndv_max);
     /* Equal node sizes: every peer is a ring neighbour, a halving/doubling
      * partner or a barrier/broadcast partner, so the estimate holds. */
     if (net->num_sizes == 1) {
@@ -444,6 +455,8 @@ static void check_transport(tnt_comm_t *comm, const char *want)
           (unsigned long long)sent, (unsigned long long)received);
 #else
     (void)comm;
+    (void)rndv_min;
+    (void)rndv_max;
     CHECK(0, "built without UCX; cannot check transport %s", want);
 #endif
 }
@@ -453,6 +466,7 @@ int main(int argc, char **argv)
     int expect_nodes = -1, expect_size = -1, kill_rank = -1, kill_mib = 0, expect_error = 0;
     size_t big_mib = 64;
     const char *transport = NULL;
+    long long rndv_min = -1, rndv_max = -1;
     const char *modes[16];
     int num_modes = 0;
     tnt_comm_t *comm = NULL;
@@ -465,6 +479,9 @@ int main(int argc, char **argv)
             expect_size = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--transport") == 0 && i + 1 < argc) {
             transport = argv[++i];
+        } else if (strcmp(argv[i], "--rndv-from") == 0 && i + 1 < argc &&
+                   sscanf(argv[i + 1], "%lld:%lld", &rndv_min, &rndv_max) == 2) {
+            i++;
         } else if (strcmp(argv[i], "--big-mib") == 0 && i + 1 < argc) {
             big_mib = (size_t)atol(argv[++i]);
         } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
@@ -527,7 +544,7 @@ int main(int argc, char **argv)
         }
     }
     if (transport != NULL) {
-        check_transport(comm, transport);
+        check_transport(comm, transport, rndv_min, rndv_max);
     }
     CHECK_OK(tnt_barrier(comm));
     int size = tnt_size(comm), nodes = tnt_num_nodes(comm);

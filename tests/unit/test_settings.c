@@ -82,6 +82,7 @@ static void test_defaults(void **state)
     assert_int_equal(settings.multinode_chunk_bytes, 1024 * 1024);
     assert_int_equal(settings.ucx_spin_us, 0);
     assert_int_equal(settings.ucx_yield_us, 1000);
+    assert_int_equal(settings.ucx_tcp_seg_bytes, 256 * 1024);
     /* An empty value means unset. */
     setenv("TNT_SHM_STAGING_KB", "", 1);
     assert_int_equal(tnt_settings_load(&settings), TNT_OK);
@@ -217,6 +218,11 @@ static void test_integer(void **state)
     assert_int_equal(s.ucx_yield_us, 0);
     expect_rejected("TNT_UCX_YIELD_US", "1000001",
                     "out of range: expected a whole number from 0 to 1000000");
+    assert_int_equal(parse("TNT_UCX_TCP_SEG_KB", "0", &s), TNT_OK);
+    assert_int_equal(s.ucx_tcp_seg_bytes, 0);
+    assert_int_equal(parse("TNT_UCX_TCP_SEG_KB", "1024", &s), TNT_OK);
+    assert_int_equal(s.ucx_tcp_seg_bytes, 1024 * 1024);
+    expect_rejected("TNT_UCX_TCP_SEG_KB", "65537", "out of range: expected a whole number of KiB");
 }
 
 static void test_unknown_name(void **state)

@@ -96,7 +96,9 @@ static const setting_choice_t overlap_choices[] = {
  * hurts badly on oversubscribed hosts (CI, simulated nodes); about 50 pays
  * when every rank has its own core (docs/multinode.md). TNT_UCX_YIELD_US
  * (1 ms) polls with sched_yield before sleeping, which hands a shared core
- * to the rank that has work (transport/ucx/ucx.c, tnt_ucx_idle). TNT_SHM_SMALL_KB and
+ * to the rank that has work (transport/ucx/ucx.c, tnt_ucx_idle).
+ * TNT_UCX_TCP_SEG_KB (256) sets UCX's TCP segments, which UCX makes 64 KiB
+ * and 8 KiB (transport/ucx/ucx.c, tnt_ucx_config_tcp_segments). TNT_SHM_SMALL_KB and
  * TNT_MULTINODE_RD_MAX_KB default to values the layers choose by layout (for
  * the latter: none, the cost model decides). TNT_MULTINODE_LATENCY_NS and
  * TNT_MULTINODE_LINK_MBPS replace the cost model's fitted alpha and beta.
@@ -129,6 +131,8 @@ static const setting_desc_t settings_table[] = {
       "0 = the built-in fitted value" },
     { "TNT_UCX_SPIN_US", SETTING_INT, "0", 0, 1000000, NULL, FIELD(ucx_spin_us), NULL },
     { "TNT_UCX_YIELD_US", SETTING_INT, "1000", 0, 1000000, NULL, FIELD(ucx_yield_us), NULL },
+    { "TNT_UCX_TCP_SEG_KB", SETTING_SIZE_KB, "256", 0, 65536, NULL, FIELD(ucx_tcp_seg_bytes),
+      "0 = UCX's own" },
     { "TNT_GPU_TRANSPORT", SETTING_CHOICE, "auto", 0, 0, gpu_choices, FIELD(gpu_transport), NULL },
     { "TNT_GPU_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(gpu_staging_bytes),
       NULL },

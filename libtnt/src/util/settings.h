@@ -72,6 +72,7 @@ typedef struct tnt_settings {
     uint64_t multinode_link_mbps;       /* TNT_MULTINODE_LINK_MBPS; 0 = built-in */
     uint64_t ucx_spin_us;               /* TNT_UCX_SPIN_US */
     uint64_t ucx_yield_us;              /* TNT_UCX_YIELD_US */
+    size_t ucx_tcp_seg_bytes;           /* TNT_UCX_TCP_SEG_KB; 0 = UCX's default */
     tnt_settings_gpu_t gpu_transport;   /* TNT_GPU_TRANSPORT */
     size_t gpu_staging_bytes;           /* TNT_GPU_STAGING_KB: one chunk of the host-staged path */
 } tnt_settings_t;

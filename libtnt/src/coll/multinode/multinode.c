@@ -202,6 +202,7 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     params.staging_bytes = net->chunk_bytes * (size_t)net->depth;
     params.spin_us = comm->settings->ucx_spin_us;
     params.yield_us = comm->settings->ucx_yield_us;
+    params.tcp_seg_bytes = comm->settings->ucx_tcp_seg_bytes;
     params.watch = comm->watch;
     status = tnt_ucx_create(&params, &net->ucx);
     if (status != TNT_OK) {
@@ -214,9 +215,10 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     }
     for (int r = 0; r < comm->size; r++) {
         if (connect[r]) {
-            tnt_log_info("multinode: node %d (%s) -> rank %d on node %d over UCX %s", comm->node_id,
-                         comm->hostname, r, comm->node_of_rank[r],
-                         tnt_ucx_peer_transport(net->ucx, r));
+            tnt_log_info("multinode: node %d (%s) -> rank %d on node %d over UCX %s (rendezvous "
+                         "from %zu B)",
+                         comm->node_id, comm->hostname, r, comm->node_of_rank[r],
+                         tnt_ucx_peer_transport(net->ucx, r), tnt_ucx_peer_rndv_from(net->ucx, r));
             break; /* one line per rank is enough to show the path */
         }
     }

@@ -58,6 +58,7 @@ struct tnt_ucx_peer {
     int failed;
     ucs_status_t error;
     char transport[TNT_UCX_TRANSPORT_MAX];
+    size_t rndv_from; /* tag sends of this size or more take rendezvous; 0: unknown */
 };
 
 struct tnt_ucx {
@@ -70,6 +71,7 @@ struct tnt_ucx {
     int efd;                    /* worker wake-up fd, -1 if unavailable */
     uint64_t spin_ns;           /* busy-poll this long before yielding */
     uint64_t yield_ns;          /* then poll with sched_yield this long */
+    size_t tcp_seg_bytes;       /* UCX's TCP segment size to set; 0: UCX's */
     struct tnt_ucx_peer *peers; /* size entries; ep NULL when not connected */
     int num_connected;
     /* Every rank's worker address (rank r's at r * address_stride), kept
@@ -255,12 +257,25 @@ static void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer)
     }
     ucp_ep_print_info(peer->ep, stream);
     fclose(stream);
+    peer->rndv_from = 0;
     for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
         char *lane = strstr(line, "lane[");
         char *colon;
         char name[64];
         size_t n;
 
+        /* "tag_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)" */
+        if (strstr(line, "tag_send:") != NULL && strstr(line, "..<rndv>") != NULL) {
+            char *end = strstr(line, "..<rndv>");
+            char *start = end;
+            while (start > line && start[-1] >= '0' && start[-1] <= '9') {
+                start--;
+            }
+            if (start < end) {
+                peer->rndv_from = (size_t)strtoull(start, NULL, 10);
+            }
+            continue;
+        }
         if (lane == NULL || (colon = strchr(lane + 5, ':')) == NULL) {
             continue;
         }
@@ -459,6 +474,7 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
     ucx->efd = -1;
     ucx->spin_ns = params->spin_us * 1000;
     ucx->yield_ns = params->yield_us * 1000;
+    ucx->tcp_seg_bytes = params->tcp_seg_bytes;
     ucx->failed = TNT_OK;
     ucx->estimated_eps =
         params->estimated_peers > 0 ? params->estimated_peers : (size_t)params->size;
@@ -482,10 +498,47 @@ static void tnt_ucx_free(tnt_ucx_t *ucx)
     free(ucx);
 }
 
+/* UCX's TCP transport moves a message of up to one segment as one eager
+ * message and anything longer as a rendezvous of segment-sized active
+ * messages, each copied once more out of UCX's receive buffer (with
+ * peer-failure handling UCX 1.13 has no zero-copy rendezvous over TCP).
+ * Its segments (64 KiB received, 8 KiB sent) are small for the 32 KiB-1 MiB
+ * chunks of the multi-node algorithms: each chunk then costs a rendezvous
+ * and many small socket calls. Sets both sizes to `bytes`, except where the
+ * user set UCX's own variable. docs/multinode.md, "TCP segments". */
+static tnt_status_t tnt_ucx_config_tcp_segments(ucp_config_t *config, size_t bytes)
+{
+    static const char *const names[] = { "RX_SEG_SIZE", "TX_SEG_SIZE" };
+    char value[32];
+
+    if (bytes == 0) {
+        return TNT_OK;
+    }
+    snprintf(value, sizeof(value), "%zu", bytes);
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char env_name[32];
+        ucs_status_t us;
+
+        snprintf(env_name, sizeof(env_name), "UCX_TCP_%s", names[i]);
+        if (getenv(env_name) != NULL) {
+            continue;
+        }
+        us = ucp_config_modify(config, names[i], value);
+        if (us != UCS_OK) {
+            return tnt_error_raise(TNT_ERR_TRANSPORT,
+                                   "ucx: setting %s=%s failed: %s; set TNT_UCX_TCP_SEG_KB=0 to "
+                                   "keep UCX's own segment size",
+                                   env_name, value, ucs_status_string(us));
+        }
+    }
+    return TNT_OK;
+}
+
 /* The UCP context (from the UCX_* environment) and the size of UCX's part
  * of each request, which the request pool needs. */
 static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
 {
+    tnt_status_t status;
     ucp_config_t *config = NULL;
     ucp_params_t ucp_params;
     ucp_context_attr_t context_attr;
@@ -497,6 +550,11 @@ static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
                                "ucx: reading the UCX configuration failed: %s; check the "
                                "UCX_* environment variables",
                                ucs_status_string(us));
+    }
+    status = tnt_ucx_config_tcp_segments(config, ucx->tcp_seg_bytes);
+    if (status != TNT_OK) {
+        ucp_config_release(config);
+        return status;
     }
     memset(&ucp_params, 0, sizeof(ucp_params));
     ucp_params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
@@ -728,6 +786,14 @@ uint64_t tnt_ucx_bytes_sent(const tnt_ucx_t *ucx)
 uint64_t tnt_ucx_bytes_received(const tnt_ucx_t *ucx)
 {
     return ucx->bytes_received;
+}
+
+size_t tnt_ucx_peer_rndv_from(const tnt_ucx_t *ucx, int peer)
+{
+    if (peer < 0 || peer >= ucx->size) {
+        return 0;
+    }
+    return ucx->peers[peer].rndv_from;
 }
 
 const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer)

@@ -54,6 +54,7 @@ typedef struct {
     size_t staging_bytes; /* registered staging area (tnt_ucx_staging) */
     uint64_t spin_us;     /* busy-poll this long before yielding (0: no) */
     uint64_t yield_us;    /* then poll with sched_yield this long before blocking */
+    size_t tcp_seg_bytes; /* UCX's TCP segment size (ucx.c); 0: UCX's default */
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
     tnt_watch_t *watch;
@@ -140,5 +141,9 @@ int tnt_ucx_num_endpoints(const tnt_ucx_t *ucx);
 size_t tnt_ucx_estimated_endpoints(const tnt_ucx_t *ucx);
 uint64_t tnt_ucx_bytes_received(const tnt_ucx_t *ucx);
 const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer);
+/* The message size from which UCX sends tagged messages to peer with its
+ * rendezvous protocol, as UCX reports it for the endpoint (over TCP it
+ * follows the segment size, TNT_UCX_TCP_SEG_KB); 0 if unknown. */
+size_t tnt_ucx_peer_rndv_from(const tnt_ucx_t *ucx, int peer);
 
 #endif
