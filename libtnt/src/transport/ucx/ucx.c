@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Ops in flight at once. Collectives keep at most 2 * pipeline depth plus a
  * few; the wire-up handshake batches to stay under it. */
@@ -505,14 +506,17 @@ static void tnt_ucx_free(tnt_ucx_t *ucx)
  * Its segments (64 KiB received, 8 KiB sent) are small for the 32 KiB-1 MiB
  * chunks of the multi-node algorithms: each chunk then costs a rendezvous
  * and many small socket calls. Sets both sizes to `bytes`, except where the
- * user set UCX's own variable. docs/multinode.md, "TCP segments". */
-static tnt_status_t tnt_ucx_config_tcp_segments(ucp_config_t *config, size_t bytes)
+ * user set UCX's own variable, and not at all when UCX_TLS leaves TCP out
+ * (UCX would warn about settings no transport uses). The names are the TCP
+ * transport's own (UCX applies a key to every transport that has it; in
+ * UCX 1.13 only TCP has these two). docs/multinode.md, "TCP segments". */
+static void tnt_ucx_config_tcp_segments(ucp_config_t *config, size_t bytes)
 {
     static const char *const names[] = { "RX_SEG_SIZE", "TX_SEG_SIZE" };
     char value[32];
 
-    if (bytes == 0) {
-        return TNT_OK;
+    if (bytes == 0 || !tnt_ucx_tls_includes_tcp(getenv("UCX_TLS"))) {
+        return;
     }
     snprintf(value, sizeof(value), "%zu", bytes);
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -525,20 +529,45 @@ static tnt_status_t tnt_ucx_config_tcp_segments(ucp_config_t *config, size_t byt
         }
         us = ucp_config_modify(config, names[i], value);
         if (us != UCS_OK) {
-            return tnt_error_raise(TNT_ERR_TRANSPORT,
-                                   "ucx: setting %s=%s failed: %s; set TNT_UCX_TCP_SEG_KB=0 to "
-                                   "keep UCX's own segment size",
-                                   env_name, value, ucs_status_string(us));
+            /* Only slower, not wrong: UCX keeps its own size. */
+            tnt_log_warn("ucx: setting %s=%s failed (%s); UCX keeps its own TCP segments. "
+                         "Set TNT_UCX_TCP_SEG_KB=0 to silence this",
+                         env_name, value, ucs_status_string(us));
         }
     }
-    return TNT_OK;
+}
+
+int tnt_ucx_tls_includes_tcp(const char *tls)
+{
+    int exclude = 0, named_tcp = 0, named_all = 0;
+
+    if (tls == NULL || *tls == '\0') {
+        return 1; /* UCX's default: all */
+    }
+    if (*tls == '^') {
+        exclude = 1;
+        tls++;
+    }
+    while (*tls != '\0') {
+        size_t n = strcspn(tls, ","), name_len = strcspn(tls, ",:");
+
+        if (name_len == 3 && strncasecmp(tls, "tcp", 3) == 0) {
+            named_tcp = 1;
+        } else if (name_len == 3 && strncasecmp(tls, "all", 3) == 0) {
+            named_all = 1;
+        }
+        tls += n;
+        if (*tls == ',') {
+            tls++;
+        }
+    }
+    return exclude ? !named_tcp : named_tcp || named_all;
 }
 
 /* The UCP context (from the UCX_* environment) and the size of UCX's part
  * of each request, which the request pool needs. */
 static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
 {
-    tnt_status_t status;
     ucp_config_t *config = NULL;
     ucp_params_t ucp_params;
     ucp_context_attr_t context_attr;
@@ -551,11 +580,7 @@ static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
                                "UCX_* environment variables",
                                ucs_status_string(us));
     }
-    status = tnt_ucx_config_tcp_segments(config, ucx->tcp_seg_bytes);
-    if (status != TNT_OK) {
-        ucp_config_release(config);
-        return status;
-    }
+    tnt_ucx_config_tcp_segments(config, ucx->tcp_seg_bytes);
     memset(&ucp_params, 0, sizeof(ucp_params));
     ucp_params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                             UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

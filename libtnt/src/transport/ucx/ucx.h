@@ -145,5 +145,9 @@ const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer);
  * rendezvous protocol, as UCX reports it for the endpoint (over TCP it
  * follows the segment size, TNT_UCX_TCP_SEG_KB); 0 if unknown. */
 size_t tnt_ucx_peer_rndv_from(const tnt_ucx_t *ucx, int peer);
+/* 1 when a UCX_TLS value (NULL: unset) lets UCX use its TCP transport:
+ * unset, "all", a list naming "tcp" (a ":aux" suffix allowed), or a "^"
+ * exclusion list that does not name it. */
+int tnt_ucx_tls_includes_tcp(const char *tls);
 
 #endif
