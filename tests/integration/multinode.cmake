@@ -104,6 +104,15 @@ if(TNT_WITH_UCX)
               --kill-mib 16)
     set_tests_properties(integration.multinode.kill_mid_transfer PROPERTIES TIMEOUT 60
       LABELS integration ENVIRONMENT "${_mn_env}")
+    # Rank 3 calls tnt_finalize and exits 0 while the others go on: they
+    # must fail at once, naming it, instead of waiting out TNT_TIMEOUT (30 s
+    # here) while rank 3 waits for their goodbyes.
+    add_test(NAME integration.multinode.leave
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/multinode_kill.sh 1 3 5 "rank 3 left the job" --
+              timeout -k 5 40 $<TARGET_FILE:tarantella> --simulate-nodes 4 -n 8
+              --python-interpreter "" -- ${_mn_check} --expect-nodes 4 --mode leave --kill-rank 3)
+    set_tests_properties(integration.multinode.leave PROPERTIES TIMEOUT 60 LABELS integration
+      ENVIRONMENT "${_mn_env}")
     # Rank 3 stays alive but stops taking part: the others must give up after
     # TNT_TIMEOUT=3 s with the hang doctor's verdict naming the silent rank
     # (its node-mate reads its progress slot), not hang.

@@ -16,7 +16,9 @@
  * mid-collective; the others must fail fast; with --kill-mib the
  * allreduces are M MiB and rank R dies 10 ms into the 3rd, while large
  * messages are in flight), hang (rank R stops taking
- * part; the others must fail after TNT_TIMEOUT), expect-error (tnt_init must
+ * part; the others must fail after TNT_TIMEOUT), leave (rank R calls
+ * tnt_finalize and exits 0 while the others go on; they must fail fast,
+ * naming it), expect-error (tnt_init must
  * fail with TNT_ERR_UNSUPPORTED: a build without UCX).
  *
  * --rndv-from: with --transport, the range of bytes in which must lie the
@@ -361,13 +363,17 @@ static void die_now(int sig)
     raise(SIGKILL);
 }
 
+enum kill_how { KILL, HANG, LEAVE };
+
 /* Rank kill_rank dies (SIGKILL) just before the 3rd allreduce, or with
- * kill_mib 10 ms into it (hang: stops taking part, alive, instead); every
- * other rank must get an error from it, quickly (hang: after TNT_TIMEOUT).
+ * kill_mib 10 ms into it (hang: stops taking part, alive, instead; leave:
+ * finalizes and exits 0, as a program that ends early does); every other
+ * rank must get an error from it, quickly (hang: after TNT_TIMEOUT).
  * Survivors ignore SIGTERM so that a launcher stopping the job does not
  * hide the result. */
-static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang, int kill_mib)
+static int mode_kill(tnt_comm_t *comm, int kill_rank, enum kill_how how, int kill_mib)
 {
+    int hang = how == HANG;
     size_t count = kill_mib > 0 ? (size_t)kill_mib << 18 : 4096;
     float *buf = malloc(count * sizeof(float));
     if (buf == NULL) {
@@ -385,6 +391,11 @@ static int mode_kill(tnt_comm_t *comm, int kill_rank, int hang, int kill_mib)
             fflush(stdout);
             signal(SIGALRM, die_now);
             setitimer(ITIMER_REAL, &in_10ms, NULL);
+        } else if (it == 2 && g_rank == kill_rank && how == LEAVE) {
+            fprintf(stdout, "rank %d: finalizing and exiting early\n", g_rank);
+            fflush(stdout);
+            tnt_finalize(comm);
+            _exit(0);
         } else if (it == 2 && g_rank == kill_rank) {
             fprintf(stdout, "rank %d: %s\n", g_rank, hang ? "hanging" : "killing myself");
             fflush(stdout);
@@ -533,8 +544,13 @@ int main(int argc, char **argv)
             mode_barrier(comm);
         } else if (strcmp(modes[m], "fusion") == 0) {
             mode_fusion(comm);
-        } else if (strcmp(modes[m], "kill") == 0 || strcmp(modes[m], "hang") == 0) {
-            return mode_kill(comm, kill_rank, strcmp(modes[m], "hang") == 0, kill_mib);
+        } else if (strcmp(modes[m], "kill") == 0 || strcmp(modes[m], "hang") == 0 ||
+                   strcmp(modes[m], "leave") == 0) {
+            return mode_kill(comm, kill_rank,
+                             strcmp(modes[m], "hang") == 0    ? HANG
+                             : strcmp(modes[m], "leave") == 0 ? LEAVE
+                                                              : KILL,
+                             kill_mib);
         } else {
             CHECK(0, "unknown mode %s", modes[m]);
         }

@@ -7,7 +7,7 @@
 #
 #   resilience.sh CASE PYTHON RANKS_PY [LAUNCHER]
 #
-# CASE: srun_stop srun_stop_shared srun_kill srun_exit srun_raise srun_save srun_usr2
+# CASE: srun_stop srun_stop_shared srun_kill srun_exit srun_leave srun_raise srun_save srun_usr2
 #       launcher_stop launcher_kill launcher_raise
 set -uo pipefail
 
@@ -88,6 +88,16 @@ srun_exit)
     run 30 $SRUN -N 4 -n 4 "$PY" "$RANKS" exit 1
     [ "$RC" -ne 0 ] || fail "srun exited 0"
     grep -qE "task 1: Exited with exit code 3" "$OUT" || fail "srun does not report task 1"
+    ;;
+srun_leave)
+    # Rank 1's program ends without an error while the others are in
+    # allreduce: its tnt_finalize says goodbye, and they must fail at once
+    # naming it (not after TNT_TIMEOUT, 8 s here, while rank 1 waits for
+    # their goodbyes); their uncaught error then ends the step.
+    run 15 $SRUN -N 4 -n 4 "$PY" "$RANKS" leave 1
+    [ "$RC" -ne 0 ] || fail "srun exited 0"
+    grep -q "rank 1 left the job (it called tnt_finalize" "$OUT" || fail "no error names rank 1 leaving"
+    ! grep -q "TNT_TIMEOUT" "$OUT" || fail "a rank waited for TNT_TIMEOUT"
     ;;
 srun_raise)
     run 20 $SRUN -N 4 -n 4 "$PY" "$RANKS" raise 1

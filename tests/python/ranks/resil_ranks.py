@@ -9,6 +9,8 @@ few collectives, then MODE happens to rank RANK:
   raise  an uncaught RuntimeError
   exit   sys.exit(3) while the others sleep in Python (not in libtnt):
          only kill-on-bad-exit can end their step early
+  leave  sys.exit(0) while the others go on with allreduce: a program
+         that ends early on one rank, without an error
   save   no failure: a collective save in which the writer (rank 0) takes
          4 s; must finish without a stall warning
   usr2   no failure: ranks loop for a while so the driver can send SIGUSR2
@@ -69,6 +71,8 @@ if rank == culprit:
         raise RuntimeError("injected failure on rank %d" % rank)
     elif mode == "exit":
         sys.exit(3)
+    elif mode == "leave":
+        sys.exit(0)
 if mode == "exit":
     time.sleep(100)
 for _ in range(100000):

@@ -96,6 +96,7 @@ struct tnt_ucx {
 
     tnt_status_t failed; /* first failure; TNT_OK while healthy */
     int poisoned;        /* endpoints force-closed after a failure */
+    int saying_goodbye;  /* in the goodbye handshake: peers' goodbyes are expected */
     uint64_t bytes_sent;
     uint64_t bytes_received;
 };
@@ -764,6 +765,7 @@ void tnt_ucx_destroy(tnt_ucx_t *ucx)
         if (ucx->timeout_s <= 0 || ucx->timeout_s > 30) {
             ucx->timeout_s = 30;
         }
+        ucx->saying_goodbye = 1;
         (void)tnt_ucx_handshake(ucx, TNT_UCX_SEQ_GOODBYE, "UCX goodbye (tnt_finalize)");
         ucx->timeout_s = timeout_s;
     }
@@ -1125,6 +1127,39 @@ static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int 
     return TNT_OK;
 }
 
+/* A peer that left: a rank in tnt_finalize sends its goodbye to every
+ * connected peer before it waits for theirs, so a goodbye from a rank that
+ * an unfinished op still waits for means that rank's program ended while
+ * this collective needs it; nothing would ever complete the op. Without
+ * this check the op waits for TNT_TIMEOUT, and the leaving rank waits up
+ * to 30 s for goodbyes that never come. The goodbye stays queued (probed,
+ * not received) for this rank's own handshake. */
+static tnt_status_t tnt_ucx_check_left(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    if (ucx->saying_goodbye) {
+        return TNT_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        ucp_tag_recv_info_t info;
+        int peer;
+
+        if (ops[i] == NULL) {
+            continue;
+        }
+        peer = ops[i]->peer;
+        if (ucp_tag_probe_nb(ucx->worker, tnt_ucx_tag(TNT_UCX_SEQ_GOODBYE, peer, 0), UINT64_MAX, 0,
+                             &info) != NULL) {
+            ucx->failed = TNT_ERR_PEER_FAILED;
+            return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                                   "%s: rank %d left the job (it called tnt_finalize: its program "
+                                   "is ending) while this rank still waits for it; its own "
+                                   "output shows why it ended early",
+                                   what, peer);
+        }
+    }
+    return TNT_OK;
+}
+
 /* After a failure: cancels every op still pending, poisons the endpoints so
  * the rest of the job notices, and reaps the cancelled requests, which
  * complete during progress, so no buffer is touched after the wait
@@ -1214,7 +1249,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
 {
     tnt_status_t status = TNT_OK;
     tnt_backoff_t backoff;
-    uint64_t spin_start, waited_ns;
+    uint64_t spin_start, waited_ns, left_checked_ns = 0;
     int remaining = 0;
 
     for (int i = 0; i < n; i++) {
@@ -1262,6 +1297,15 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
         if (status != TNT_OK) {
             ucx->failed = status;
             continue; /* the failure branch above cancels and reaps */
+        }
+        /* Every 10 ms of a wait without progress: a probe of UCX's queue of
+         * unexpected messages per op, off the fast path. */
+        if (waited_ns >= left_checked_ns + 10000000) {
+            left_checked_ns = waited_ns;
+            status = tnt_ucx_check_left(ucx, ops, n, what);
+            if (status != TNT_OK) {
+                continue; /* the failure branch above cancels and reaps */
+            }
         }
         tnt_ucx_idle(ucx, &backoff, waited_ns);
     }
