@@ -1249,7 +1249,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
 {
     tnt_status_t status = TNT_OK;
     tnt_backoff_t backoff;
-    uint64_t spin_start, waited_ns, left_checked_ns = 0;
+    uint64_t spin_start, waited_ns, left_checked_ns = 0, last_progress_ns;
     int remaining = 0;
 
     for (int i = 0; i < n; i++) {
@@ -1257,6 +1257,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
     }
     tnt_backoff_init(&backoff, tnt_watch_own_timeout(ucx->watch, ucx->timeout_s));
     spin_start = tnt_time_ns();
+    last_progress_ns = spin_start;
     while (remaining > 0) {
         int progressed = 0;
         int finished;
@@ -1280,6 +1281,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             return status;
         }
         if (progressed || finished) {
+            last_progress_ns = tnt_time_ns();
             /* The timeout bounds time without progress, not the transfer:
              * a 1 GiB allreduce over TCP may legitimately take long. */
             if (finished) {
@@ -1298,9 +1300,13 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             ucx->failed = status;
             continue; /* the failure branch above cancels and reaps */
         }
-        /* Every 10 ms of a wait without progress: a probe of UCX's queue of
-         * unexpected messages per op, off the fast path. */
-        if (waited_ns >= left_checked_ns + 10000000) {
+        /* Every 10 ms of a wait, once nothing at all has moved for 10 ms: a
+         * probe of UCX's queue of unexpected messages per op, off the fast
+         * path. A peer's goodbye follows its data on the same connection,
+         * but with several lanes its last fragments could still be on the
+         * way; those would count as progress. */
+        if (waited_ns >= left_checked_ns + 10000000 &&
+            tnt_time_ns() - last_progress_ns >= 10000000) {
             left_checked_ns = waited_ns;
             status = tnt_ucx_check_left(ucx, ops, n, what);
             if (status != TNT_OK) {
