@@ -373,7 +373,6 @@ enum kill_how { KILL, HANG, LEAVE };
  * hide the result. */
 static int mode_kill(tnt_comm_t *comm, int kill_rank, enum kill_how how, int kill_mib)
 {
-    int hang = how == HANG;
     size_t count = kill_mib > 0 ? (size_t)kill_mib << 18 : 4096;
     float *buf = malloc(count * sizeof(float));
     if (buf == NULL) {
@@ -385,26 +384,32 @@ static int mode_kill(tnt_comm_t *comm, int kill_rank, enum kill_how how, int kil
     for (int it = 0; it < 20; it++) {
         double t0;
         tnt_status_t s;
-        if (it == 2 && g_rank == kill_rank && kill_mib > 0 && !hang) {
-            struct itimerval in_10ms = { { 0, 0 }, { 0, 10000 } };
-            fprintf(stdout, "rank %d: killing myself 10 ms into allreduce #3\n", g_rank);
-            fflush(stdout);
-            signal(SIGALRM, die_now);
-            setitimer(ITIMER_REAL, &in_10ms, NULL);
-        } else if (it == 2 && g_rank == kill_rank && how == LEAVE) {
-            fprintf(stdout, "rank %d: finalizing and exiting early\n", g_rank);
-            fflush(stdout);
-            tnt_finalize(comm);
-            _exit(0);
-        } else if (it == 2 && g_rank == kill_rank) {
-            fprintf(stdout, "rank %d: %s\n", g_rank, hang ? "hanging" : "killing myself");
-            fflush(stdout);
-            if (hang) {
+        if (it == 2 && g_rank == kill_rank) {
+            switch (how) {
+            case HANG:
+                fprintf(stdout, "rank %d: hanging\n", g_rank);
+                fflush(stdout);
                 /* Alive but silent; the launcher ends it when the rest exit. */
                 sleep(120);
                 _exit(4);
+            case LEAVE:
+                fprintf(stdout, "rank %d: finalizing and exiting early\n", g_rank);
+                fflush(stdout);
+                tnt_finalize(comm);
+                _exit(0);
+            case KILL:
+                if (kill_mib > 0) {
+                    struct itimerval in_10ms = { { 0, 0 }, { 0, 10000 } };
+                    fprintf(stdout, "rank %d: killing myself 10 ms into allreduce #3\n", g_rank);
+                    fflush(stdout);
+                    signal(SIGALRM, die_now);
+                    setitimer(ITIMER_REAL, &in_10ms, NULL);
+                    break; /* into the allreduce */
+                }
+                fprintf(stdout, "rank %d: killing myself\n", g_rank);
+                fflush(stdout);
+                raise(SIGKILL);
             }
-            raise(SIGKILL);
         }
         for (size_t i = 0; i < count; i++) {
             buf[i] = 1.0f;
