@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,6 +362,70 @@ static void test_all_dtypes_ops(void **state)
     free(ref);
 }
 
+/* Float MIN/MAX keep the first operand when a comparison is false, so with
+ * NaNs in either operand only the right operand order gives the reference
+ * result: NaN in every 5th element of a and every 3rd of b. */
+static void put_nans(tnt_dtype_t d, void *a, void *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (d == TNT_FLOAT32) {
+            if (i % 5 == 0)
+                ((float *)a)[i] = NAN;
+            if (i % 3 == 0)
+                ((float *)b)[i] = NAN;
+        } else if (d == TNT_FLOAT64) {
+            if (i % 5 == 0)
+                ((double *)a)[i] = NAN;
+            if (i % 3 == 0)
+                ((double *)b)[i] = NAN;
+        }
+    }
+}
+
+/* tnt_reduce_into (a received fragment combined into the result) gives
+ * bitwise what tnt_reduce_n_div gives for the same two sources, for either
+ * operand order, with a divisor, and with the received operand at every
+ * misalignment a transport's header can leave it at. */
+static void test_reduce_into_unaligned(void **state)
+{
+    (void)state;
+    static const size_t counts[] = { 1, 3, 2047, 2048, 2049, 5003 };
+    enum { MAXN = 5003 };
+    char *in_store = malloc(MAXN * 8 + 8), *dst = malloc(MAXN * 8), *ref = malloc(MAXN * 8);
+    char *in_aligned = malloc(MAXN * 8);
+    assert_non_null(in_store);
+    assert_non_null(dst);
+    assert_non_null(ref);
+    assert_non_null(in_aligned);
+    for (int d = 0; d < TNT_DTYPE_LAST; d++)
+        for (int op = 0; op < TNT_OP_LAST; op++)
+            for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+                for (int shift = 0; shift < 8; shift++)
+                    for (int in_first = 0; in_first < 2; in_first++) {
+                        size_t n = counts[c], bytes = n * esize(d);
+                        int divisor = op == TNT_AVG || op == TNT_SUM ? 3 : 1;
+                        char *in = in_store + shift;
+                        const void *srcs[2] = { in_first ? in_aligned : ref,
+                                                in_first ? ref : in_aligned };
+                        fill_random(d, op, in_aligned, n);
+                        fill_random(d, op, dst, n);
+                        if (op == TNT_MIN || op == TNT_MAX)
+                            put_nans(d, in_aligned, dst, n); /* order decides */
+                        memcpy(in, in_aligned, bytes);
+                        memcpy(ref, dst, bytes);
+                        tnt_reduce_n_div(d, op, ref, srcs, 2, n, divisor);
+                        tnt_reduce_into(d, op, dst, in, in_first, n, divisor);
+                        if (memcmp(dst, ref, bytes) != 0)
+                            fail_msg("dtype %d op %d count %zu shift %d in_first %d", d, op, n,
+                                     shift, in_first);
+                        assert_true(memcmp(in, in_aligned, bytes) == 0);
+                    }
+    free(in_store);
+    free(in_aligned);
+    free(dst);
+    free(ref);
+}
+
 /* float16 sums are rounded once after float32 accumulation: 2048 + 1 + 1
  * is 2050 (rounding each step gives 2048 twice, ties to even), and
  * 1 + 3 * 2^-11 rounds to 1 + 2^-9 instead of staying 1. */
@@ -454,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_widen_all_patterns),     cmocka_unit_test(test_narrow_rounding),
         cmocka_unit_test(test_all_dtypes_ops),         cmocka_unit_test(test_round_once),
         cmocka_unit_test(test_integer_avg_and_divide), cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_reduce_into_unaligned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

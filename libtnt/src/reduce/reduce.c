@@ -141,6 +141,17 @@ static inline tnt_half_t tnt_float_to_bf16(float f)
             T x = acc[i], y = b[i];                                                                \
             acc[i] = OPEXPR;                                                                       \
         }                                                                                          \
+    }                                                                                              \
+    /* Sources at any address (a transport's receive buffer): a typedef may                    \
+     * lower the alignment GCC assumes, so these loads are legal unaligned ones. */           \
+    typedef T tnt_unaligned_##name __attribute__((aligned(1)));                                    \
+    static void tnt_k2u_##name(T *restrict dst, const tnt_unaligned_##name *restrict a,            \
+                               const tnt_unaligned_##name *restrict b, size_t n)                   \
+    {                                                                                              \
+        for (size_t i = 0; i < n; i++) {                                                           \
+            T x = a[i], y = b[i];                                                                  \
+            dst[i] = OPEXPR;                                                                       \
+        }                                                                                          \
     }
 
 TNT_DEFINE_KERNELS(f32_sum, float, TNT_OP_SUM(x, y))
@@ -224,6 +235,12 @@ static const tnt_kacc_fn tnt_kacc_table[TNT_DTYPE_LAST][TNT_OP_LAST] = {
     [TNT_FLOAT64] = TNT_TABLE4(tnt_kacc_, f64, tnt_kacc_fn),
     [TNT_INT32] = TNT_TABLE4(tnt_kacc_, i32, tnt_kacc_fn),
     [TNT_INT64] = TNT_TABLE4(tnt_kacc_, i64, tnt_kacc_fn),
+};
+static const tnt_k2_fn tnt_k2u_table[TNT_DTYPE_LAST][TNT_OP_LAST] = {
+    [TNT_FLOAT32] = TNT_TABLE4(tnt_k2u_, f32, tnt_k2_fn),
+    [TNT_FLOAT64] = TNT_TABLE4(tnt_k2u_, f64, tnt_k2_fn),
+    [TNT_INT32] = TNT_TABLE4(tnt_k2u_, i32, tnt_k2_fn),
+    [TNT_INT64] = TNT_TABLE4(tnt_k2u_, i64, tnt_k2_fn),
 };
 static const tnt_kacc16_fn tnt_kacc16_table[2][TNT_OP_LAST] = {
     TNT_TABLE4(tnt_kacc16_, f16, tnt_kacc16_fn),
@@ -318,6 +335,40 @@ void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *con
     }
     if (divisor > 1)
         tnt_reduce_divide(dtype, dst, count, divisor);
+}
+
+void tnt_reduce_into(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *in, int in_first,
+                     size_t count, int divisor)
+{
+    size_t esize = tnt_dtype_size(dtype);
+    /* One L1 block: the result of a block goes here and then to dst, which
+     * is also an operand (the kernels' pointers do not alias). */
+    _Alignas(64) unsigned char block[TNT_REDUCE_BLOCK * 8];
+    tnt_k2_fn k2u;
+
+    if (esize == 0 || (unsigned)op >= TNT_OP_LAST || count == 0)
+        return;
+    k2u = tnt_k2u_table[dtype][op];
+    for (size_t base = 0; base < count; base += TNT_REDUCE_BLOCK) {
+        size_t n = count - base < TNT_REDUCE_BLOCK ? count - base : TNT_REDUCE_BLOCK;
+        size_t off = base * esize;
+        char *d = (char *)dst + off;
+        const char *s = (const char *)in + off;
+
+        if (k2u == NULL) {
+            /* 16-bit floats: an aligned copy of the block, then the usual
+             * widen-combine-narrow. */
+            const void *srcs[2] = { in_first ? (const void *)block : d,
+                                    in_first ? (const void *)d : block };
+            memcpy(block, s, n * esize);
+            tnt_reduce_n_div(dtype, op, d, srcs, 2, n, divisor);
+            continue;
+        }
+        k2u(block, in_first ? s : d, in_first ? d : s, n);
+        if (divisor > 1)
+            tnt_reduce_divide(dtype, block, n, divisor);
+        memcpy(d, block, n * esize);
+    }
 }
 
 void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs, int num_srcs,

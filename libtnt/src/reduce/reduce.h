@@ -23,6 +23,12 @@ void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *
  * so an average is rounded once. dst may alias any source. */
 void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *srcs,
                       int num_srcs, size_t count, int divisor);
+/* dst[i] = in[i] op dst[i] (in_first) or dst[i] op in[i], then divided by
+ * divisor: bitwise what tnt_reduce_n_div gives for those two sources, but in
+ * may sit at any address, not only one aligned for the type (a fragment
+ * where a transport received it), and must not overlap dst. */
+void tnt_reduce_into(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *in, int in_first,
+                     size_t count, int divisor);
 /* buf[i] /= divisor (integer division for integer types). */
 void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor);
 /* float16/bfloat16 <-> float32 for count elements, with the kernels' own

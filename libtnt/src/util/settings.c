@@ -125,6 +125,8 @@ static const setting_desc_t settings_table[] = {
       FIELD(multinode_rd_max_bytes), NULL },
     { "TNT_MULTINODE_CHUNK_KB", SETTING_SIZE_KB, "1024", 4, 1048576, NULL,
       FIELD(multinode_chunk_bytes), NULL },
+    { "TNT_MULTINODE_REDUCE_ON_ARRIVAL", SETTING_BOOL, "1", 0, 0, NULL,
+      FIELD(multinode_reduce_on_arrival), NULL },
     { "TNT_MULTINODE_LATENCY_NS", SETTING_INT, "0", 0, 1000000000, NULL,
       FIELD(multinode_latency_ns), "0 = the built-in fitted value" },
     { "TNT_MULTINODE_LINK_MBPS", SETTING_INT, "0", 0, 100000000, NULL, FIELD(multinode_link_mbps),

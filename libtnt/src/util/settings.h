@@ -68,6 +68,7 @@ typedef struct tnt_settings {
     tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
+    int multinode_reduce_on_arrival;    /* TNT_MULTINODE_REDUCE_ON_ARRIVAL */
     uint64_t multinode_latency_ns;      /* TNT_MULTINODE_LATENCY_NS; 0 = built-in */
     uint64_t multinode_link_mbps;       /* TNT_MULTINODE_LINK_MBPS; 0 = built-in */
     uint64_t ucx_spin_us;               /* TNT_UCX_SPIN_US */

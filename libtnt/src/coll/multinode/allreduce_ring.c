@@ -3,10 +3,11 @@
  * each, so every member sends and receives 2(n-1)/n of the vector, the
  * bandwidth optimum. Each step is cut into chunks of at most
  * net->chunk_bytes (fewer and smaller for small blocks, tnt_mn_chunk_for); up to
- * net->depth chunks are in flight, across step boundaries, received into the
- * registered staging slots, so the reduction of one chunk overlaps the
- * transfer of the next. Allgather chunks go straight into the caller's
- * buffer.
+ * net->depth chunks are in flight, across step boundaries, and reduce-scatter
+ * chunks are reduced as they arrive (or received into the registered
+ * staging slots and then reduced: tnt_mn_recv_reduce), so the reduction of
+ * one chunk overlaps the transfer of the next. Allgather chunks go straight
+ * into the caller's buffer.
  *
  * Bitwise identity: block b is reduced along the ring in one fixed order
  * (starting at member b+1), once, by one member, and then copied to all the
@@ -128,11 +129,19 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
             uint32_t tag_step = (uint32_t)posted;
 
             ring_item(g, posted, K, chunk, &it);
-            if (it.recv_len > 0) {
-                void *dst = it.reducing ? (void *)(net->staging + (size_t)slot * net->chunk_bytes)
-                                        : (void *)(base + it.recv_off);
-                status = tnt_ucx_irecv(net->ucx, left, tnt_ucx_tag(g->seq, left, tag_step), dst,
-                                       it.recv_len, &ops[2 * slot]);
+            if (it.recv_len > 0 && it.reducing) {
+                /* The partial sum from the left comes first: block b is
+                 * accumulated in ring order starting at member b+1. The
+                 * last reduce-scatter step completes the block: divide
+                 * there. Reducing on arrival is safe: no send reads this
+                 * block until this item is done (see above). */
+                status = tnt_mn_recv_reduce(g, slot, left, tnt_ucx_tag(g->seq, left, tag_step),
+                                            base + it.recv_off, it.recv_len,
+                                            it.step == n - 2 ? g->divisor : 1, 1, 1,
+                                            &ops[2 * slot]);
+            } else if (it.recv_len > 0) {
+                status = tnt_ucx_irecv(net->ucx, left, tnt_ucx_tag(g->seq, left, tag_step),
+                                       base + it.recv_off, it.recv_len, &ops[2 * slot]);
             }
             if (status == TNT_OK && it.send_len > 0) {
                 status = tnt_ucx_isend(net->ucx, right, tnt_ucx_tag(g->seq, me_rank, tag_step),
@@ -155,13 +164,7 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
             }
             ring_item(g, done, K, chunk, &it);
             if (it.reducing && it.recv_len > 0) {
-                unsigned char *dst = base + it.recv_off;
-                /* The partial sum from the left comes first: block b is
-                 * accumulated in ring order starting at member b+1. The last
-                 * reduce-scatter step completes the block: divide there. */
-                const void *srcs[2] = { net->staging + (size_t)slot * net->chunk_bytes, dst };
-                tnt_reduce_n_div(g->dtype, g->op, dst, srcs, 2, it.recv_len / esize,
-                                 it.step == n - 2 ? g->divisor : 1);
+                tnt_mn_recv_reduce_done(g, slot);
             }
         }
         done++;

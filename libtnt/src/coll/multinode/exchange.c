@@ -3,7 +3,8 @@
  * recursive doubling and Rabenseifner are made of. Chunk c is one send and
  * one receive; up to D = min(depth, chunks) chunks are in flight, and chunk
  * c + D is posted as soon as chunk c has finished, so while chunk c is
- * reduced from its staging slot the next ones are on the wire.
+ * reduced (on arrival, or from its staging slot: tnt_mn_recv_reduce) the
+ * next ones are on the wire.
  *
  * Hazards: chunk c's receive uses staging slot c % D, free once chunk c - D
  * finished (and was reduced). When the send and receive regions are the
@@ -40,6 +41,10 @@ tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x)
     unsigned char *base = g->buf;
     tnt_ucx_op_t *ops[2 * 64];
     int D;
+    /* Recursive doubling sends and receives the same region: a chunk may
+     * be reduced only after its own send completed, so never on arrival. */
+    int same_region = send_len > 0 && recv_len > 0 && x->send_off < x->recv_off + recv_len &&
+                      x->recv_off < x->send_off + send_len;
     tnt_status_t status = TNT_OK;
 
     if (longest == 0) {
@@ -60,11 +65,14 @@ tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x)
             size_t rl = xfer_len(recv_len, posted, chunk);
             size_t sl = xfer_len(send_len, posted, chunk);
 
-            if (rl > 0) {
-                void *dst = x->reduce ? (void *)(net->staging + (size_t)slot * net->chunk_bytes)
-                                      : (void *)(base + x->recv_off + posted * chunk);
+            if (rl > 0 && x->reduce) {
+                status = tnt_mn_recv_reduce(g, slot, recv_rank,
+                                            tnt_ucx_tag(g->seq, recv_rank, step),
+                                            base + x->recv_off + posted * chunk, rl, x->divisor,
+                                            x->recv_first, !same_region, &ops[2 * slot]);
+            } else if (rl > 0) {
                 status = tnt_ucx_irecv(net->ucx, recv_rank, tnt_ucx_tag(g->seq, recv_rank, step),
-                                       dst, rl, &ops[2 * slot]);
+                                       base + x->recv_off + posted * chunk, rl, &ops[2 * slot]);
             }
             if (status == TNT_OK && sl > 0) {
                 status = tnt_ucx_isend(net->ucx, send_rank, tnt_ucx_tag(g->seq, me_rank, step),
@@ -86,10 +94,7 @@ tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x)
                 return status;
             }
             if (x->reduce && rl > 0) {
-                unsigned char *dst = base + x->recv_off + done * chunk;
-                const void *in = net->staging + (size_t)slot * net->chunk_bytes;
-                const void *srcs[2] = { x->recv_first ? in : dst, x->recv_first ? dst : in };
-                tnt_reduce_n_div(g->dtype, g->op, dst, srcs, 2, rl / esize, x->divisor);
+                tnt_mn_recv_reduce_done(g, slot);
             }
         }
         done++;

@@ -40,6 +40,10 @@ static tnt_mn_algo_t tnt_mn_algo_from_settings(tnt_settings_algo_t algo)
 
 static void tnt_mn_free(tnt_net_t *net)
 {
+    if (net->arrival != NULL) {
+        free(net->arrival[0].split); /* one block for every slot */
+    }
+    free(net->arrival);
     free(net->wide);
     free(net->sizes);
     free(net->iov_recv);
@@ -171,6 +175,23 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
     net->chunk_bytes = comm->settings->multinode_chunk_bytes;
     net->rd_max_bytes = comm->settings->multinode_rd_max_bytes; /* SIZE_MAX: by the model */
     net->depth = TNT_MN_DEPTH;
+    net->reduce_on_arrival = comm->settings->multinode_reduce_on_arrival;
+    net->arrival = calloc((size_t)net->depth, sizeof(*net->arrival));
+    if (net->arrival != NULL) {
+        size_t words = tnt_mn_arrival_words(net->chunk_bytes);
+        uint64_t *split = calloc(words * (size_t)net->depth, sizeof(uint64_t));
+        if (split == NULL) {
+            free(net->arrival);
+            net->arrival = NULL;
+        }
+        for (int i = 0; split != NULL && i < net->depth; i++) {
+            net->arrival[i].split = split + words * (size_t)i;
+        }
+    }
+    if (net->arrival == NULL) {
+        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory");
+        goto err_free_tables;
+    }
     net->cost.alpha = comm->settings->multinode_latency_ns > 0
                           ? (double)comm->settings->multinode_latency_ns * 1e-9
                           : TNT_MN_COST_ALPHA_S;

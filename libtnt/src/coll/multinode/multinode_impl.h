@@ -14,6 +14,8 @@
  *                                   allreduce: shm reduce-scatter, then one of
  *                                   the three above across nodes per slice,
  *                                   then shm allgather
+ *   arrival.c                       reducing received chunks as UCX delivers
+ *                                   them (no copy into staging first)
  *   cost_model.c                    the alpha-beta-gamma model that selects
  *   broadcast.c, allgather.c, barrier.c
  *   multinode.c                     init/finalize, layout tables
@@ -30,6 +32,34 @@
 #include <stdint.h>
 
 typedef struct tnt_net tnt_net_t;
+
+/* Reduce on arrival (arrival.c): the state of one reducing receive of a
+ * chunk, kept per staging slot. Its fragments are combined into dst as UCX
+ * hands them over (tnt_mn_arrival_consume, a tnt_ucx_consume_fn); pieces
+ * of elements split between fragments wait in spill (the chunk's staging
+ * slot, same offsets) and are combined by tnt_mn_arrival_finish once the
+ * receive completed. dst = in op dst (recv_first) or dst op in, divided by
+ * divisor: exactly the staged path's combination. After a failed receive
+ * the state is not reused (the transport stays failed). */
+typedef struct {
+    unsigned char *dst;
+    unsigned char *spill;
+    uint64_t *split; /* bit e: element e is split; tnt_mn_arrival_words(chunk) words */
+    size_t split_lo, split_hi; /* words that may hold set bits: [lo, hi) */
+    size_t bytes;
+    size_t esize;
+    tnt_dtype_t dtype;
+    tnt_op_t op;
+    int divisor;
+    int recv_first;
+    int staged; /* received whole into spill: combined by finish */
+} tnt_mn_arrival_t;
+
+size_t tnt_mn_arrival_words(size_t chunk_bytes);
+void tnt_mn_arrival_start(tnt_mn_arrival_t *a, void *dst, void *spill, size_t bytes,
+                          tnt_dtype_t dtype, tnt_op_t op, int divisor, int recv_first);
+void tnt_mn_arrival_consume(void *arg, size_t offset, const void *data, size_t length);
+void tnt_mn_arrival_finish(tnt_mn_arrival_t *a);
 
 struct tnt_net {
     tnt_comm_t *comm;
@@ -60,6 +90,11 @@ struct tnt_net {
     size_t staging_bytes;
     size_t chunk_bytes;
     int depth;
+    /* TNT_MULTINODE_REDUCE_ON_ARRIVAL: reducing receives go through
+     * arrival[slot] (split bitmaps preallocated) instead of the staging
+     * copy. */
+    int reduce_on_arrival;
+    tnt_mn_arrival_t *arrival; /* depth entries */
 
     /* float16/bfloat16 go across nodes as float32 partial sums, rounded
      * once at the end: this buffer holds the widened vector. It grows to
@@ -120,6 +155,19 @@ typedef struct {
 } tnt_mn_xfer_t;
 
 tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x);
+
+/* The reducing receive of one chunk in staging slot `slot` (arrival.c),
+ * shared by the ring and tnt_mn_exchange: len bytes from rank peer are
+ * combined into dst (received operand first when recv_first, divided by
+ * divisor). Reduced on arrival when net->reduce_on_arrival and the caller
+ * allows it (nothing may read dst until the receive is reaped: no send from
+ * that region in flight), else received into the slot. After the receive
+ * was reaped successfully, tnt_mn_recv_reduce_done completes the
+ * combination. */
+tnt_status_t tnt_mn_recv_reduce(const tnt_mn_group_op_t *g, int slot, int peer, uint64_t tag,
+                                void *dst, size_t len, int divisor, int recv_first,
+                                int allow_arrival, tnt_ucx_op_t **op_p);
+void tnt_mn_recv_reduce_done(const tnt_mn_group_op_t *g, int slot);
 
 /* Non-power-of-two groups: the largest power of two p <= n and how members
  * fold into it. Members 0 .. 2*(n-p)-1 pair up (even, odd); the even one

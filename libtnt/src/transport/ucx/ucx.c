@@ -46,6 +46,10 @@ struct tnt_ucx_op {
     int pending;         /* UCX still owns the request */
     size_t bytes;        /* expected size of a receive */
     ucs_status_t status; /* final UCX status once !pending */
+    /* A consuming receive (tnt_ucx_irecv_consume): the generic datatype's
+     * state is the op itself, and each fragment goes to consume. */
+    tnt_ucx_consume_fn consume;
+    void *consume_arg;
     ucp_tag_recv_info_t info;
 };
 
@@ -93,6 +97,7 @@ struct tnt_ucx {
     void *staging;
     size_t staging_bytes;
     ucp_mem_h staging_memh;
+    ucp_datatype_t consume_dt; /* the generic datatype of consuming receives */
 
     tnt_status_t failed; /* first failure; TNT_OK while healthy */
     int poisoned;        /* endpoints force-closed after a failure */
@@ -567,6 +572,49 @@ int tnt_ucx_tls_includes_tcp(const char *tls)
 
 /* The UCP context (from the UCX_* environment) and the size of UCX's part
  * of each request, which the request pool needs. */
+/* Consuming receives use a generic datatype whose unpack hands each
+ * fragment, where UCX holds it, to the op's consumer: UCX calls unpack
+ * with its own receive buffer (eager and rendezvous fragments alike, and
+ * its copy of an unexpected message), so the bytes are not copied into a
+ * user buffer first. The state is the op (the receive's buffer argument). */
+static void *tnt_ucx_consume_start(void *context, void *buffer, size_t count)
+{
+    (void)context;
+    (void)count;
+    return buffer;
+}
+
+static size_t tnt_ucx_consume_size(void *state)
+{
+    return ((struct tnt_ucx_op *)state)->bytes;
+}
+
+static ucs_status_t tnt_ucx_consume_unpack(void *state, size_t offset, const void *src,
+                                           size_t length)
+{
+    struct tnt_ucx_op *op = state;
+
+    if (offset > op->bytes || length > op->bytes - offset) {
+        return UCS_ERR_MESSAGE_TRUNCATED; /* longer than expected: reaped as a mismatch */
+    }
+    op->consume(op->consume_arg, offset, src, length);
+    return UCS_OK;
+}
+
+static void tnt_ucx_consume_finish(void *state)
+{
+    (void)state;
+}
+
+static const ucp_generic_dt_ops_t tnt_ucx_consume_ops = {
+    .start_pack = NULL,
+    .start_unpack = tnt_ucx_consume_start,
+    .packed_size = tnt_ucx_consume_size,
+    .pack = NULL,
+    .unpack = tnt_ucx_consume_unpack,
+    .finish = tnt_ucx_consume_finish,
+};
+
 static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
 {
     ucp_config_t *config = NULL;
@@ -608,6 +656,12 @@ static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
                                ucs_status_string(us));
     }
     ucx->ucp_request_bytes = (context_attr.request_size + 63) & ~(size_t)63;
+    us = ucp_dt_create_generic(&tnt_ucx_consume_ops, NULL, &ucx->consume_dt);
+    if (us != UCS_OK) {
+        ucp_cleanup(ucx->context);
+        return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_dt_create_generic failed: %s",
+                               ucs_status_string(us));
+    }
     return TNT_OK;
 }
 
@@ -746,6 +800,7 @@ err_destroy_worker:
 err_free_pool:
     free(ucx->pool);
 err_cleanup_context:
+    ucp_dt_destroy(ucx->consume_dt);
     ucp_cleanup(ucx->context);
 err_free_ucx:
     tnt_ucx_free(ucx);
@@ -777,6 +832,7 @@ void tnt_ucx_destroy(tnt_ucx_t *ucx)
     tnt_ucx_staging_destroy(ucx);
     ucp_worker_destroy(ucx->worker);
     free(ucx->pool);
+    ucp_dt_destroy(ucx->consume_dt);
     ucp_cleanup(ucx->context);
     tnt_ucx_free(ucx);
 }
@@ -923,6 +979,8 @@ static tnt_status_t tnt_ucx_op_acquire(tnt_ucx_t *ucx, int peer, size_t bytes,
     }
     op->peer = peer;
     op->bytes = bytes;
+    op->consume = NULL;
+    op->consume_arg = NULL;
     *op_p = op;
     return TNT_OK;
 }
@@ -990,6 +1048,31 @@ tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, si
                            tnt_ucx_op_t **op_p)
 {
     return tnt_ucx_post_recv(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), op_p);
+}
+
+tnt_status_t tnt_ucx_irecv_consume(tnt_ucx_t *ucx, int peer, uint64_t tag, size_t bytes,
+                                   tnt_ucx_consume_fn consume, void *arg, tnt_ucx_op_t **op_p)
+{
+    ucp_request_param_t param;
+    struct tnt_ucx_op *op = NULL;
+    tnt_status_t status = tnt_ucx_op_acquire(ucx, peer, bytes, &op);
+
+    if (status != TNT_OK) {
+        return status;
+    }
+    op->is_recv = 1;
+    op->info.length = bytes;
+    op->consume = consume;
+    op->consume_arg = arg;
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FIELD_DATATYPE;
+    param.request = op;
+    param.datatype = ucx->consume_dt;
+    param.recv_info.tag_info = &op->info;
+    /* One element of the generic type: its packed size is op->bytes. */
+    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, op, 1, tag, UINT64_MAX, &param));
+    *op_p = op;
+    return TNT_OK;
 }
 
 tnt_status_t tnt_ucx_isendv(tnt_ucx_t *ucx, int peer, uint64_t tag, const tnt_ucx_iov_t *iov,

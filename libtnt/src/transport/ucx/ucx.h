@@ -90,6 +90,18 @@ tnt_status_t tnt_ucx_isend(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *b
 tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
                            tnt_ucx_op_t **op_p);
 
+/* A receive that hands the message over as UCX delivers it instead of into a
+ * buffer: consume(arg, offset, data, length) runs during progress (inside
+ * tnt_ucx_waitall / tnt_ucx_test), once per fragment, with data in UCX's
+ * own receive buffer and valid only during the call. On success the calls
+ * cover [0, bytes) exactly once, in any order, and none comes after the op
+ * finished; on an error some may be missing. This saves the copy out of
+ * UCX's buffers for data that is only read once, such as a partial sum that
+ * is reduced on arrival (coll/multinode/arrival.c). */
+typedef void (*tnt_ucx_consume_fn)(void *arg, size_t offset, const void *data, size_t length);
+tnt_status_t tnt_ucx_irecv_consume(tnt_ucx_t *ucx, int peer, uint64_t tag, size_t bytes,
+                                   tnt_ucx_consume_fn consume, void *arg, tnt_ucx_op_t **op_p);
+
 /* Gather/scatter forms: one message made of several pieces (same layout as
  * UCX's ucp_dt_iov_t). The iov array must stay valid until the op is
  * reaped. Used by the allgather, whose node blocks are not contiguous. */
