@@ -35,7 +35,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADER = os.path.join(HERE, "..", "..", "libtnt", "src", "coll", "multinode", "cost_model.h")
-ALGOS = ("recursive_doubling", "rabenseifner", "ring")  # tie order, as in C
+ALGOS = ("recursive_doubling", "rabenseifner", "ring", "tree")  # tie order, as in C
 DEPTH = 4
 CHUNK = 1 << 20  # TNT_MULTINODE_CHUNK_KB default
 HOST_CORES = 2  # the test machine: simulated nodes share its 2 vCPUs
@@ -62,9 +62,10 @@ C = read_constants()
 
 class Params:
     def __init__(self, alpha=C["alpha"], beta=C["beta"], gamma=C["gamma"], links=1,
-                 cpu_share=1, chunk=CHUNK, depth=DEPTH):
+                 cpu_share=1, chunk=CHUNK, depth=DEPTH, shared_host=False, cores=1.0):
         self.alpha, self.beta, self.gamma = alpha, beta, gamma
         self.links, self.cpu_share, self.chunk, self.depth = links, cpu_share, chunk, depth
+        self.shared_host, self.cores = shared_host, cores
 
 
 def chunk_for(nbytes, chunk, depth, esize=1):
@@ -78,16 +79,23 @@ def chunk_for(nbytes, chunk, depth, esize=1):
 def shared_host(alpha, beta, gamma, ranks, cores):
     """Twin of tnt_mn_cost_shared_host: ranks on one host share its link and cores."""
     return Params(alpha=alpha * max(1.0, ranks / cores), beta=beta, gamma=gamma, links=ranks,
-                  cpu_share=ranks)
+                  cpu_share=ranks, shared_host=True, cores=cores if cores > 0 else 1)
 
 
-def cost_step(s, r, p):
-    wire = s * p.beta * p.links
-    reduce = r * p.gamma * p.cpu_share
+def cost_step(s, r, active, n, p):
+    """Twin of cost_step in cost_model.c: `active` of the n members send."""
+    alpha, links, cpu_share = p.alpha, p.links, p.cpu_share
+    if p.shared_host and active < n:
+        f, over = active / n, p.links / p.cores
+        alpha = p.alpha / max(1.0, over) * max(1.0, over * f)
+        links = max(p.cores, links * f)
+        cpu_share = max(p.cores, cpu_share * f)
+    wire = s * p.beta * links
+    reduce = r * p.gamma * cpu_share
     chunk = float(chunk_for(int(s), p.chunk, p.depth)) if s > 0 else 1.0
     k = math.ceil(s / chunk) if s > 0 else 1.0
     hi, lo = max(wire, reduce), min(wire, reduce)
-    return p.alpha + hi + lo / k
+    return alpha + hi + lo / k
 
 
 def pow2_below(n):
@@ -103,20 +111,33 @@ def cost(algo, n, nbytes, p):
     pow2, rounds = pow2_below(n)
     if algo == "ring":
         block = math.ceil(nbytes / n)
-        return (n - 1) * cost_step(block, block, p) + (n - 1) * cost_step(block, 0, p)
+        return (n - 1) * cost_step(block, block, n, n, p) + (n - 1) * cost_step(block, 0, n, n, p)
     t = 0.0
+    if algo == "tree":
+        mask = 1
+        while mask < n:
+            senders = tree_senders(n, mask)
+            t += cost_step(nbytes, nbytes, senders, n, p) + cost_step(nbytes, 0, senders, n, p)
+            mask *= 2
+        return t
     if algo == "recursive_doubling":
-        t = rounds * cost_step(nbytes, nbytes, p)
+        t = rounds * cost_step(nbytes, nbytes, pow2, n, p)
     elif algo == "rabenseifner":
         s = float(nbytes)
         for _ in range(rounds):
             s = math.ceil(s / 2)
-            t += cost_step(s, s, p) + cost_step(s, 0, p)
+            t += cost_step(s, s, pow2, n, p) + cost_step(s, 0, pow2, n, p)
     else:
         raise ValueError(algo)
     if pow2 != n:
-        t += cost_step(nbytes, nbytes, p) + cost_step(nbytes, 0, p)
+        t += (cost_step(nbytes, nbytes, n - pow2, n, p) +
+              cost_step(nbytes, 0, n - pow2, n, p))
     return t
+
+
+def tree_senders(n, mask):
+    """Members of 0 .. n-1 whose lowest set bit is mask (twin of tree_senders)."""
+    return (n - mask - 1) // (2 * mask) + 1 if n > mask else 0
 
 
 def select(n, nbytes, p):
@@ -132,8 +153,9 @@ def steps(algo, n):
     """Sequential message steps of one allreduce."""
     pow2, rounds = pow2_below(n)
     fold = 2 if pow2 != n else 0
+    tree = 2 * (rounds if pow2 == n else rounds + 1)
     return {"ring": 2 * (n - 1), "recursive_doubling": rounds + fold,
-            "rabenseifner": 2 * rounds + fold}[algo]
+            "rabenseifner": 2 * rounds + fold, "tree": tree}[algo]
 
 
 GRID_NODES = (2, 3, 4, 5, 7, 8, 13, 16, 64, 256, 1000, 1024)
@@ -142,7 +164,7 @@ GRID_LINKS = (1, 4)
 
 
 def dump():
-    """One line per grid point: n bytes links cost(rd) cost(rab) cost(ring) choice
+    """One line per grid point: n bytes links cost(rd) cost(rab) cost(ring) cost(tree) choice
     (links 0: the shared host of the built-in constants, n ranks on 2 cores)."""
     for n in GRID_NODES:
         p = shared_host(C["alpha"], C["beta"], C["gamma"], n, 2)

@@ -16,7 +16,7 @@
 # printed as a markdown table (this VM's two vCPUs are noisy).
 #
 # Environment:
-#   ALGOS     libtnt algorithms (default "auto recursive_doubling rabenseifner ring")
+#   ALGOS     libtnt algorithms (default "auto recursive_doubling rabenseifner ring tree")
 #   PROBE     a built ../shared/tools/vcpu_probe: run before and after every
 #             run; a run whose two probes disagree is dropped, and the tables
 #             are split by placement (close / far)
@@ -29,7 +29,7 @@ set -euo pipefail
 BUILD=${1:-build}
 REPEATS=${2:-3}
 LAYOUTS=${3:-"2x1 4x1 8x1 16x1"}
-ALGOS=${ALGOS:-"auto recursive_doubling rabenseifner ring"}
+ALGOS=${ALGOS:-"auto recursive_doubling rabenseifner ring tree"}
 SCALE=${SCALE:-1}
 MAX_BYTES=${MAX_BYTES:-67108864}
 OUT=$(mktemp -d /tmp/tnt-mnbench.XXXXXX)

@@ -58,7 +58,7 @@ if(TNT_WITH_UCX)
   tnt_multinode_test(uneven_3+2 5 2 90 ARGS --mode matrix --mode big --mode bcast
                      --mode allgather --mode barrier --mode fusion --transport tcp)
   # Every inter-node algorithm forced once (auto mixes them by size).
-  foreach(_algo recursive_doubling rabenseifner ring)
+  foreach(_algo recursive_doubling rabenseifner ring tree)
     tnt_multinode_test(algo_${_algo}_3x2 6 3 90 ENV TNT_ALLREDUCE_ALGO=${_algo}
                        ARGS --mode matrix --mode big --big-mib 16 --transport tcp)
   endforeach()
@@ -66,7 +66,7 @@ if(TNT_WITH_UCX)
   # recursive doubling and Rabenseifner, the ring's uneven blocks), one rank
   # per node: every dtype x op, 16-bit rounding, a vector larger than the
   # staging area.
-  foreach(_algo recursive_doubling rabenseifner ring)
+  foreach(_algo recursive_doubling rabenseifner ring tree)
     foreach(_nodes 3 5 6 7)
       tnt_multinode_test(algo_${_algo}_${_nodes}x1 ${_nodes} ${_nodes} 120
                          ENV TNT_ALLREDUCE_ALGO=${_algo}

@@ -13,7 +13,8 @@ int main(void)
     static const double bytes[] = { 8, 4096, 65536, 1 << 20, 3 << 20, 16 << 20, 64 << 20 };
     static const int links[] = { 1, 4 };
     static const tnt_mn_algo_t algos[] = { TNT_MN_ALGO_RECURSIVE_DOUBLING, TNT_MN_ALGO_RABENSEIFNER,
-                                           TNT_MN_ALGO_RING };
+                                           TNT_MN_ALGO_RING, TNT_MN_ALGO_TREE };
+    const size_t num_algos = sizeof(algos) / sizeof(algos[0]);
 
     for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
         tnt_mn_cost_params_t p = { .chunk = 1 << 20, .depth = 4 };
@@ -21,7 +22,7 @@ int main(void)
                                 TNT_MN_COST_GAMMA_S_PER_B, nodes[i], 2, &p);
         for (size_t j = 0; j < sizeof(bytes) / sizeof(bytes[0]); j++) {
             printf("%d %.0f 0", nodes[i], bytes[j]);
-            for (size_t a = 0; a < 3; a++) {
+            for (size_t a = 0; a < num_algos; a++) {
                 printf(" %.9e", tnt_mn_cost(algos[a], nodes[i], bytes[j], &p));
             }
             printf(" %s\n", tnt_mn_algo_name(tnt_mn_cost_select(nodes[i], bytes[j], &p)));
@@ -38,7 +39,7 @@ int main(void)
         for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
             for (size_t j = 0; j < sizeof(bytes) / sizeof(bytes[0]); j++) {
                 printf("%d %.0f %d", nodes[i], bytes[j], links[l]);
-                for (size_t a = 0; a < 3; a++) {
+                for (size_t a = 0; a < num_algos; a++) {
                     printf(" %.9e", tnt_mn_cost(algos[a], nodes[i], bytes[j], &p));
                 }
                 printf(" %s\n", tnt_mn_algo_name(tnt_mn_cost_select(nodes[i], bytes[j], &p)));

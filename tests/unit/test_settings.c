@@ -165,6 +165,8 @@ static void test_choice(void **state)
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING);
     assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "Recursive_Doubling", &s), TNT_OK);
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING);
+    assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "tree", &s), TNT_OK);
+    assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_TREE);
     assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "rabenseifner", &s), TNT_OK);
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RABENSEIFNER);
     assert_int_equal(parse("TNT_MULTINODE_LATENCY_NS", "1500", &s), TNT_OK);
@@ -178,8 +180,8 @@ static void test_choice(void **state)
 
     expect_rejected(
         "TNT_ALLREDUCE_ALGO", "fast",
-        "is not valid: expected one of auto, recursive_doubling, rd, ring, rabenseifner "
-        "(default auto)");
+        "is not valid: expected one of auto, recursive_doubling, rd, ring, rabenseifner, "
+        "tree (default auto)");
     expect_rejected("TNT_ALLREDUCE_ALGO", "ring ", "one of auto");
     expect_rejected("TNT_LOG_LEVEL", "loud", "one of error, warn, warning, info, debug, trace");
 }

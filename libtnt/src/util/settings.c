@@ -60,6 +60,7 @@ static const setting_choice_t algo_choices[] = {
     { "rd", TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING },
     { "ring", TNT_SETTINGS_ALGO_RING },
     { "rabenseifner", TNT_SETTINGS_ALGO_RABENSEIFNER },
+    { "tree", TNT_SETTINGS_ALGO_TREE },
     { NULL, 0 },
 };
 

@@ -204,6 +204,7 @@ static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbu
         g.what = net->what;
         status = algo == TNT_MN_ALGO_RING           ? tnt_mn_allreduce_ring(&g)
                  : algo == TNT_MN_ALGO_RABENSEIFNER ? tnt_mn_allreduce_rabenseifner(&g)
+                 : algo == TNT_MN_ALGO_TREE         ? tnt_mn_allreduce_tree(&g)
                                                     : tnt_mn_allreduce_recursive_doubling(&g);
         if (status != TNT_OK) {
             return status;

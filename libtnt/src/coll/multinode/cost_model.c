@@ -30,18 +30,44 @@ void tnt_mn_cost_shared_host(double alpha, double beta, double gamma, int ranks,
     p->gamma = gamma;
     p->links = ranks;
     p->cpu_share = ranks;
+    p->shared_host = 1;
+    p->cores = cores > 0 ? cores : 1;
+}
+
+static double cost_at_least_one(double x)
+{
+    return x > 1 ? x : 1;
 }
 
 /* One step: s bytes each way, r bytes reduced (0 or s), pipelined in
- * chunks. */
-static double cost_step(double s, double r, const tnt_mn_cost_params_t *p)
+ * chunks, with `active` of the n members sending (cost_model.h: on a
+ * shared host the shared parts scale with active / n). With every member
+ * active this is the plain form the constants were fitted with. */
+static double cost_step(double s, double r, int active, int n, const tnt_mn_cost_params_t *p)
 {
-    double wire = s * p->beta * p->links, reduce = r * p->gamma * p->cpu_share;
-    double chunk = s > 0 ? (double)tnt_mn_chunk_for((size_t)s, p->chunk, p->depth, 1) : 1;
-    double k = s > 0 ? ceil(s / chunk) : 1;
-    double hi = wire > reduce ? wire : reduce, lo = wire > reduce ? reduce : wire;
+    double alpha = p->alpha, links = p->links, cpu_share = p->cpu_share;
 
-    return p->alpha + hi + lo / k;
+    if (p->shared_host && active < n) {
+        double f = (double)active / n, over = p->links / p->cores;
+        alpha = p->alpha / cost_at_least_one(over) * cost_at_least_one(over * f);
+        links = links * f > p->cores ? links * f : p->cores;
+        cpu_share = cpu_share * f > p->cores ? cpu_share * f : p->cores;
+    }
+    {
+        double wire = s * p->beta * links, reduce = r * p->gamma * cpu_share;
+        double chunk = s > 0 ? (double)tnt_mn_chunk_for((size_t)s, p->chunk, p->depth, 1) : 1;
+        double k = s > 0 ? ceil(s / chunk) : 1;
+        double hi = wire > reduce ? wire : reduce, lo = wire > reduce ? reduce : wire;
+
+        return alpha + hi + lo / k;
+    }
+}
+
+/* Members of 0 .. n-1 whose lowest set bit is mask: the senders of the
+ * binomial tree's round for mask. */
+static int tree_senders(int n, int mask)
+{
+    return n > mask ? (n - mask - 1) / (2 * mask) + 1 : 0;
 }
 
 double tnt_mn_cost(tnt_mn_algo_t algo, int n, double bytes, const tnt_mn_cost_params_t *p)
@@ -61,24 +87,31 @@ double tnt_mn_cost(tnt_mn_algo_t algo, int n, double bytes, const tnt_mn_cost_pa
         double block = ceil(bytes / n);
         /* The ring pipelines across its steps too, but each step still
          * waits for its first chunk: the per-step form holds. */
-        t = (n - 1) * cost_step(block, block, p) + (n - 1) * cost_step(block, 0, p);
+        t = (n - 1) * cost_step(block, block, n, n, p) + (n - 1) * cost_step(block, 0, n, n, p);
         return t;
     }
+    case TNT_MN_ALGO_TREE:
+        /* Reduce rounds, then the same rounds back as the broadcast. */
+        for (int mask = 1; mask < n; mask <<= 1) {
+            int senders = tree_senders(n, mask);
+            t += cost_step(bytes, bytes, senders, n, p) + cost_step(bytes, 0, senders, n, p);
+        }
+        return t;
     case TNT_MN_ALGO_RECURSIVE_DOUBLING:
-        t = rounds * cost_step(bytes, bytes, p);
+        t = rounds * cost_step(bytes, bytes, pow2, n, p);
         break;
     case TNT_MN_ALGO_RABENSEIFNER:
     case TNT_MN_ALGO_AUTO: {
         double s = bytes;
         for (int i = 0; i < rounds; i++) {
             s = ceil(s / 2);
-            t += cost_step(s, s, p) + cost_step(s, 0, p);
+            t += cost_step(s, s, pow2, n, p) + cost_step(s, 0, pow2, n, p);
         }
         break;
     }
     }
     if (pow2 != n) {
-        t += cost_step(bytes, bytes, p) + cost_step(bytes, 0, p);
+        t += cost_step(bytes, bytes, n - pow2, n, p) + cost_step(bytes, 0, n - pow2, n, p);
     }
     return t;
 }
@@ -86,7 +119,7 @@ double tnt_mn_cost(tnt_mn_algo_t algo, int n, double bytes, const tnt_mn_cost_pa
 tnt_mn_algo_t tnt_mn_cost_select(int n, double bytes, const tnt_mn_cost_params_t *p)
 {
     static const tnt_mn_algo_t order[] = { TNT_MN_ALGO_RECURSIVE_DOUBLING, TNT_MN_ALGO_RABENSEIFNER,
-                                           TNT_MN_ALGO_RING };
+                                           TNT_MN_ALGO_RING, TNT_MN_ALGO_TREE };
     tnt_mn_algo_t best = order[0];
     double best_t = tnt_mn_cost(best, n, bytes, p);
 
@@ -109,6 +142,8 @@ const char *tnt_mn_algo_name(tnt_mn_algo_t algo)
         return "recursive_doubling";
     case TNT_MN_ALGO_RABENSEIFNER:
         return "rabenseifner";
+    case TNT_MN_ALGO_TREE:
+        return "tree";
     case TNT_MN_ALGO_AUTO:
         break;
     }

@@ -23,7 +23,20 @@
  *   recursive dbl: log2 p steps of m (reducing)
  *   rabenseifner:  log2 p reduce-scatter steps of m/2, m/4, ... (reducing),
  *                  then the same sizes back (allgather)
+ *   tree:          ceil(log2 n) binomial reduce steps of m (reducing), then
+ *                  the same steps back (broadcast)
  *   fold:          one step of m (reducing) before, one of m after
+ *
+ * On a shared host (below; C cores, `over` = ranks / C) a step in which
+ * only `a` of the n members send scales the shared parts by f = a / n:
+ * alpha's oversubscription factor becomes max(1, over f), L and S become
+ * max(C, L f) and max(C, S f) (a few streams cannot use more than the
+ * host's cores). A rank that does not take part in a step leaves the cores
+ * to the ones that do. This is what makes the tree (n - 1 messages per direction, most
+ * rounds with few senders) the choice there for small and mid-size
+ * vectors; steps in which every member sends are unchanged, so the fit
+ * below still holds. On separate nodes nothing is shared and f plays no
+ * part: there the tree's 2 log2 n steps of the whole vector never win.
  *
  * Alpha and beta are fitted to the simulated-node runs on this project's
  * test machine (UCX over TCP loopback, 2 vCPUs, waits that yield before
@@ -53,9 +66,10 @@ typedef enum {
     TNT_MN_ALGO_RECURSIVE_DOUBLING,
     TNT_MN_ALGO_RING,
     TNT_MN_ALGO_RABENSEIFNER,
+    TNT_MN_ALGO_TREE,
 } tnt_mn_algo_t;
 
-#define TNT_MN_ALGO_COUNT 4
+#define TNT_MN_ALGO_COUNT 5
 
 typedef struct {
     double alpha;  /* s per message */
@@ -65,6 +79,10 @@ typedef struct {
     int cpu_share; /* ranks sharing one core (1 with a core per rank) */
     size_t chunk;  /* pipeline chunk (TNT_MULTINODE_CHUNK_KB) */
     int depth;     /* chunks in flight */
+    /* Every rank on one host (tnt_mn_cost_shared_host), which has `cores`
+     * CPUs: a step in which only some members send loads it less. */
+    int shared_host;
+    double cores;
 } tnt_mn_cost_params_t;
 
 /* Chunk size of a pipelined transfer of `bytes`: the configured chunk, made
@@ -84,7 +102,7 @@ void tnt_mn_cost_shared_host(double alpha, double beta, double gamma, int ranks,
 double tnt_mn_cost(tnt_mn_algo_t algo, int n, double bytes, const tnt_mn_cost_params_t *p);
 
 /* The algorithm with the smallest predicted time (ties: the earlier of
- * recursive doubling, rabenseifner, ring). */
+ * recursive doubling, rabenseifner, ring, tree). */
 tnt_mn_algo_t tnt_mn_cost_select(int n, double bytes, const tnt_mn_cost_params_t *p);
 
 const char *tnt_mn_algo_name(tnt_mn_algo_t algo);

@@ -32,6 +32,8 @@ static tnt_mn_algo_t tnt_mn_algo_from_settings(tnt_settings_algo_t algo)
         return TNT_MN_ALGO_RING;
     case TNT_SETTINGS_ALGO_RABENSEIFNER:
         return TNT_MN_ALGO_RABENSEIFNER;
+    case TNT_SETTINGS_ALGO_TREE:
+        return TNT_MN_ALGO_TREE;
     case TNT_SETTINGS_ALGO_AUTO:
         break;
     }

@@ -8,6 +8,8 @@
  *                                   doubling allgather
  *   allreduce_ring.c                bandwidth: pipelined, chunked ring
  *                                   reduce-scatter + allgather
+ *   allreduce_tree.c                fewest messages: binomial reduce to
+ *                                   member 0, then binomial broadcast
  *   exchange.c                      the pipelined pairwise exchange the first
  *                                   two are made of
  *   allreduce_hierarchical.c        the composition used for every
@@ -131,6 +133,7 @@ typedef struct {
 tnt_status_t tnt_mn_allreduce_recursive_doubling(const tnt_mn_group_op_t *g);
 tnt_status_t tnt_mn_allreduce_rabenseifner(const tnt_mn_group_op_t *g);
 tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g);
+tnt_status_t tnt_mn_allreduce_tree(const tnt_mn_group_op_t *g);
 
 /* One pairwise step of a group operation, pipelined in chunks of
  * tnt_mn_chunk_for(): send g->buf[send_off, +send_len) to member send_to
