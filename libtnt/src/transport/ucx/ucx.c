@@ -1011,9 +1011,11 @@ static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, co
     return TNT_OK;
 }
 
+/* consume != NULL: a consuming receive (tnt_ucx_irecv_consume); buf, count
+ * and datatype are then the op itself, 1 and the generic datatype. */
 static tnt_status_t tnt_ucx_post_recv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf,
                                       size_t count, size_t bytes, ucp_datatype_t datatype,
-                                      tnt_ucx_op_t **op_p)
+                                      tnt_ucx_consume_fn consume, void *arg, tnt_ucx_op_t **op_p)
 {
     ucp_request_param_t param;
     struct tnt_ucx_op *op = NULL;
@@ -1024,6 +1026,13 @@ static tnt_status_t tnt_ucx_post_recv(tnt_ucx_t *ucx, int peer, uint64_t tag, vo
     }
     op->is_recv = 1;
     op->info.length = bytes;
+    if (consume != NULL) {
+        op->consume = consume;
+        op->consume_arg = arg;
+        buf = op; /* the generic datatype's state; its packed size is op->bytes */
+        count = 1;
+        datatype = ucx->consume_dt;
+    }
     param.op_attr_mask =
         UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FIELD_DATATYPE;
     param.request = op;
@@ -1047,32 +1056,15 @@ tnt_status_t tnt_ucx_isend(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *b
 tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
                            tnt_ucx_op_t **op_p)
 {
-    return tnt_ucx_post_recv(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), op_p);
+    return tnt_ucx_post_recv(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), NULL, NULL,
+                             op_p);
 }
 
 tnt_status_t tnt_ucx_irecv_consume(tnt_ucx_t *ucx, int peer, uint64_t tag, size_t bytes,
                                    tnt_ucx_consume_fn consume, void *arg, tnt_ucx_op_t **op_p)
 {
-    ucp_request_param_t param;
-    struct tnt_ucx_op *op = NULL;
-    tnt_status_t status = tnt_ucx_op_acquire(ucx, peer, bytes, &op);
-
-    if (status != TNT_OK) {
-        return status;
-    }
-    op->is_recv = 1;
-    op->info.length = bytes;
-    op->consume = consume;
-    op->consume_arg = arg;
-    param.op_attr_mask =
-        UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FIELD_DATATYPE;
-    param.request = op;
-    param.datatype = ucx->consume_dt;
-    param.recv_info.tag_info = &op->info;
-    /* One element of the generic type: its packed size is op->bytes. */
-    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, op, 1, tag, UINT64_MAX, &param));
-    *op_p = op;
-    return TNT_OK;
+    return tnt_ucx_post_recv(ucx, peer, tag, NULL, 0, bytes, ucp_dt_make_contig(1), consume, arg,
+                             op_p);
 }
 
 tnt_status_t tnt_ucx_isendv(tnt_ucx_t *ucx, int peer, uint64_t tag, const tnt_ucx_iov_t *iov,
@@ -1086,7 +1078,7 @@ tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_
                             size_t iovcnt, tnt_ucx_op_t **op_p)
 {
     return tnt_ucx_post_recv(ucx, peer, tag, iov, iovcnt, tnt_ucx_iov_bytes(iov, iovcnt),
-                             ucp_dt_make_iov(), op_p);
+                             ucp_dt_make_iov(), NULL, NULL, op_p);
 }
 
 /* Updates op->pending/status from UCX. Returns nonzero when finished. */
