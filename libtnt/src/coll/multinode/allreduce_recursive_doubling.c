@@ -1,9 +1,11 @@
 /*
  * Recursive doubling across nodes: log2(p) rounds, each an exchange of the
  * whole vector with the partner at distance 2^k. Latency-optimal, so it is
- * the choice for small messages. A non-power-of-two group first folds its
- * 2*(n-p) lowest members pairwise (even into odd), runs on p members, then
- * hands the result back to the folded ones.
+ * the choice for small messages between separate nodes (where ranks share
+ * cores, the tree's fewer messages win: allreduce_tree.c). A
+ * non-power-of-two group first folds its 2*(n-p) lowest members pairwise
+ * (even into odd), runs on p members, then hands the result back to the
+ * folded ones.
  *
  * Every round is one tnt_mn_exchange: the vector goes in pipelined chunks,
  * so the reduction of one chunk overlaps the transfer of the next, and
