@@ -233,7 +233,10 @@ int tnt_launch_report(const struct supervisor *sv)
         return 0;
     }
     rs = &sv->launch->ranks[sv->failed_rank];
-    if (rs->last_line[0] != '\0')
+    if (sv->failed_abort && sv->abort_message[0] != '\0' &&
+        strstr(rs->last_line, sv->abort_message) != NULL)
+        tail[0] = '\0'; /* the rank printed the abort's message: once is enough */
+    else if (rs->last_line[0] != '\0')
         snprintf(tail, sizeof tail, "; last stderr line: \"%s\"", rs->last_line);
     else
         snprintf(tail, sizeof tail, "; no stderr output");

@@ -1,7 +1,7 @@
 # The `tarantella` launcher, end to end (tests/integration/launcher_test.py):
 # its PMIx server checked by a PMIx client of our own for 1, 2, 4 and 8 ranks
 # and simulated nodes; environment and pinning; failure handling (a rank
-# exiting 3, aborting, killed by SIGKILL; SIGTERM/SIGINT/Ctrl-C to the
+# exiting 3, aborting (also after printing its own message), killed by SIGKILL; SIGTERM/SIGINT/Ctrl-C to the
 # launcher); bad options; --dry-run; --hostfile hand-off to mpirun; and a
 # rank killed in the middle of a libtnt allreduce loop; segments a killed
 # rank could not remove are removed by the launcher. Every case waits with
@@ -12,7 +12,7 @@ add_executable(launcher_tnt_loop ${CMAKE_CURRENT_LIST_DIR}/launcher_tnt_loop.c)
 target_link_libraries(launcher_tnt_loop PRIVATE tnt)
 
 set(_launcher_cases pmix_np1 pmix_np2 pmix_np4 pmix_np8 simulate_nodes env pin exit_status
-  abort sigkill_rank signals usr1 ctrl_c bad_options dry_run help_version hostfile tnt_kill tnt_exit shm_leftover)
+  abort abort_echo sigkill_rank signals usr1 ctrl_c bad_options dry_run help_version hostfile tnt_kill tnt_exit shm_leftover)
 foreach(_case ${_launcher_cases})
   add_test(NAME integration.launcher.${_case}
     COMMAND ${TNT_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/launcher_test.py

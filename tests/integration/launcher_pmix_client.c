@@ -15,6 +15,8 @@
  * Failure drills for the launcher tests (after the exchange, instead of
  * finalizing):
  *   --abort=R      rank R calls PMIx_Abort(5, "drill abort from rank R")
+ *   --abort-echo=R the same, after printing "tarantella: <that message>" on
+ *                  stderr (as tarantella's Python excepthook does)
  *   --exit=R:C     rank R prints "rank R exits with C" on stderr and exits C
  *   --sleep=S      every other rank sleeps S seconds before finalizing, and
  *                  prints "rank R got signal N" on stderr when it gets
@@ -115,7 +117,7 @@ static void on_usr1(int sig)
 
 int main(int argc, char **argv)
 {
-    int abort_rank = -1, exit_rank = -1, exit_code = 0;
+    int abort_rank = -1, abort_echo = 0, exit_rank = -1, exit_code = 0;
     double sleep_s = 0;
     pmix_proc_t me, wildcard, peer;
     pmix_value_t value, *val;
@@ -142,6 +144,10 @@ int main(int argc, char **argv)
         char name[128];
         const char *have;
 
+        if (sscanf(argv[i], "--abort-echo=%d", &abort_rank) == 1) {
+            abort_echo = 1;
+            continue;
+        }
         if (sscanf(argv[i], "--abort=%d", &abort_rank) == 1 ||
             sscanf(argv[i], "--exit=%d:%d", &exit_rank, &exit_code) == 2 ||
             sscanf(argv[i], "--sleep=%lf", &sleep_s) == 1)
@@ -254,7 +260,10 @@ int main(int argc, char **argv)
         char message[64];
 
         snprintf(message, sizeof message, "drill abort from rank %u", me.rank);
-        fprintf(stderr, "rank %u aborting\n", me.rank);
+        if (abort_echo)
+            fprintf(stderr, "tarantella: %s\n", message);
+        else
+            fprintf(stderr, "rank %u aborting\n", me.rank);
         PMIx_Abort(5, message, NULL, 0);
         return 99; /* PMIx_Abort returned: the server did not kill us */
     }

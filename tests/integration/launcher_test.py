@@ -238,6 +238,19 @@ def case_abort():
     assert_clean_tmpdir()
 
 
+def case_abort_echo():
+    # The rank printed the abort's message as its last stderr line (as the
+    # Python excepthook does): the report gives it once.
+    job = Job(["-n", "3", "--", CLIENT, "3", "0", "--abort-echo=1", "--sleep=60"])
+    rc, waited = job.finish(20)
+    last = job.err.decode().strip().splitlines()[-1]
+    check(rc == 5 and waited < 10, "PMIx_Abort(5) must end the job with 5", job.text())
+    check(re.fullmatch(r'tarantella: rank 1 \(pid \d+\) called abort with status 5: '
+                       r'"drill abort from rank 1"', last), "abort report without a repeat",
+          job.text())
+    assert_clean_tmpdir()
+
+
 def case_sigkill_rank():
     job = Job(["-n", "3", "--", CLIENT, "3", "0", "--sleep=60"])
     job.wait_for_stdout(r"rank \d sleeping", 3, 20)
@@ -506,6 +519,7 @@ CASES = {
     "pin": case_pin,
     "exit_status": case_exit_status,
     "abort": case_abort,
+    "abort_echo": case_abort_echo,
     "sigkill_rank": case_sigkill_rank,
     "signals": case_sigterm_launcher,
     "usr1": case_usr1,
