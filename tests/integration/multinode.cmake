@@ -36,7 +36,7 @@ if(TNT_WITH_UCX)
                      --mode barrier --mode fusion --transport tcp)
   tnt_multinode_test(4x2 8 4 90 ARGS --mode matrix --mode big --big-mib 64 --mode bcast
                      --mode allgather --mode barrier --mode fusion --transport tcp
-                     --rndv-from 262144:262144)
+                     --rndv-from 262144:262144 --arrival yes)
   # UCX's TCP segments (TNT_UCX_TCP_SEG_KB, default 256 KiB, which the 4x2
   # test checks through UCX's rendezvous threshold, then 256 KiB): with 0,
   # UCX's own segments (8 KiB sent, 64 KiB received; UCX then starts
@@ -52,9 +52,9 @@ if(TNT_WITH_UCX)
   # path it replaces, still used for recursive doubling's shared region.
   tnt_multinode_test(arrival_split_3x1 3 3 90
                      ENV UCX_TCP_RX_SEG_SIZE=8190 UCX_TCP_TX_SEG_SIZE=8190
-                     ARGS --mode matrix --mode big --big-mib 4 --transport tcp)
-  tnt_multinode_test(arrival_off_3x1 3 3 90 ENV TNT_MULTINODE_REDUCE_ON_ARRIVAL=0
-                     ARGS --mode matrix --mode big --big-mib 16 --transport tcp)
+                     ARGS --mode matrix --mode big --big-mib 4 --transport tcp --arrival yes)
+  tnt_multinode_test(arrival_off_3x1 3 3 90 ENV TNT_MULTINODE_REDUCE_ON_ARRIVAL=off
+                     ARGS --mode matrix --mode big --big-mib 16 --transport tcp --arrival no)
   tnt_multinode_test(uneven_3+2 5 2 90 ARGS --mode matrix --mode big --mode bcast
                      --mode allgather --mode barrier --mode fusion --transport tcp)
   # Every inter-node algorithm forced once (auto mixes them by size).

@@ -6,7 +6,7 @@
  * names reported by UCX for the endpoints).
  *
  *   multinode_check [--expect-nodes K] [--expect-size N] [--transport NAME]
- *                   [--rndv-from MIN:MAX]
+ *                   [--rndv-from MIN:MAX] [--arrival yes|no]
  *                   [--mode MODE]... [--big-mib M] [--kill-rank R] [--kill-mib M]
  *
  * Modes: matrix (every dtype x op x sizes, in place and out of place),
@@ -25,6 +25,10 @@
  * size from which UCX sends to the checked peer with its rendezvous
  * protocol (over TCP the segment size, TNT_UCX_TCP_SEG_KB, caps it; below
  * that UCX picks it from its performance estimates).
+ *
+ * --arrival: with --transport, whether reducing receives went through
+ * reduce on arrival anywhere in the job (bytes of consuming receives summed
+ * over the ranks > 0) or nowhere (0).
  *
  * Links the static library to read the transport's counters (internal).
  */
@@ -432,7 +436,7 @@ static int mode_kill(tnt_comm_t *comm, int kill_rank, enum kill_how how, int kil
 }
 
 static void check_transport(tnt_comm_t *comm, const char *want, long long rndv_min,
-                            long long rndv_max)
+                            long long rndv_max, const char *arrival)
 {
 #ifdef TNT_WITH_UCX
     tnt_net_t *net = comm->net;
@@ -452,10 +456,13 @@ static void check_transport(tnt_comm_t *comm, const char *want, long long rndv_m
     int eps = tnt_ucx_num_endpoints(net->ucx);
     size_t estimate = tnt_ucx_estimated_endpoints(net->ucx);
     size_t rndv_from = tnt_ucx_peer_rndv_from(net->ucx, peer);
+    uint64_t consumed = tnt_ucx_bytes_consumed(net->ucx);
     printf("rank %d (node %d, %s): inter-node UCX transport to rank %d: %s, rendezvous from "
-           "%zu B; sent %llu B, received %llu B; %d endpoints (UCX told %zu)\n",
+           "%zu B; sent %llu B, received %llu B (%llu B reduced on arrival); %d endpoints (UCX "
+           "told %zu)\n",
            g_rank, tnt_node_id(comm), tnt_hostname(comm), peer, tl, rndv_from,
-           (unsigned long long)sent, (unsigned long long)received, eps, estimate);
+           (unsigned long long)sent, (unsigned long long)received, (unsigned long long)consumed,
+           eps, estimate);
     fflush(stdout);
     CHECK(strstr(tl, want) != NULL, "UCX uses '%s' to rank %d, expected %s", tl, peer, want);
     CHECK(rndv_min < 0 || ((long long)rndv_from >= rndv_min && (long long)rndv_from <= rndv_max),
@@ -469,10 +476,21 @@ static void check_transport(tnt_comm_t *comm, const char *want, long long rndv_m
     }
     CHECK(sent > 0 && received > 0, "no bytes went through UCX (sent %llu, received %llu)",
           (unsigned long long)sent, (unsigned long long)received);
+    if (arrival != NULL) {
+        /* Over the job: a rank may have received no reducing message at
+         * all (a leaf of the tree). */
+        int64_t mine = (int64_t)consumed, all = 0;
+        CHECK(tnt_allreduce(comm, &mine, &all, 1, TNT_INT64, TNT_SUM) == TNT_OK,
+              "allreduce of the arrival counters failed: %s", tnt_last_error());
+        CHECK((strcmp(arrival, "yes") == 0) == (all > 0),
+              "%lld B were reduced on arrival over the job, expected %s", (long long)all,
+              strcmp(arrival, "yes") == 0 ? "some" : "none");
+    }
 #else
     (void)comm;
     (void)rndv_min;
     (void)rndv_max;
+    (void)arrival;
     CHECK(0, "built without UCX; cannot check transport %s", want);
 #endif
 }
@@ -481,7 +499,7 @@ int main(int argc, char **argv)
 {
     int expect_nodes = -1, expect_size = -1, kill_rank = -1, kill_mib = 0, expect_error = 0;
     size_t big_mib = 64;
-    const char *transport = NULL;
+    const char *transport = NULL, *arrival = NULL;
     long long rndv_min = -1, rndv_max = -1;
     const char *modes[16];
     int num_modes = 0;
@@ -498,6 +516,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--rndv-from") == 0 && i + 1 < argc &&
                    sscanf(argv[i + 1], "%lld:%lld", &rndv_min, &rndv_max) == 2) {
             i++;
+        } else if (strcmp(argv[i], "--arrival") == 0 && i + 1 < argc) {
+            arrival = argv[++i];
         } else if (strcmp(argv[i], "--big-mib") == 0 && i + 1 < argc) {
             big_mib = (size_t)atol(argv[++i]);
         } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
@@ -565,7 +585,7 @@ int main(int argc, char **argv)
         }
     }
     if (transport != NULL) {
-        check_transport(comm, transport, rndv_min, rndv_max);
+        check_transport(comm, transport, rndv_min, rndv_max, arrival);
     }
     CHECK_OK(tnt_barrier(comm));
     int size = tnt_size(comm), nodes = tnt_num_nodes(comm);

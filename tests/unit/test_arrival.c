@@ -178,7 +178,7 @@ static void test_fragments_any_cut_order_alignment(void **state)
     free(in);
 }
 
-/* The staged path (TNT_MULTINODE_REDUCE_ON_ARRIVAL=0, or a region still
+/* The staged path (TNT_MULTINODE_REDUCE_ON_ARRIVAL=off, or a region still
  * being sent): the chunk was received whole into the slot. */
 static void test_staged_chunk(void **state)
 {

@@ -165,6 +165,9 @@ static void test_choice(void **state)
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING);
     assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "Recursive_Doubling", &s), TNT_OK);
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING);
+    assert_int_equal(parse("TNT_MULTINODE_REDUCE_ON_ARRIVAL", "off", &s), TNT_OK);
+    assert_int_equal(s.multinode_reduce_on_arrival, TNT_SETTINGS_ARRIVAL_OFF);
+    expect_rejected("TNT_MULTINODE_REDUCE_ON_ARRIVAL", "1", "one of auto, on, off");
     assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "tree", &s), TNT_OK);
     assert_int_equal(s.allreduce_algo, TNT_SETTINGS_ALGO_TREE);
     assert_int_equal(parse("TNT_ALLREDUCE_ALGO", "rabenseifner", &s), TNT_OK);

@@ -43,6 +43,7 @@ _Static_assert(sizeof(tnt_log_level_t) == sizeof(int), "log level is stored as a
 _Static_assert(sizeof(tnt_settings_algo_t) == sizeof(int), "algorithm is stored as an int");
 _Static_assert(sizeof(tnt_settings_gpu_t) == sizeof(int), "GPU transport is stored as an int");
 _Static_assert(sizeof(tnt_settings_stream_t) == sizeof(int), "stream mode is stored as an int");
+_Static_assert(sizeof(tnt_settings_arrival_t) == sizeof(int), "arrival mode is stored as an int");
 
 static const setting_choice_t log_level_choices[] = {
     { "error", TNT_LOG_ERROR },
@@ -77,6 +78,13 @@ static const setting_choice_t stream_choices[] = {
     { "auto", TNT_SETTINGS_STREAM_AUTO },
     { "on", TNT_SETTINGS_STREAM_ON },
     { "off", TNT_SETTINGS_STREAM_OFF },
+    { NULL, 0 },
+};
+
+static const setting_choice_t arrival_choices[] = {
+    { "auto", TNT_SETTINGS_ARRIVAL_AUTO },
+    { "on", TNT_SETTINGS_ARRIVAL_ON },
+    { "off", TNT_SETTINGS_ARRIVAL_OFF },
     { NULL, 0 },
 };
 
@@ -126,7 +134,7 @@ static const setting_desc_t settings_table[] = {
       FIELD(multinode_rd_max_bytes), NULL },
     { "TNT_MULTINODE_CHUNK_KB", SETTING_SIZE_KB, "1024", 4, 1048576, NULL,
       FIELD(multinode_chunk_bytes), NULL },
-    { "TNT_MULTINODE_REDUCE_ON_ARRIVAL", SETTING_BOOL, "1", 0, 0, NULL,
+    { "TNT_MULTINODE_REDUCE_ON_ARRIVAL", SETTING_CHOICE, "auto", 0, 0, arrival_choices,
       FIELD(multinode_reduce_on_arrival), NULL },
     { "TNT_MULTINODE_LATENCY_NS", SETTING_INT, "0", 0, 1000000000, NULL,
       FIELD(multinode_latency_ns), "0 = the built-in fitted value" },

@@ -41,6 +41,14 @@ typedef enum {
 } tnt_settings_gpu_t;
 
 /* TNT_SHM_STREAM: how large staged shared-memory copies are made. */
+/* TNT_MULTINODE_REDUCE_ON_ARRIVAL: auto = where UCX's rendezvous lands in
+ * its own buffers anyway (TCP), on, off. */
+typedef enum {
+    TNT_SETTINGS_ARRIVAL_AUTO,
+    TNT_SETTINGS_ARRIVAL_ON,
+    TNT_SETTINGS_ARRIVAL_OFF
+} tnt_settings_arrival_t;
+
 typedef enum {
     TNT_SETTINGS_STREAM_AUTO,
     TNT_SETTINGS_STREAM_ON,
@@ -69,7 +77,7 @@ typedef struct tnt_settings {
     tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
-    int multinode_reduce_on_arrival;    /* TNT_MULTINODE_REDUCE_ON_ARRIVAL */
+    tnt_settings_arrival_t multinode_reduce_on_arrival; /* TNT_MULTINODE_REDUCE_ON_ARRIVAL */
     uint64_t multinode_latency_ns;      /* TNT_MULTINODE_LATENCY_NS; 0 = built-in */
     uint64_t multinode_link_mbps;       /* TNT_MULTINODE_LINK_MBPS; 0 = built-in */
     uint64_t ucx_spin_us;               /* TNT_UCX_SPIN_US */

@@ -20,6 +20,7 @@
 #include "coll/multinode/multinode_impl.h"
 
 #include "reduce/reduce.h"
+#include "util/settings.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -117,7 +118,11 @@ tnt_status_t tnt_mn_recv_reduce(const tnt_mn_group_op_t *g, int slot, int peer, 
 
     tnt_mn_arrival_start(a, dst, net->staging + (size_t)slot * net->chunk_bytes, len, g->dtype,
                          g->op, divisor, recv_first);
-    if (!allow_arrival || !net->reduce_on_arrival) {
+    if (net->reduce_on_arrival == TNT_SETTINGS_ARRIVAL_AUTO) {
+        /* A peer connected on first use has no endpoint yet: staged once. */
+        allow_arrival = allow_arrival && tnt_ucx_peer_tcp_only(net->ucx, peer);
+    }
+    if (!allow_arrival || net->reduce_on_arrival == TNT_SETTINGS_ARRIVAL_OFF) {
         a->staged = 1;
         return tnt_ucx_irecv(net->ucx, peer, tag, a->spill, len, op_p);
     }

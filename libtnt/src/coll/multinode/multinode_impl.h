@@ -92,9 +92,9 @@ struct tnt_net {
     size_t staging_bytes;
     size_t chunk_bytes;
     int depth;
-    /* TNT_MULTINODE_REDUCE_ON_ARRIVAL: reducing receives go through
-     * arrival[slot] (split bitmaps preallocated) instead of the staging
-     * copy. */
+    /* TNT_MULTINODE_REDUCE_ON_ARRIVAL (auto: from peers reached over TCP
+     * only): reducing receives go through arrival[slot] (split bitmaps
+     * preallocated) instead of the staging copy. */
     int reduce_on_arrival;
     tnt_mn_arrival_t *arrival; /* depth entries */
 
@@ -162,9 +162,11 @@ tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x)
 /* The reducing receive of one chunk in staging slot `slot` (arrival.c),
  * shared by the ring and tnt_mn_exchange: len bytes from rank peer are
  * combined into dst (received operand first when recv_first, divided by
- * divisor). Reduced on arrival when net->reduce_on_arrival and the caller
- * allows it (nothing may read dst until the receive is reaped: no send from
- * that region in flight), else received into the slot. After the receive
+ * divisor). Reduced on arrival when TNT_MULTINODE_REDUCE_ON_ARRIVAL says so
+ * for this peer (auto: reached over TCP only, where UCX's rendezvous copies
+ * anyway; RDMA's zero-copy rendezvous into the slot is cheaper) and the
+ * caller allows it (nothing may read dst until the receive is reaped: no
+ * send from that region in flight), else received into the slot. After the receive
  * was reaped successfully, tnt_mn_recv_reduce_done completes the
  * combination. */
 tnt_status_t tnt_mn_recv_reduce(const tnt_mn_group_op_t *g, int slot, int peer, uint64_t tag,

@@ -64,6 +64,7 @@ struct tnt_ucx_peer {
     ucs_status_t error;
     char transport[TNT_UCX_TRANSPORT_MAX];
     size_t rndv_from; /* tag sends of this size or more take rendezvous; 0: unknown */
+    int tcp_only;     /* every UCX lane to this peer is TCP */
 };
 
 struct tnt_ucx {
@@ -104,6 +105,7 @@ struct tnt_ucx {
     int saying_goodbye;  /* in the goodbye handshake: peers' goodbyes are expected */
     uint64_t bytes_sent;
     uint64_t bytes_received;
+    uint64_t bytes_consumed; /* of bytes_received: through consuming receives */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -251,6 +253,25 @@ tnt_status_t tnt_ucx_failed(const tnt_ucx_t *ucx)
 /* Reads the transports UCX chose for an endpoint out of ucp_ep_print_info
  * (1.13 has no query for them): lines like
  *   "#                 lane[0]:  3:tcp/eth0.0 md[1]  ..." -> "tcp/eth0". */
+int tnt_ucx_transports_tcp_only(const char *transports)
+{
+    const char *p = transports;
+
+    if (p == NULL || *p == '\0') {
+        return 0;
+    }
+    for (;;) {
+        if (strncmp(p, "tcp/", 4) != 0) {
+            return 0;
+        }
+        p = strchr(p, ',');
+        if (p == NULL) {
+            return 1;
+        }
+        p++;
+    }
+}
+
 static void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer)
 {
     char *text = NULL;
@@ -306,6 +327,7 @@ static void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer)
         }
     }
     free(text);
+    peer->tcp_only = tnt_ucx_transports_tcp_only(peer->transport);
 }
 
 /* Gathers every rank's worker address. Addresses can differ in length
@@ -871,6 +893,17 @@ uint64_t tnt_ucx_bytes_received(const tnt_ucx_t *ucx)
     return ucx->bytes_received;
 }
 
+uint64_t tnt_ucx_bytes_consumed(const tnt_ucx_t *ucx)
+{
+    return ucx->bytes_consumed;
+}
+
+int tnt_ucx_peer_tcp_only(const tnt_ucx_t *ucx, int peer)
+{
+    return peer >= 0 && peer < ucx->size && ucx->peers[peer].ep != NULL &&
+           ucx->peers[peer].tcp_only;
+}
+
 size_t tnt_ucx_peer_rndv_from(const tnt_ucx_t *ucx, int peer)
 {
     if (peer < 0 || peer >= ucx->size) {
@@ -1158,6 +1191,7 @@ static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const ch
             }
         } else {
             ucx->bytes_received += op->bytes;
+            ucx->bytes_consumed += op->consume != NULL ? op->bytes : 0;
         }
     }
     pool_put(ucx, op);

@@ -97,7 +97,10 @@ tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, si
  * cover [0, bytes) exactly once, in any order, and none comes after the op
  * finished; on an error some may be missing. This saves the copy out of
  * UCX's buffers for data that is only read once, such as a partial sum that
- * is reduced on arrival (coll/multinode/arrival.c). */
+ * is reduced on arrival (coll/multinode/arrival.c). UCX receives into a
+ * generic datatype here, so it never uses a zero-copy (RDMA, CMA)
+ * rendezvous for these: worth it only where its rendezvous copies anyway
+ * (tnt_ucx_peer_tcp_only). */
 typedef void (*tnt_ucx_consume_fn)(void *arg, size_t offset, const void *data, size_t length);
 tnt_status_t tnt_ucx_irecv_consume(tnt_ucx_t *ucx, int peer, uint64_t tag, size_t bytes,
                                    tnt_ucx_consume_fn consume, void *arg, tnt_ucx_op_t **op_p);
@@ -157,6 +160,17 @@ const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer);
  * rendezvous protocol, as UCX reports it for the endpoint (over TCP it
  * follows the segment size, TNT_UCX_TCP_SEG_KB); 0 if unknown. */
 size_t tnt_ucx_peer_rndv_from(const tnt_ucx_t *ucx, int peer);
+/* Of tnt_ucx_bytes_received: the bytes that went through consuming
+ * receives (tnt_ucx_irecv_consume). */
+uint64_t tnt_ucx_bytes_consumed(const tnt_ucx_t *ucx);
+/* 1 when this rank has an endpoint to peer and every UCX lane of it is TCP,
+ * where (with peer-failure handling) UCX's rendezvous lands in its own
+ * buffers and is copied out of them; RDMA and shared-memory transports
+ * deliver it zero-copy. tnt_ucx_transports_tcp_only decides it from a
+ * tnt_ucx_peer_transport string ("tcp/eth0,tcp/ib0": 1; "rc_mlx5/mlx5_0:1":
+ * 0; "": 0). */
+int tnt_ucx_peer_tcp_only(const tnt_ucx_t *ucx, int peer);
+int tnt_ucx_transports_tcp_only(const char *transports);
 /* 1 when a UCX_TLS value (NULL: unset) lets UCX use its TCP transport:
  * unset, "all", a list naming "tcp" (a ":aux" suffix allowed), or a "^"
  * exclusion list that does not name it. */
