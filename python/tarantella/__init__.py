@@ -134,9 +134,15 @@ def _excepthook(etype, value, tb):
         prefix = "rank %d: " % rank
         if text.startswith(prefix):
             text = text[len(prefix):]
-        line = "rank %d stops because of another rank: %s" % (rank, text)
-        _sys.stderr.write("tarantella: %s\n" % line)
-        _sys.stderr.flush()
+        if getattr(value, "printed", False):
+            # libtnt printed it already (this rank reported the hang, or
+            # saw the peer fail itself): not twice. The abort carries the
+            # same text, which the launcher's report then gives once.
+            line = text
+        else:
+            line = "rank %d stops because of another rank: %s" % (rank, text)
+            _sys.stderr.write("tarantella: %s\n" % line)
+            _sys.stderr.flush()
         # The ranks that see the same failure see it within a second of each
         # other: let each print its line before the first abort kills them.
         import time

@@ -80,6 +80,19 @@ static PyObject *raise_status(module_state *st, tnt_status_t status, const char 
     } else {
         PyErr_Format(cls, "%s: %s", what, tnt_status_string(status));
     }
+    {
+        /* error.printed: libtnt already printed the message on stderr. */
+        PyObject *type, *value, *tb;
+        int printed = detail != NULL && detail[0] != '\0' && tnt_last_error_printed();
+
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (value != NULL &&
+            PyObject_SetAttrString(value, "printed", printed ? Py_True : Py_False) != 0) {
+            PyErr_Clear();
+        }
+        PyErr_Restore(type, value, tb);
+    }
     return NULL;
 }
 

@@ -25,6 +25,9 @@ class TarantellaError(Exception):
     named in the message."""
     status = None
     caused_by_peer = False
+    # True when libtnt already printed the message on stderr (set by the
+    # extension on the errors it raises).
+    printed = False
 
 
 class InvalidArgumentError(TarantellaError, ValueError):

@@ -136,6 +136,12 @@ launcher_stop)
     run 30 "$LAUNCHER" -n 4 -- "$PY" "$RANKS" stop 2
     [ "$RC" -ne 0 ] || fail "the launcher exited 0"
     check_verdicts 2 "[^,]+" 2
+    # Each survivor states the verdict once: libtnt's error line on the
+    # rank that reported the hang, the excepthook's line on the others.
+    for r in 0 1 3; do
+        n=$(grep -cE "^tarantella(\[rank $r@[^]]*\]: error:|: rank $r stops because of another rank:) rank 2 " "$OUT")
+        [ "$n" -eq 1 ] || fail "rank $r stated the verdict $n times, expected once"
+    done
     ;;
 launcher_kill)
     run 15 "$LAUNCHER" -n 4 -- "$PY" "$RANKS" kill 2

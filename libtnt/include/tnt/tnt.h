@@ -82,6 +82,12 @@ TNT_API const char *tnt_status_string(tnt_status_t status);
  *  still running? see TNT_TIMEOUT"). Empty string when there was none. */
 TNT_API const char *tnt_last_error(void);
 
+/** Nonzero when libtnt already printed tnt_last_error() on stderr. Most
+ *  errors are printed where they happen; a few are only recorded (a hang
+ *  verdict is printed by the one rank that reports it). A program that
+ *  reports errors itself can skip the ones already printed. */
+TNT_API int tnt_last_error_printed(void);
+
 /** Size in bytes of one element of @p dtype, 0 for an invalid dtype. */
 TNT_API size_t tnt_dtype_size(tnt_dtype_t dtype);
 

@@ -43,6 +43,11 @@ static int log_rank_get(void)
 }
 
 static _Thread_local char last_error[TNT_ERROR_MSG_MAX];
+/* The last error that tnt_error_raise printed, on any thread: an error
+ * raised on the progress thread reaches the caller's thread as a copy
+ * (tnt_error_restore), and is recognised as printed by its text. */
+static char printed_error[TNT_ERROR_MSG_MAX];
+static pthread_mutex_t printed_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p)
 {
@@ -198,7 +203,23 @@ tnt_status_t tnt_error_raise(tnt_status_t status, const char *fmt, ...)
     const char *msg = error_record(fmt, ap);
     va_end(ap);
     tnt_log(TNT_LOG_ERROR, "%s", msg);
+    pthread_mutex_lock(&printed_lock);
+    memcpy(printed_error, last_error, sizeof(printed_error));
+    pthread_mutex_unlock(&printed_lock);
     return status;
+}
+
+int tnt_error_printed(void)
+{
+    int printed;
+
+    if (last_error[0] == '\0') {
+        return 0;
+    }
+    pthread_mutex_lock(&printed_lock);
+    printed = strcmp(last_error, printed_error) == 0;
+    pthread_mutex_unlock(&printed_lock);
+    return printed;
 }
 
 tnt_status_t tnt_error_set(tnt_status_t status, const char *fmt, ...)

@@ -57,5 +57,8 @@ const char *tnt_error_message(void);
  * thread's last error, unchanged and without logging it again. */
 void tnt_error_restore(const char *message);
 void tnt_error_clear(void);
+/* 1 when this thread's last error was printed by tnt_error_raise (on this
+ * or another thread: the same text); tnt_last_error_printed() returns it. */
+int tnt_error_printed(void);
 
 #endif

@@ -44,6 +44,11 @@ TNT_API const char *tnt_last_error(void)
     return tnt_error_message();
 }
 
+TNT_API int tnt_last_error_printed(void)
+{
+    return tnt_error_printed();
+}
+
 TNT_API size_t tnt_dtype_size(tnt_dtype_t dtype)
 {
     switch (dtype) {
