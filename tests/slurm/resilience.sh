@@ -35,6 +35,12 @@ run() {
     fi
 }
 
+# verdicts_of R BLAMED: how many lines rank R printed that state the
+# failure of rank BLAMED (libtnt's error line or the short Python line).
+verdicts_of() {
+    grep -cE "^tarantella(\[rank $1@[^]]*\]: error:|: rank $1 stops because of another rank:) rank $2 " "$OUT"
+}
+
 pid_of() { awk -v r="$1" '$1 == "pid" && $2 == r { print $3 }' "$OUT" | head -1; }
 
 # Nothing of the job in /dev/shm: segment names end in the pid of a node's
@@ -67,6 +73,11 @@ srun_stop)
     run 30 $SRUN -N 4 -n 4 "$PY" "$RANKS" stop 1
     [ "$RC" -ne 0 ] || fail "srun exited 0"
     check_verdicts 1 n2 2
+    # Never twice (srun may drop the line of a rank it kills first).
+    for r in 0 2 3; do
+        n=$(verdicts_of "$r" 1)
+        [ "$n" -le 1 ] || fail "rank $r stated the verdict $n times, expected at most once"
+    done
     ;;
 srun_stop_shared)
     # Two ranks per node: rank 1's node-mate reads its slot, so the verdict
@@ -139,7 +150,7 @@ launcher_stop)
     # Each survivor states the verdict once: libtnt's error line on the
     # rank that reported the hang, the excepthook's line on the others.
     for r in 0 1 3; do
-        n=$(grep -cE "^tarantella(\[rank $r@[^]]*\]: error:|: rank $r stops because of another rank:) rank 2 " "$OUT")
+        n=$(verdicts_of "$r" 2)
         [ "$n" -eq 1 ] || fail "rank $r stated the verdict $n times, expected once"
     done
     ;;
