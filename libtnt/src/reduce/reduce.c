@@ -5,7 +5,9 @@
  *     gcc -O3 -fopt-info-vec-optimized -c reduce.c
  * which reports "loop vectorized" for every float32/float64/int32 kernel,
  * for the int64 SUM/MIN/MAX kernels, and for the float16/bfloat16 widen,
- * combine and narrow loops. int64 PROD has no SSE2 vector multiply and stays
+ * combine and narrow loops. That includes the k2u kernels of
+ * tnt_reduce_into, whose sources may be unaligned (unaligned vector loads;
+ * checked in the assembly). int64 PROD has no SSE2 vector multiply and stays
  * scalar; it is not a gradient type. The loops are memory bound for the
  * sizes that matter, so a wider ISA would not pay for run-time dispatch.
  *
