@@ -287,7 +287,10 @@ class GradientReducer:
                 # fit) left them there: nothing to allocate or copy.
                 self._flat, self._views = adopted
                 return
-            self._flat = {dt: torch.zeros(n, dtype=dt) for dt, n in totals.items()}
+            # On the parameters' device: a CPU buffer cannot hold the
+            # gradients of a model on the GPU.
+            self._flat = {dt: torch.zeros(n, dtype=dt, device=self._device)
+                          for dt, n in totals.items()}
             self._views = [None if off is None else
                            self._flat[p.dtype][off:off + p.numel()].view(p.shape)
                            for p, off in zip(self._params, offsets)]

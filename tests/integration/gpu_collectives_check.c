@@ -127,7 +127,7 @@ static void check_broadcast(tnt_comm_t *comm, size_t bytes, int root)
         host[i] = (unsigned char)(rank == root ? cv_mix(i) : 0xee);
     }
     CUDA_OK(cudaMalloc(&dev, bytes));
-    CUDA_OK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, stream));
     tnt_status_t status = tnt_broadcast_device(comm, dev, bytes, root, stream);
     if (status == TNT_OK) {
         status = tnt_device_synchronize(comm, stream);
@@ -164,7 +164,7 @@ static void check_allgather(tnt_comm_t *comm, size_t per_rank, int in_place)
     if (!in_place) {
         CUDA_OK(cudaMalloc(&dsend, per_rank));
     }
-    CUDA_OK(cudaMemcpy(dsend, host, per_rank, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpyAsync(dsend, host, per_rank, cudaMemcpyHostToDevice, stream));
     tnt_status_t status = tnt_allgather_device(comm, dsend, drecv, per_rank, stream);
     if (status == TNT_OK) {
         status = tnt_device_synchronize(comm, stream);
@@ -210,6 +210,10 @@ int main(int argc, char **argv)
     }
     rank = tnt_rank(comm);
     size = tnt_size(comm);
+    /* A non-blocking stream, as torch's side streams are: the inputs are
+     * copied in on it (cudaMemcpyAsync), because a cudaMemcpy on the legacy
+     * default stream is not ordered before work on it (a pageable copy may
+     * still be in flight when cudaMemcpy returns). */
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     tnt_status_t status = tnt_device_init(comm);
     if (status != TNT_OK) {

@@ -23,8 +23,10 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(os.path.dirname(TESTS_DIR))
 RANKS_DIR = os.path.join(TESTS_DIR, "ranks")
 
-# Debian's interpreter has torch; the first python3 on PATH may not.
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+# The ranks run under the interpreter that runs pytest (ctest starts it as
+# TNT_TEST_PYTHON): it has torch and the extension was built for it. The first
+# python3 on PATH, or /usr/bin/python3, may be another one.
+PYTHON = sys.executable
 
 
 def tnt_build_dir():

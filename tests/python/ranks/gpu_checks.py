@@ -19,7 +19,7 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
 
 def collectives():
     dev = tnt.cuda.local_device()
-    r, n = tnt.rank(), tnt.size()
+    r, n = tnt.get_rank(), tnt.get_size()
     for dtype in DTYPES:
         for op in ("sum", "avg", "min", "max", "prod"):
             base = torch.arange(1, 1001, device=dev) % 5 - 2  # small, exact in bf16
@@ -60,7 +60,7 @@ def _data(n=96):
 
 def reducer():
     dev = tnt.cuda.local_device()
-    r, n = tnt.rank(), tnt.size()
+    r, n = tnt.get_rank(), tnt.get_size()
     x, y = _data()
     serial = _mlp(1).to(dev)
     dist = _mlp(1).to(dev)
@@ -90,7 +90,7 @@ def model(out):
     m.compile(optimizer=torch.optim.SGD(m.parameters(), lr=0.05),
               loss=torch.nn.CrossEntropyLoss(), metrics=["accuracy"])
     m.fit(x.numpy(), y.numpy(), batch_size=24, epochs=2, shuffle=False, verbose=0)
-    if tnt.rank() == 0:
+    if tnt.get_rank() == 0:
         np.savez(out, *[p.detach().cpu().numpy() for p in m.parameters()])
 
 
@@ -114,8 +114,8 @@ def amp(kind):
     assert all(np.isfinite(losses)) and losses[-1] < losses[0], losses
     flat = torch.cat([p.detach().reshape(-1).float() for p in net.parameters()])
     every = tnt.allgather(flat)
-    assert all(torch.equal(every[k], every[0]) for k in range(tnt.size())), "ranks diverged"
-    print("rank %d: amp %s OK (loss %.3f -> %.3f)" % (tnt.rank(), kind, losses[0], losses[-1]))
+    assert all(torch.equal(every[k], every[0]) for k in range(tnt.get_size())), "ranks diverged"
+    print("rank %d: amp %s OK (loss %.3f -> %.3f)" % (tnt.get_rank(), kind, losses[0], losses[-1]))
 
 
 if __name__ == "__main__":

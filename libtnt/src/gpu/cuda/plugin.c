@@ -667,6 +667,27 @@ out:
 /* Collectives                                                              */
 /* ------------------------------------------------------------------------ */
 
+/* One rank: every reduction is the identity, so the result is the input.
+ * NCCL is not asked: its one-rank avg kernel leaves the tail of the output
+ * unwritten before NCCL 2.29.7 (NVIDIA/nccl#1950; seen here on an H100 with
+ * NCCL 2.28.9, float64 avg of 4099 elements out of place). */
+static tnt_status_t one_rank_copy(struct ctx *c, const void *sendbuf, void *recvbuf, size_t bytes,
+                                  void *stream)
+{
+    if (sendbuf == recvbuf || bytes == 0) {
+        return TNT_OK;
+    }
+    int previous;
+    tnt_status_t status = device_enter(c, &previous);
+    if (status != TNT_OK) {
+        return status;
+    }
+    cudaError_t e =
+        cudaMemcpyAsync(recvbuf, sendbuf, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+    device_leave(c, previous);
+    return e == cudaSuccess ? TNT_OK : cuda_fail(e, "cudaMemcpyAsync (one rank)");
+}
+
 static tnt_status_t allreduce(void *ctx, const void *sendbuf, void *recvbuf, size_t count,
                               tnt_dtype_t dtype, tnt_op_t op, void *stream)
 {
@@ -678,6 +699,9 @@ static tnt_status_t allreduce(void *ctx, const void *sendbuf, void *recvbuf, siz
     }
     if (status != TNT_OK) {
         return status;
+    }
+    if (c->p.size == 1) {
+        return one_rank_copy(c, sendbuf, recvbuf, count * H->dtype_size(dtype), stream);
     }
     if (c->p.transport == TNT_GPU_TRANSPORT_NCCL) {
         status = nccl_usable(c, fn);
