@@ -6,6 +6,8 @@
 #   launcher   tarantella               the tarantella launcher
 #   spank      slurm-spank-tarantella   spank_tarantella.so (TNT_SLURM_PLUGIN_DIR)
 #   python     python3-tarantella       the tarantella package for TNT_PYTHON
+#   cuda       libtnt-cuda              libtnt_cuda.so, the device collectives
+#                                       (TNT_WITH_CUDA builds only)
 #
 # Build them with a /usr prefix, so that the paths are Debian's
 # (scripts/build-debs.sh does this; `make deb` calls it):
@@ -48,6 +50,10 @@ if(TNT_WITH_SPANK)
   list(APPEND _tnt_deb_components
     "spank|slurm-spank-tarantella|SPANK plugin adding --tarantella to srun, sbatch and salloc||")
 endif()
+if(TNT_WITH_CUDA)
+  list(APPEND _tnt_deb_components
+    "cuda|libtnt-cuda|Tarantella device collectives for CUDA buffers (NCCL, host-staged)|lib|")
+endif()
 if(TNT_WITH_PYTHON)
   # The extension is built for one Python ABI (TNT_PYTHON's major.minor).
   execute_process(COMMAND "${TNT_PYTHON}" -c "import sys; print('%d.%d' % sys.version_info[:2])"
@@ -82,4 +88,10 @@ set(CPACK_DEBIAN_SPANK_PACKAGE_DEPENDS "slurm-client | slurmd")
 # The launcher runs Python programs: suggest the package.
 set(CPACK_DEBIAN_LAUNCHER_PACKAGE_RECOMMENDS python3-tarantella)
 set(CPACK_DEBIAN_SPANK_PACKAGE_RECOMMENDS "tarantella, python3-tarantella")
+# The CUDA runtime (libcudart.so.<major>) comes from NVIDIA's packages or the
+# cluster's CUDA module, not from a Debian package dpkg-shlibdeps knows, and
+# NCCL is loaded at run time when present (docs/gpu.md): no shlibs
+# dependency; the plugin's RUNPATH names the toolkit it was built with.
+set(CPACK_DEBIAN_CUDA_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_CUDA_PACKAGE_RECOMMENDS "libnccl2")
 include(CPack)

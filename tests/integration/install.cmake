@@ -32,6 +32,6 @@ endif()
 if(TNT_WITH_SPANK AND TNT_WITH_PYTHON)
   add_test(NAME integration.package_deb
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/package_deb.sh ${PROJECT_SOURCE_DIR}
-            ${PROJECT_SOURCE_DIR}/tests/slurm/cluster.sh)
+            ${PROJECT_SOURCE_DIR}/tests/slurm/cluster.sh ${TNT_GPU_DOUBLE_DIR})
   set_tests_properties(integration.package_deb PROPERTIES TIMEOUT 900 LABELS integration)
 endif()

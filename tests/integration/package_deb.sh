@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# package_deb.sh SOURCE_DIR [CLUSTER_SH]
+# package_deb.sh SOURCE_DIR [CLUSTER_SH] [GPU_DOUBLE_DIR]
 # Builds the Debian packages (scripts/build-debs.sh: prefix /usr, no tests)
-# and installs all five with dpkg -i into an alternate root (dpkg --root),
+# and installs all five (six with libtnt-cuda, where CUDA is built) with dpkg -i into an alternate root (dpkg --root),
 # whose package database starts as a copy of this machine's without any
 # Tarantella package. So dpkg checks the real dependencies against what is
 # installed here, but nothing lands in this machine's /usr (other builds and
@@ -9,12 +9,16 @@
 #   - the launcher runs a 2-rank job with the packaged Python package
 #     (python -m tarantella.smoke), finding it by itself;
 #   - a C program builds against libtnt-dev with pkg-config and runs;
+#   - libtnt-cuda: the packaged libtnt loads the packaged plugin, which with
+#     GPU_DOUBLE_DIR (the CUDA/NCCL test double) first on LD_LIBRARY_PATH
+#     sets up the NCCL path;
 #   - with CLUSTER_SH (and root): a private SLURM cluster loads the packaged
 #     SPANK plugin, and `srun --tarantella -n 2` runs the smoke test.
 # Finally dpkg --purge removes every package and leaves no file behind.
 set -euo pipefail
 src=$(cd "$1" && pwd)
 cluster_sh=${2:+$(readlink -f "$2")}
+gpu_double=${3:+$(readlink -f "$3")}
 fail() { echo "package_deb: $*" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/tnt-package-deb.XXXXXX)
 state=$tmp/cluster.state
@@ -32,8 +36,10 @@ JOBS=2 "${clean[@]}" bash "$src/scripts/build-debs.sh" "$tmp/build" >"$tmp/debs.
   { tail -60 "$tmp/debs.log"; fail "building the packages failed"; }
 mapfile -t debs < <(ls "$tmp"/build/*.deb)
 names=$(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | sort | tr '\n' ' ')
-[ "$names" = "libtnt libtnt-dev python3-tarantella slurm-spank-tarantella tarantella " ] ||
-  fail "unexpected package set: $names"
+ours="libtnt libtnt-dev python3-tarantella slurm-spank-tarantella tarantella"
+cuda_pkg=""
+case " $names" in *" libtnt-cuda "*) cuda_pkg=libtnt-cuda; ours="libtnt libtnt-cuda ${ours#libtnt }" ;; esac
+[ "$names" = "$ours " ] || fail "unexpected package set: $names (expected $ours)"
 
 # The alternate root: this machine's package database, minus Tarantella's.
 root=$tmp/root
@@ -41,7 +47,8 @@ admin=$root/var/lib/dpkg
 mkdir -p "$admin/info" "$admin/updates" "$admin/triggers"
 /usr/bin/python3 - /var/lib/dpkg/status "$admin/status" <<'PY'
 import sys
-ours = {"libtnt", "libtnt-dev", "python3-tarantella", "slurm-spank-tarantella", "tarantella"}
+ours = {"libtnt", "libtnt-cuda", "libtnt-dev", "python3-tarantella", "slurm-spank-tarantella",
+        "tarantella"}
 stanzas = open(sys.argv[1], encoding="utf-8").read().split("\n\n")
 keep = [s for s in stanzas if s.strip() and
         not any(l == "Package: " + p for l in s.splitlines() for p in ours)]
@@ -59,7 +66,7 @@ dpkg_root=(env PATH="$tmp/shim:/usr/sbin:/usr/bin:/sbin:/bin" dpkg --root="$root
 "${dpkg_root[@]}" -i "${debs[@]}" >"$tmp/dpkg.log" 2>&1 ||
   { cat "$tmp/dpkg.log"; fail "dpkg -i failed (dependencies are checked against this machine)"; }
 cat "$tmp/dpkg.log"
-for p in libtnt libtnt-dev python3-tarantella slurm-spank-tarantella tarantella; do
+for p in $ours; do
   "${dpkg_root[@]}" -s "$p" | grep -q '^Status: install ok installed' || fail "$p is not installed"
 done
 usr=$root/usr
@@ -99,6 +106,44 @@ cc -std=c11 -Wall -Werror -o hello hello.c \
 "${clean[@]}" LD_LIBRARY_PATH="$usr/lib/$multiarch" timeout 20 ./hello | grep -q "size 1" ||
   fail "the program built against libtnt-dev did not run"
 
+# 2b. libtnt-cuda: the packaged libtnt finds the packaged plugin next to it.
+if [ -n "$cuda_pkg" ]; then
+  [ -f "$usr/lib/$multiarch/libtnt_cuda.so" ] || fail "libtnt-cuda has no libtnt_cuda.so in libdir"
+  cat >hello_gpu.c <<'C'
+#include <tnt/tnt.h>
+#include <tnt/tnt_cuda.h>
+#include <stdio.h>
+int main(void)
+{
+    tnt_comm_t *comm;
+    tnt_gpu_transport_t t = TNT_GPU_TRANSPORT_NONE;
+    if (tnt_init(&comm) != TNT_OK)
+        return 1;
+    tnt_status_t s = tnt_device_init(comm);
+    tnt_device_transport(comm, &t);
+    printf("device init: %s (%s), transport %s\n", tnt_status_string(s),
+           s == TNT_OK ? "" : tnt_last_error(), tnt_gpu_transport_string(t));
+    tnt_finalize(comm);
+    return s == TNT_OK ? 0 : 3;
+}
+C
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Werror -o hello_gpu hello_gpu.c \
+    $(PKG_CONFIG_PATH=$usr/lib/$multiarch/pkgconfig pkg-config --cflags --libs tnt) ||
+    fail "building the device program against libtnt-dev failed"
+  if [ -n "$gpu_double" ]; then
+    out=$("${clean[@]}" LD_LIBRARY_PATH="$gpu_double:$usr/lib/$multiarch" \
+      TNT_CUDA_DOUBLE_GPUS=a timeout 20 ./hello_gpu 2>&1) ||
+      { echo "$out"; fail "the packaged plugin did not set up the device path (test double)"; }
+    echo "$out" | grep -q "transport nccl" || { echo "$out"; fail "not the NCCL path: $out"; }
+  else
+    # No GPU and no double: the plugin must load and report the missing GPU.
+    out=$("${clean[@]}" LD_LIBRARY_PATH="$usr/lib/$multiarch" timeout 20 ./hello_gpu 2>&1) || true
+    echo "$out" | grep -q "cannot load" && fail "the packaged libtnt did not load its plugin: $out"
+  fi
+  echo "package_deb: libtnt-cuda: $out"
+fi
+
 # 3. The SPANK plugin, loaded by a real slurmd/srun.
 if [ -n "$cluster_sh" ] && [ "$(id -u)" -eq 0 ] && command -v srun >/dev/null &&
    [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ]; then
@@ -117,8 +162,10 @@ else
 fi
 
 # 4. Removal leaves nothing behind.
-"${dpkg_root[@]}" --purge libtnt-dev python3-tarantella slurm-spank-tarantella tarantella libtnt \
+# shellcheck disable=SC2086
+"${dpkg_root[@]}" --purge libtnt-dev python3-tarantella slurm-spank-tarantella tarantella \
+  $cuda_pkg libtnt \
   >"$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log"; fail "dpkg --purge failed"; }
 left=$(find "$usr" -type f 2>/dev/null | grep -v '/etc/ld.so' || true)
 [ -z "$left" ] || fail "files left after dpkg --purge: $left"
-echo "package_deb: OK (5 packages installed with dpkg -i into $root, used, purged)"
+echo "package_deb: OK ($(wc -w <<<"$ours") packages installed with dpkg -i into $root, used, purged)"
