@@ -80,3 +80,12 @@ if(TNT_WITH_CUDA)
       ${_gpu_check} --large --expect host)
   endif()
 endif()
+
+# scripts/verify-gpu.sh on a machine without a GPU: it fails with a message
+# saying so, before building anything (skipped where a GPU exists).
+add_test(NAME integration.gpu.verify_script_without_gpu
+  COMMAND ${_gpu_skip} --without-gpu ${CMAKE_CURRENT_LIST_DIR}/expect_output.sh --fail 1
+    "^verify-gpu: no GPU found" -- bash ${PROJECT_SOURCE_DIR}/scripts/verify-gpu.sh
+    --build-dir ${CMAKE_CURRENT_BINARY_DIR}/verify-gpu-not-built)
+set_tests_properties(integration.gpu.verify_script_without_gpu PROPERTIES TIMEOUT 60
+  LABELS integration SKIP_RETURN_CODE 77)
