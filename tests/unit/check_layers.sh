@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # libtnt's layering, enforced: a file may include headers of its own layer or
-# of lower ones, never of a higher one, and no #include climbs out of its
-# directory with "../" anywhere in the C tree (docs/architecture.md).
+# of lower ones, never of a higher one; no code below core/ calls or takes
+# the address of a public function core/ defines (a TNT_API one: tnt/tnt.h
+# declares them all, so includes alone cannot show it); and no #include
+# climbs out of its directory with "../" anywhere in the C tree
+# (docs/architecture.md).
 #   check_layers.sh <source root>
 set -euo pipefail
 root=${1:?usage: check_layers.sh <source root>}
@@ -31,6 +34,20 @@ for dir in "$src"/*/; do
         fi
     done < <(grep -rnoE '^#include "[^"]+"' "$dir" | sed -E 's/#include "([^"]+)"/\1/')
 done
+
+# Public functions of core/ used below it. String literals and comments are
+# dropped first: messages name the public calls freely.
+core_api=$(grep -rhoE '^TNT_API [^(]*\b(tnt_[a-z0-9_]+)\(' "$src"/core --include='*.c' |
+           sed -E 's/.*\b(tnt_[a-z0-9_]+)\($/\1/' | sort -u | paste -sd'|')
+if [ -n "$core_api" ]; then
+    while IFS= read -r -d '' file; do
+        while IFS=: read -r line code; do
+            echo "check_layers: ${file#"$root"/}:$line uses core/'s public API ($(grep -owE "$core_api" <<<"$code" | head -1)) from below core/; call the layer underneath (e.g. tnt_coll_* inside tnt_progress_enter/leave)"
+            bad=1
+        done < <(sed -E 's/"([^"\\]|\\.)*"//g; s#/\*.*\*/##g; s#/\*.*$##; s#//.*$##; s#^[[:space:]]*\*.*$##' "$file" |
+                 grep -nwE "$core_api" || true)
+    done < <(find "$src" \( -name '*.c' -o -name '*.h' \) -not -path "$src/core/*" -print0)
+fi
 
 if grep -rnE '^#include "(\.\./|[^"]*/\.\./)' "$root"/libtnt "$root"/pmix "$root"/spank "$root"/python \
         --include='*.c' --include='*.h' --include='*.cu'; then

@@ -19,6 +19,7 @@
 #include "gpu/gpu.h"
 #include "gpu/plugin.h"
 
+#include "coll/coll.h"
 #include "comm/comm.h"
 #include "util/log.h"
 #include "util/wait.h"
@@ -70,11 +71,56 @@ static void host_log_debug(const char *fmt, ...)
     tnt_log(TNT_LOG_DEBUG, "%s", msg);
 }
 
+/* The host collectives the device paths use: the collective layer inside
+ * the progress section, as core/'s public calls do, without their argument
+ * checks (the buffers and arguments are libtnt's own). Not the public calls:
+ * gpu/ sits below core/. */
+static tnt_status_t host_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t count, tnt_dtype_t dtype, tnt_op_t op)
+{
+    if (count == 0) {
+        return TNT_OK;
+    }
+    tnt_status_t status = tnt_progress_enter(comm);
+    if (status == TNT_OK) {
+        status = tnt_coll_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
+        tnt_progress_leave(comm);
+    }
+    return status;
+}
+
+static tnt_status_t host_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
+{
+    if (bytes == 0) {
+        return TNT_OK;
+    }
+    tnt_status_t status = tnt_progress_enter(comm);
+    if (status == TNT_OK) {
+        status = tnt_coll_broadcast(comm, buf, bytes, root);
+        tnt_progress_leave(comm);
+    }
+    return status;
+}
+
+static tnt_status_t host_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes_per_rank)
+{
+    if (bytes_per_rank == 0) {
+        return TNT_OK;
+    }
+    tnt_status_t status = tnt_progress_enter(comm);
+    if (status == TNT_OK) {
+        status = tnt_coll_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
+        tnt_progress_leave(comm);
+    }
+    return status;
+}
+
 static const struct tnt_gpu_host_ops g_host_ops = {
     .abi = TNT_GPU_PLUGIN_ABI,
-    .allreduce = tnt_allreduce,
-    .broadcast = tnt_broadcast,
-    .allgather = tnt_allgather,
+    .allreduce = host_allreduce,
+    .broadcast = host_broadcast,
+    .allgather = host_allgather,
     .error_raise = tnt_error_raise,
     .error_set = tnt_error_set,
     .dtype_size = tnt_dtype_size,
@@ -222,7 +268,7 @@ static tnt_status_t setup_locked(tnt_comm_t *comm, struct tnt_gpu *gpu)
                                "device set-up: out of memory for %d ranks' GPU records",
                                comm->size);
     }
-    status = tnt_allgather(comm, &me, peers, sizeof(me));
+    status = host_allgather(comm, &me, peers, sizeof(me));
     if (status != TNT_OK) {
         goto err_free_peers;
     }
