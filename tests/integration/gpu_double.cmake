@@ -90,3 +90,9 @@ tnt_gpu_double_test(fault_hang_np2 120 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a,b
   TNT_NCCL_DOUBLE_HANG_RANK=1 TNT_TIMEOUT=10
   ${_dbl_fault} 20 ${_dbl_verdict} "did not finish within 10 s" "ncclCommAbort" --
   timeout 100 ${_gpu_tnt} -n 2 -- ${_dbl_check} --expect nccl)
+
+# The same tests under AddressSanitizer and LeakSanitizer, in a build of
+# their own (only the targets they need).
+tnt_gpu_double_test(asan 1800 ${CMAKE_CURRENT_LIST_DIR}/gpu_double_asan.sh ${PROJECT_SOURCE_DIR}
+  ${PROJECT_BINARY_DIR}/asan-gpu-double)
+set_property(TEST integration.gpu_double.asan APPEND PROPERTY LABELS sanitizer)
