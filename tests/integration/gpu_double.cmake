@@ -23,6 +23,8 @@ endfunction()
 # NCCL path: every rank its own device.
 tnt_gpu_double_test(nccl_np1 120 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a timeout 110
   ${_dbl_check} --expect nccl)
+tnt_gpu_double_test(auto_np1 120 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a timeout 110
+  ${_dbl_check} --expect nccl)
 tnt_gpu_double_test(nccl_np2 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a,b timeout 290
   ${_gpu_tnt} -n 2 -- ${_dbl_check} --expect nccl)
 tnt_gpu_double_test(nccl_np4 600 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a,b,c,d timeout 590
