@@ -1,0 +1,299 @@
+/*
+ * libtnt_cuda.so, the host-staged path: chunks go device -> pinned host ->
+ * host collective -> device on a private copy stream, TNT_GPU_STAGING_SLOTS
+ * chunks in flight, ordered after the caller's stream with one event and
+ * joined back with another. The path for ranks sharing a GPU, and where
+ * NCCL is missing.
+ */
+#include "gpu/cuda/cuda_plugin.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+void tnt_staged_free(struct ctx *c)
+{
+    for (int s = 0; s < TNT_GPU_STAGING_SLOTS; s++) {
+        if (c->slot[s] != NULL) {
+            cudaFreeHost(c->slot[s]);
+        }
+        if (c->d2h[s] != NULL) {
+            cudaEventDestroy(c->d2h[s]);
+        }
+        if (c->h2d[s] != NULL) {
+            cudaEventDestroy(c->h2d[s]);
+        }
+    }
+    if (c->entry != NULL) {
+        cudaEventDestroy(c->entry);
+    }
+    if (c->exit != NULL) {
+        cudaEventDestroy(c->exit);
+    }
+    if (c->copy_stream != NULL) {
+        cudaStreamDestroy(c->copy_stream);
+    }
+}
+
+/* Pinned chunk buffers, events and the copy stream, all made once here so
+ * that the collectives allocate nothing. */
+tnt_status_t tnt_staged_create(struct ctx *c)
+{
+    cudaError_t e;
+    /* An allgather chunk holds one piece per rank: at least a byte each. */
+    c->slot_bytes = c->p.chunk_bytes > (size_t)c->p.size ? c->p.chunk_bytes : (size_t)c->p.size;
+    e = cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+        e = cudaEventCreateWithFlags(&c->entry, cudaEventDisableTiming);
+    }
+    if (e == cudaSuccess) {
+        e = cudaEventCreateWithFlags(&c->exit, cudaEventDisableTiming);
+    }
+    for (int s = 0; e == cudaSuccess && s < TNT_GPU_STAGING_SLOTS; s++) {
+        e = cudaHostAlloc(&c->slot[s], c->slot_bytes, cudaHostAllocPortable);
+        if (e == cudaSuccess) {
+            e = cudaEventCreateWithFlags(&c->d2h[s], cudaEventDisableTiming);
+        }
+        if (e == cudaSuccess) {
+            e = cudaEventCreateWithFlags(&c->h2d[s], cudaEventDisableTiming);
+        }
+    }
+    if (e != cudaSuccess) {
+        tnt_staged_free(c);
+        return g_host->error_raise(
+            TNT_ERR_NO_MEMORY,
+            "host-staged device collectives: cannot set up %d pinned buffers "
+            "of %zu KiB and their stream: %s; lower TNT_GPU_STAGING_KB",
+            TNT_GPU_STAGING_SLOTS, c->slot_bytes >> 10, cudaGetErrorString(e));
+    }
+    return TNT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host-staged pipeline                                                     */
+/* ------------------------------------------------------------------------ */
+
+static tnt_status_t wait_event(struct ctx *c, cudaEvent_t event, const char *what, size_t chunk)
+{
+    tnt_backoff_t backoff;
+    g_host->backoff_init(&backoff, c->p.timeout_s);
+    for (;;) {
+        cudaError_t e = cudaEventQuery(event);
+        if (e == cudaSuccess) {
+            return TNT_OK;
+        }
+        if (e != cudaErrorNotReady) {
+            return tnt_cuda_fail(e, what);
+        }
+        if (g_host->backoff_wait(&backoff) != 0) {
+            return g_host->error_raise(
+                TNT_ERR_TIMEOUT,
+                "%s: the GPU copy of chunk %zu did not finish within %.0f s; "
+                "is the GPU hung, or the stream blocked by other work? see "
+                "TNT_TIMEOUT",
+                what, chunk, c->p.timeout_s);
+        }
+    }
+}
+
+/* Before the host writes a slot: its previous copy back to the device
+ * (maybe from the previous collective) must have read it. */
+static tnt_status_t slot_acquire(struct ctx *c, int s, const char *what, size_t chunk)
+{
+    if (!c->h2d_pending[s]) {
+        return TNT_OK;
+    }
+    tnt_status_t status = wait_event(c, c->h2d[s], what, chunk);
+    if (status == TNT_OK) {
+        c->h2d_pending[s] = 0;
+    }
+    return status;
+}
+
+enum stage_kind { STAGE_ALLREDUCE, STAGE_BROADCAST, STAGE_ALLGATHER };
+
+struct stage_args {
+    enum stage_kind kind;
+    const char *fn;
+    const char *send;
+    char *recv;
+    size_t esize;
+    tnt_dtype_t dtype;
+    tnt_op_t op;
+    int root;
+    size_t bytes_per_rank; /* allgather */
+};
+
+/* Copy-out of chunk i into its slot (skipped where the chunk is not sent). */
+static tnt_status_t stage_out(struct ctx *c, const struct stage_args *a,
+                              const tnt_gpu_chunks_t *plan, size_t i)
+{
+    size_t off, n;
+    int s = (int)(i % TNT_GPU_STAGING_SLOTS);
+    if (a->kind == STAGE_BROADCAST && c->p.rank != a->root) {
+        return TNT_OK;
+    }
+    /* No host wait for the slot's previous copy-in: this copy-out is queued
+     * behind it on the same stream. */
+    tnt_gpu_chunk_at(plan, i, &off, &n);
+    char *dst = c->slot[s];
+    if (a->kind == STAGE_ALLGATHER) {
+        dst += (size_t)c->p.rank * n; /* own piece of the gathered chunk */
+    }
+    cudaError_t e = cudaMemcpyAsync(dst, a->send + off * a->esize, n * a->esize,
+                                    cudaMemcpyDeviceToHost, c->copy_stream);
+    if (e == cudaSuccess) {
+        e = cudaEventRecord(c->d2h[s], c->copy_stream);
+    }
+    return e == cudaSuccess ? TNT_OK : tnt_cuda_fail(e, "cudaMemcpyAsync (device to host)");
+}
+
+/* Host collective on chunk i's slot, then its copy back. */
+static tnt_status_t stage_in(struct ctx *c, const struct stage_args *a,
+                             const tnt_gpu_chunks_t *plan, size_t i)
+{
+    size_t off, n;
+    int s = (int)(i % TNT_GPU_STAGING_SLOTS);
+    int sent = !(a->kind == STAGE_BROADCAST && c->p.rank != a->root);
+    tnt_status_t status;
+    cudaError_t e = cudaSuccess;
+
+    tnt_gpu_chunk_at(plan, i, &off, &n);
+    if (sent) {
+        /* The copy-out came after the slot's previous copy-in on the copy
+         * stream, so that one is done too. */
+        status = wait_event(c, c->d2h[s], a->fn, i);
+        if (status == TNT_OK) {
+            c->h2d_pending[s] = 0;
+        }
+    } else {
+        status = slot_acquire(c, s, a->fn, i);
+    }
+    if (status != TNT_OK) {
+        return status;
+    }
+    char *slot = c->slot[s];
+    switch (a->kind) {
+    case STAGE_ALLREDUCE:
+        status = g_host->allreduce(c->p.comm, slot, slot, n, a->dtype, a->op);
+        if (status == TNT_OK) {
+            e = cudaMemcpyAsync(a->recv + off * a->esize, slot, n * a->esize,
+                                cudaMemcpyHostToDevice, c->copy_stream);
+        }
+        break;
+    case STAGE_BROADCAST:
+        status = g_host->broadcast(c->p.comm, slot, n, a->root);
+        /* The root's buffer already holds the data. */
+        if (status == TNT_OK && c->p.rank != a->root) {
+            e = cudaMemcpyAsync(a->recv + off, slot, n, cudaMemcpyHostToDevice, c->copy_stream);
+        }
+        break;
+    case STAGE_ALLGATHER:
+        status = g_host->allgather(c->p.comm, slot + (size_t)c->p.rank * n, slot, n);
+        if (status == TNT_OK) {
+            /* Piece r of the chunk goes to row r of recv, at the chunk's
+             * offset within the row. */
+            e = cudaMemcpy2DAsync(a->recv + off, a->bytes_per_rank, slot, n, n, (size_t)c->p.size,
+                                  cudaMemcpyHostToDevice, c->copy_stream);
+        }
+        break;
+    }
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (e == cudaSuccess) {
+        e = cudaEventRecord(c->h2d[s], c->copy_stream);
+    }
+    if (e != cudaSuccess) {
+        return tnt_cuda_fail(e, "cudaMemcpyAsync (host to device)");
+    }
+    c->h2d_pending[s] = 1;
+    return TNT_OK;
+}
+
+/* The pipeline: chunk i+SLOTS-1 is copied out while the host works on
+ * chunk i and chunk i-1 is copied back in. The copy stream is ordered after
+ * the caller's stream on entry and the caller's stream after it on exit, so
+ * the result is stream-ordered like a kernel; the host only waits for the
+ * copy-outs it needs. Slot reuse is safe without host waits for allreduce
+ * and allgather (a copy-out is queued behind the copy-in that last read the
+ * slot); broadcast receivers wait explicitly (slot_acquire). */
+static tnt_status_t stage_run(struct ctx *c, const struct stage_args *a,
+                              const tnt_gpu_chunks_t *plan, cudaStream_t stream)
+{
+    int previous;
+    tnt_status_t status = tnt_cuda_enter(c, &previous);
+    if (status != TNT_OK) {
+        return status;
+    }
+    cudaError_t e = cudaEventRecord(c->entry, stream);
+    if (e == cudaSuccess) {
+        e = cudaStreamWaitEvent(c->copy_stream, c->entry, 0);
+    }
+    if (e != cudaSuccess) {
+        status = tnt_cuda_fail(e, "ordering after the caller's stream");
+        goto out;
+    }
+    size_t ahead = TNT_GPU_STAGING_SLOTS - 1;
+    for (size_t i = 0; i < plan->num_chunks && i < ahead && status == TNT_OK; i++) {
+        status = stage_out(c, a, plan, i);
+    }
+    for (size_t i = 0; i < plan->num_chunks && status == TNT_OK; i++) {
+        status = stage_in(c, a, plan, i);
+        if (status == TNT_OK && i + ahead < plan->num_chunks) {
+            status = stage_out(c, a, plan, i + ahead);
+        }
+    }
+out:
+    /* Even after a failure the caller's stream waits for the copies already
+     * queued, so nothing it does next races with them. */
+    e = cudaEventRecord(c->exit, c->copy_stream);
+    if (e == cudaSuccess) {
+        e = cudaStreamWaitEvent(stream, c->exit, 0);
+    }
+    if (e != cudaSuccess && status == TNT_OK) {
+        status = tnt_cuda_fail(e, "ordering the caller's stream after the copies");
+    }
+    tnt_cuda_leave(c, previous);
+    return status;
+}
+
+tnt_status_t tnt_staged_allreduce(struct ctx *c, const void *sendbuf, void *recvbuf, size_t count,
+                                  tnt_dtype_t dtype, tnt_op_t op, cudaStream_t stream,
+                                  const char *fn)
+{
+    size_t esize = g_host->dtype_size(dtype);
+    struct stage_args a = { .kind = STAGE_ALLREDUCE,
+                            .fn = fn,
+                            .send = sendbuf,
+                            .recv = recvbuf,
+                            .esize = esize,
+                            .dtype = dtype,
+                            .op = op };
+    tnt_gpu_chunks_t plan = tnt_gpu_chunks_plan(count, esize, c->slot_bytes);
+    return stage_run(c, &a, &plan, stream);
+}
+
+tnt_status_t tnt_staged_broadcast(struct ctx *c, void *buf, size_t bytes, int root,
+                                  cudaStream_t stream, const char *fn)
+{
+    struct stage_args a = {
+        .kind = STAGE_BROADCAST, .fn = fn, .send = buf, .recv = buf, .esize = 1, .root = root
+    };
+    tnt_gpu_chunks_t plan = tnt_gpu_chunks_plan(bytes, 1, c->slot_bytes);
+    return stage_run(c, &a, &plan, stream);
+}
+
+tnt_status_t tnt_staged_allgather(struct ctx *c, const void *sendbuf, void *recvbuf,
+                                  size_t bytes_per_rank, cudaStream_t stream, const char *fn)
+{
+    struct stage_args a = { .kind = STAGE_ALLGATHER,
+                            .fn = fn,
+                            .send = sendbuf,
+                            .recv = recvbuf,
+                            .esize = 1,
+                            .bytes_per_rank = bytes_per_rank };
+    /* Each chunk gathers one piece per rank into one slot. */
+    tnt_gpu_chunks_t plan =
+        tnt_gpu_chunks_plan(bytes_per_rank, 1, c->slot_bytes / (size_t)c->p.size);
+    return stage_run(c, &a, &plan, stream);
+}
