@@ -32,7 +32,6 @@ import math
 import os
 import sys
 
-import numpy as np
 
 __all__ = [
     "Callback", "History", "CSVLogger", "EarlyStopping", "LearningRateScheduler",
@@ -791,10 +790,3 @@ class CallbackList:
             else:
                 logs = dict(local_logs) if local_logs is not None else None
             getattr(cb, hook)(*args, logs)
-
-
-def to_float(v):
-    """Python float of a 0-d tensor, numpy scalar or number (for logs)."""
-    if hasattr(v, "item"):
-        return float(v.item())
-    return float(np.asarray(v))

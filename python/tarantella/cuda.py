@@ -15,13 +15,11 @@ import hashlib
 import torch
 
 from . import _tnt
+from ._protocol import (_K_ALLGATHER, _K_ALLREDUCE, _K_BROADCAST, _K_PARAMS, _check_agree,
+                        tensor_dtype_code)
 from .errors import InvalidArgumentError
 
-__all__ = ["local_device", "transport", "is_cuda", "synchronize"]
-
-
-def is_cuda(x):
-    return isinstance(x, torch.Tensor) and x.device.type == "cuda"
+__all__ = ["local_device", "transport", "synchronize"]
 
 
 def local_device():
@@ -56,7 +54,6 @@ def synchronize(device=None):
 
 
 def _check_tensor(t, what):
-    from .collectives import tensor_dtype_code
     code = tensor_dtype_code(t, what)
     if not t.is_contiguous():
         raise InvalidArgumentError("%s: tensor is not contiguous (strides %s); call "
@@ -65,7 +62,6 @@ def _check_tensor(t, what):
 
 
 def allreduce_(x, code_op, check):
-    from .collectives import _check_agree, _K_ALLREDUCE
     code = _check_tensor(x, "allreduce_")
     if check:
         _check_agree(_K_ALLREDUCE, x.shape, code, code_op)
@@ -76,7 +72,6 @@ def allreduce_(x, code_op, check):
 
 
 def allreduce(x, code_op, check):
-    from .collectives import _check_agree, _K_ALLREDUCE
     code = _check_tensor(x, "allreduce")
     if check:
         _check_agree(_K_ALLREDUCE, x.shape, code, code_op)
@@ -88,7 +83,6 @@ def allreduce(x, code_op, check):
 
 
 def broadcast_(x, root, check):
-    from .collectives import _check_agree, _K_BROADCAST
     code = _check_tensor(x, "broadcast_")
     if check:
         _check_agree(_K_BROADCAST, x.shape, code, root, root=root)
@@ -99,7 +93,6 @@ def broadcast_(x, root, check):
 
 
 def allgather(x, check):
-    from .collectives import _check_agree, _K_ALLGATHER
     code = _check_tensor(x, "allgather")
     if check:
         _check_agree(_K_ALLGATHER, x.shape, code, 0)
@@ -148,7 +141,6 @@ class DeviceFusion:
     """
 
     def __init__(self, params, threshold, device):
-        from .collectives import tensor_dtype_code, _check_agree, _K_PARAMS
         self._device = device
         descs = [(p.numel(), tensor_dtype_code(p, "GradientReducer parameter")) for p in params]
         bucket_of, num_buckets = _tnt.fusion_plan(descs, threshold)

@@ -12,7 +12,7 @@ import pickle
 import numpy as np
 
 from . import _tnt
-from .collectives import _K_ALLGATHER, _K_BROADCAST, _check_agree
+from ._protocol import _K_ALLGATHER, _K_BROADCAST, _check_agree
 from .errors import InvalidArgumentError, TarantellaError
 
 __all__ = ["broadcast_object", "allgather_object"]

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from . import _tnt
-from .collectives import tensor_dtype_code, _check_agree, _K_PARAMS
+from ._protocol import tensor_dtype_code, _check_agree, _K_PARAMS
 from .errors import InvalidArgumentError, UnsupportedError
 
 __all__ = ["GradientReducer", "DistributedOptimizer", "broadcast_parameters"]
