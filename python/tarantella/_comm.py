@@ -1,9 +1,12 @@
-"""Thin wrappers over the package's collectives for tnt.Model and collective
-saving. They are the only place those modules talk to other ranks, and they
-all short-circuit on one rank so that plain ``python3 script.py`` needs no
+"""Thin wrappers over the package's collectives for tnt.Model, the fit
+backup and collective saving (model, models, preemption, saving). They are
+the only place those modules talk to other ranks, and they all
+short-circuit on one rank so that plain ``python3 script.py`` needs no
 peers.
 """
 import numpy as np
+
+from . import _tnt
 
 
 def _pkg():
@@ -57,6 +60,25 @@ def broadcast_bytes(data):
     buf = np.frombuffer(data, dtype=np.uint8).copy() if rank() == 0 else np.empty(n, np.uint8)
     if n > 0:
         # Raw bytes: the extension's broadcast moves any buffer in place.
-        from . import _tnt
         _tnt.broadcast(buf, 0)
     return buf.tobytes()
+
+
+def gather_bytes(data):
+    """Every rank's ``data`` (bytes), in rank order, on every rank."""
+    if size() == 1:
+        return [data]
+    tnt = _pkg()
+    lens = tnt.allgather(np.array([len(data)], dtype=np.int64), check=False)
+    flat = tnt.allgather_concat(np.frombuffer(data, dtype=np.uint8).copy())
+    out, pos = [], 0
+    for n in lens.reshape(-1):
+        out.append(flat[pos:pos + int(n)].tobytes())
+        pos += int(n)
+    return out
+
+
+def shard_range(n):
+    """[begin, end) of this rank's contiguous share of n samples (libtnt's
+    sharding arithmetic; no communication)."""
+    return _tnt.shard_range(n, rank(), size())

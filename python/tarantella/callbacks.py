@@ -30,7 +30,11 @@ after the same batch or epoch.
 import csv
 import math
 import os
-import sys
+
+from .callback import Callback, _HOOKS  # noqa: F401 (Callback is public here)
+from .callback_list import CallbackList  # noqa: F401 (public here)
+from .preemption import BackupAndRestore  # noqa: F401 (public here)
+from .progbar import Progbar
 
 
 __all__ = [
@@ -39,142 +43,10 @@ __all__ = [
     "LambdaCallback", "BackupAndRestore", "CallbackList",
 ]
 
-_HOOKS = (
-    "on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
-    "on_train_batch_begin", "on_train_batch_end", "on_test_begin", "on_test_end",
-    "on_test_batch_begin", "on_test_batch_end", "on_predict_begin", "on_predict_end",
-    "on_predict_batch_begin", "on_predict_batch_end",
-)
-_BATCH_HOOKS = ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end")
-
-
 def _print(msg):
     # Callbacks that print run on ranks chosen by tnt.Model (see
     # CallbackList); prefixing is done there, so this is a plain print.
     print(msg, flush=True)
-
-
-class Callback:
-    """Base class of every callback, and the wrapper for user callbacks.
-
-    ``Callback(cb, aggregate_logs=True, run_on_all_ranks=True)`` wraps an
-    object ``cb`` with Keras hook names; its hooks are called with the logs
-    chosen by ``aggregate_logs`` on the ranks chosen by ``run_on_all_ranks``.
-    Subclass it without ``cb`` to write a callback directly (as with
-    ``keras.callbacks.Callback``); ``self.model`` is the tnt.Model and
-    ``self.params`` holds ``epochs``, ``steps`` and ``verbose``.
-    """
-
-    def __init__(self, cb=None, aggregate_logs=True, run_on_all_ranks=True):
-        self.callback = cb
-        self.aggregate_logs = aggregate_logs
-        self.run_on_all_ranks = run_on_all_ranks
-        self.model = None
-        self.params = {}
-
-    def set_model(self, model):
-        self.model = model
-        if self.callback is not None and hasattr(self.callback, "set_model"):
-            self.callback.set_model(model)
-        elif self.callback is not None:
-            self.callback.model = model
-
-    def set_params(self, params):
-        self.params = params
-        if self.callback is not None and hasattr(self.callback, "set_params"):
-            self.callback.set_params(params)
-
-    def _forward(self, name, *args):
-        fn = getattr(self.callback, name, None) if self.callback is not None else None
-        if fn is not None:
-            fn(*args)
-
-    def state_dict(self):
-        """State that BackupAndRestore saves (picklable), or None for none;
-        forwarded to a wrapped object that has ``state_dict``."""
-        fn = getattr(self.callback, "state_dict", None) if self.callback is not None else None
-        return fn() if fn is not None else None
-
-    def load_state_dict(self, state):
-        """Restores what state_dict returned (called before on_train_begin
-        when fit resumes from a backup)."""
-        fn = getattr(self.callback, "load_state_dict", None) if self.callback is not None \
-            else None
-        if fn is not None:
-            fn(state)
-
-    def _take_resumed(self):
-        # True once after load_state_dict: on_train_begin then keeps state.
-        resumed = getattr(self, "_resumed", False)
-        self._resumed = False
-        return resumed
-
-    def has_batch_hooks(self):
-        """True when some train-batch hook does real work; tnt.Model then
-        averages batch logs and combines stop requests after every batch."""
-        target = self.callback if self.callback is not None else self
-        for name in _BATCH_HOOKS:
-            fn = getattr(type(target), name, None)
-            if fn is None:
-                continue
-            if fn is not getattr(Callback, name, None):
-                return True
-        return False
-
-    # Keras aliases: on_batch_* are the train-batch hooks.
-    def on_batch_begin(self, batch, logs=None):
-        self._forward("on_batch_begin", batch, logs)
-
-    def on_batch_end(self, batch, logs=None):
-        self._forward("on_batch_end", batch, logs)
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self.callback is not None:
-            self._forward("on_train_batch_begin", batch, logs)
-        else:
-            self.on_batch_begin(batch, logs)
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self.callback is not None:
-            self._forward("on_train_batch_end", batch, logs)
-        else:
-            self.on_batch_end(batch, logs)
-
-    def on_train_begin(self, logs=None):
-        self._forward("on_train_begin", logs)
-
-    def on_train_end(self, logs=None):
-        self._forward("on_train_end", logs)
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._forward("on_epoch_begin", epoch, logs)
-
-    def on_epoch_end(self, epoch, logs=None):
-        self._forward("on_epoch_end", epoch, logs)
-
-    def on_test_begin(self, logs=None):
-        self._forward("on_test_begin", logs)
-
-    def on_test_end(self, logs=None):
-        self._forward("on_test_end", logs)
-
-    def on_test_batch_begin(self, batch, logs=None):
-        self._forward("on_test_batch_begin", batch, logs)
-
-    def on_test_batch_end(self, batch, logs=None):
-        self._forward("on_test_batch_end", batch, logs)
-
-    def on_predict_begin(self, logs=None):
-        self._forward("on_predict_begin", logs)
-
-    def on_predict_end(self, logs=None):
-        self._forward("on_predict_end", logs)
-
-    def on_predict_batch_begin(self, batch, logs=None):
-        self._forward("on_predict_batch_begin", batch, logs)
-
-    def on_predict_batch_end(self, batch, logs=None):
-        self._forward("on_predict_batch_end", batch, logs)
 
 
 def _lr_of(model):
@@ -586,6 +458,9 @@ class ProgbarLogger(Callback):
     end of every epoch with the validation results.
     """
 
+    # CallbackList runs it on the output rank(s), not by run_on_all_ranks.
+    runs_on_output_rank = True
+
     def __init__(self, count_mode="steps", stateful_metrics=None, verbose=1, max_updates=20):
         super().__init__()
         if count_mode != "steps":
@@ -610,7 +485,6 @@ class ProgbarLogger(Callback):
         self.epochs = self.params.get("epochs", 1)
 
     def on_epoch_begin(self, epoch, logs=None):
-        from .progbar import Progbar
         if self.verbose:
             _print("%sEpoch %d/%d" % (self.prefix, epoch + 1, self.epochs))
         self.progbar = Progbar(self.params.get("steps"), prefix=self.prefix,
@@ -665,128 +539,3 @@ class LambdaCallback(Callback):
 
     def has_batch_hooks(self):
         return "on_train_batch_begin" in self._fns or "on_train_batch_end" in self._fns
-
-
-class BackupAndRestore(Callback):
-    """Backs up the training state so that an interrupted ``fit`` resumes
-    where it stopped (Keras's callback of the same name and arguments).
-
-    At the start of ``fit``, if ``backup_dir`` holds a backup, training
-    resumes from it: weights and buffers, optimizer state, epoch and step
-    within the epoch, the data order (the shuffle seed), the RNG states
-    (torch, numpy, Python ``random``) and the state of the other callbacks
-    (History continues, EarlyStopping and ReduceLROnPlateau keep their
-    counters, CSVLogger appends). Resuming on another number of ranks
-    continues the same sequence of global batches, so the finished run
-    matches an uninterrupted one to float tolerance.
-
-    ``save_freq``: ``"epoch"`` backs up after every epoch; an integer backs
-    up every ``save_freq`` steps (counted across epochs). A run that dies
-    without warning resumes from its last backup. ``delete_checkpoint``:
-    remove the backup when ``fit`` completes.
-
-    Preemption: while ``fit`` runs, the signals ``tnt_signals`` (default
-    ``TNT_PREEMPT_SIGNALS``, else SIGUSR1 and SIGTERM; ``()`` for none) no
-    longer end the process. All ranks finish their current step, agree on
-    the step, write a backup and exit with status
-    ``tnt.preemption.EXIT_CODE`` (75), which a batch script uses to requeue
-    the job (see docs/preemption.md).
-
-    Every backup is one file, ``backup_dir/tarantella-backup.pt``, written
-    by the master atomically (temp file, fsync, rename): a crash or a second
-    signal during the write leaves the previous backup intact.
-    """
-
-    FILENAME = "tarantella-backup.pt"
-
-    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, tnt_signals=None):
-        super().__init__()
-        if not backup_dir:
-            raise ValueError("BackupAndRestore: backup_dir is empty; give the directory where "
-                             "the backup is kept")
-        if save_freq != "epoch" and (isinstance(save_freq, bool) or not isinstance(save_freq, int)
-                                     or save_freq < 1):
-            raise ValueError("BackupAndRestore: save_freq must be 'epoch' or a positive number "
-                             "of steps, got %r" % (save_freq,))
-        self.backup_dir = os.fspath(backup_dir)
-        self.save_freq = save_freq
-        self.delete_checkpoint = bool(delete_checkpoint)
-        if tnt_signals is not None:
-            from . import preemption
-            tnt_signals = tuple(preemption._parse_signal(s) for s in tnt_signals)
-        self.tnt_signals = tnt_signals
-
-    @property
-    def backup_path(self):
-        return os.path.join(self.backup_dir, self.FILENAME)
-
-
-def _wrap(cb):
-    if isinstance(cb, Callback):
-        return cb
-    if not any(hasattr(cb, h) for h in _HOOKS):
-        raise TypeError("tnt: %r is not a callback (it has none of the Keras hook methods)" % (cb,))
-    return Callback(cb)
-
-
-class CallbackList:
-    """Drives a list of callbacks for tnt.Model: picks the ranks each one
-    runs on and the logs (global or local) each one receives. The list and
-    the decision of which hooks need synchronised logs are the same on every
-    rank, so the collectives tnt.Model issues for them always match."""
-
-    def __init__(self, callbacks, model, params, is_master, output_rank):
-        self.callbacks = [_wrap(cb) for cb in (callbacks or [])]
-        self.model = model
-        self.params = params
-        self.is_master = is_master
-        self.output_rank = output_rank
-        for cb in self.callbacks:
-            cb.set_model(model)
-            cb.set_params(params)
-
-    def _runs_here(self, cb):
-        if isinstance(cb, ProgbarLogger):
-            return self.output_rank
-        return getattr(cb, "run_on_all_ranks", True) or self.is_master
-
-    def add(self, cb, first=False):
-        cb = _wrap(cb)
-        cb.set_model(self.model)
-        cb.set_params(self.params)
-        if first:
-            self.callbacks.insert(0, cb)
-        else:
-            self.callbacks.append(cb)
-        return cb
-
-    def set_params(self, params):
-        self.params = params
-        for cb in self.callbacks:
-            cb.set_params(params)
-
-    def find(self, cls):
-        for cb in self.callbacks:
-            if isinstance(cb, cls):
-                return cb
-        return None
-
-    def needs_batch_sync(self):
-        """True when some callback has train-batch hooks: batch logs are then
-        averaged over ranks and stop requests combined after every batch."""
-        return any(cb.has_batch_hooks() for cb in self.callbacks
-                   if not isinstance(cb, ProgbarLogger))
-
-    def call(self, hook, *args, global_logs=None, local_logs=None, skip=()):
-        """Calls ``hook`` on every callback that runs on this rank. Callbacks
-        with aggregate_logs get ``global_logs`` (the same dict for all, so
-        that one may add entries such as 'lr' for the next, as in Keras),
-        the others a copy of ``local_logs``."""
-        for cb in self.callbacks:
-            if isinstance(cb, skip) or not self._runs_here(cb):
-                continue
-            if getattr(cb, "aggregate_logs", True):
-                logs = global_logs
-            else:
-                logs = dict(local_logs) if local_logs is not None else None
-            getattr(cb, hook)(*args, logs)

@@ -35,12 +35,16 @@ import torch
 from . import callbacks as tnt_callbacks
 from . import preemption as _preemption
 from ._comm import (any_rank as _any_rank, broadcast_bytes as _broadcast_bytes,
-                    rank as _rank, size as _size, sum_over_ranks as _sum_over_ranks,
-                    _pkg)
+                    rank as _rank, shard_range as _shard_range, size as _size,
+                    sum_over_ranks as _sum_over_ranks, _pkg)
 from .collectives import allgather_concat
+from .cuda import place_module, to_device
 from .data import DistributedSampler
+from ._model_file import compile_state, is_model_file, module_config, write_model
 from .losses import loss_reduction as _loss_reduction, make_loss as _make_loss
 from .metrics import Metric as _Metric, Stats as _Stats
+from .optimizers import GradientReducer
+from .progbar import Progbar
 # collective_save/collective_read have always been importable from here.
 from .saving import collective_read, collective_save  # noqa: F401
 
@@ -264,7 +268,6 @@ class Model:
             raise TypeError("tnt.Model expects a torch.nn.Module, got %s" % type(module).__name__)
         # GPU: the module goes to this rank's GPU unless the user placed it
         # (or passed device); batches follow it. CPU-only: nothing moves.
-        from .cuda import place_module
         self.device = place_module(module, device)
         self.module = module
         self.name = name or type(module).__name__
@@ -284,7 +287,6 @@ class Model:
     def _to_device(self, xb, yb):
         if self.device.type == "cpu":
             return xb, yb
-        from .cuda import to_device
         return to_device(xb, self.device), to_device(yb, self.device)
 
     # -- torch.nn.Module conveniences ---------------------------------------
@@ -396,7 +398,6 @@ class Model:
         raise TypeError("compile: optimizer must be a torch.optim.Optimizer, a class or a name")
 
     def _make_reducer(self):
-        from .optimizers import GradientReducer
         # Collective: every rank builds the same fusion plan over the same
         # parameters (TNT_FUSION_THRESHOLD_KB unless overridden here).
         return GradientReducer(self.module, threshold_kb=self._fusion_threshold_kb)
@@ -440,20 +441,18 @@ class Model:
         from save) on the master and sets it on every rank. Collective."""
         data = collective_read(filepath, what="load_weights")
         obj = torch.load(io.BytesIO(data), map_location="cpu")
-        if isinstance(obj, dict) and obj.get("format") == "tarantella.model":
+        if is_model_file(obj):
             obj = obj["state_dict"]
         self.module.load_state_dict(obj, strict=strict)
 
     def save(self, filepath, overwrite=True, include_optimizer=True, tnt_save_all_devices=False):
         """Saves architecture, weights and compile state (see
         tnt.models.save_model). Collective, master writes atomically."""
-        from .models import save_model
-        save_model(self, filepath, overwrite=overwrite, include_optimizer=include_optimizer,
-                   tnt_save_all_devices=tnt_save_all_devices)
+        write_model(filepath, self.name, self.module, compile_state(self, include_optimizer),
+                    overwrite=overwrite, all_devices=tnt_save_all_devices, what="save")
 
     def get_config(self):
-        from .models import _module_config
-        return _module_config(self.module)
+        return module_config(self.module)
 
     def summary(self, print_fn=None):
         """Prints layers, output-free parameter counts and totals (master
@@ -794,8 +793,7 @@ class Model:
         """This rank's contiguous share of n samples for evaluate/predict."""
         if not distribute or _size() == 1:
             return 0, n
-        from . import _tnt
-        return _tnt.shard_range(n, _rank(), _size())
+        return _shard_range(n)
 
     def _evaluate_logs(self, data, batch_size, distribute, callbacks=None, combine=None,
                        num_workers=0, pin_memory=False):
@@ -854,7 +852,6 @@ class Model:
                                    num_workers=num_workers, pin_memory=pin_memory)
         cbs.call("on_test_end", global_logs=logs, local_logs=logs)
         if verbose and _is_output_rank():
-            from .progbar import Progbar
             steps = max(1, -(-data.n // batch))
             bar = Progbar(steps, bar=verbose == 1)
             bar.start = start

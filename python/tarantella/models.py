@@ -30,40 +30,18 @@ import types
 
 import torch
 
+from ._model_file import FORMAT, VERSION, compile_state, write_model
+from .model import Model
+from .saving import collective_read
+
 __all__ = ["save_model", "load_model", "clone_model", "model_from_config"]
 
-FORMAT = "tarantella.model"
-VERSION = 1
-
-
 def _unwrap(model):
-    from .model import Model
     if isinstance(model, Model):
         return model, model.module
     if isinstance(model, torch.nn.Module):
         return None, model
     raise TypeError("expected a tnt.Model or a torch.nn.Module, got %s" % type(model).__name__)
-
-
-def _compile_state(model, include_optimizer):
-    if model is None or not model.compiled:
-        return None
-    opt = model.optimizer
-    index = {id(p): i for i, p in enumerate(model.module.parameters())}
-    groups = []
-    for group in opt.param_groups:
-        hyper = {k: v for k, v in group.items() if k != "params"}
-        groups.append({"hyper": hyper, "params": [index[id(p)] for p in group["params"]]})
-    return {
-        "optimizer_class": type(opt),
-        "param_groups": groups,
-        "optimizer_state": opt.state_dict() if include_optimizer else None,
-        "loss": model.loss,
-        "metrics": list(model._metric_specs),
-        "fusion_threshold_kb": model._fusion_threshold_kb,
-        "clipnorm": model.clipnorm,
-        "clipvalue": model.clipvalue,
-    }
 
 
 def save_model(model, filepath, overwrite=True, include_optimizer=True,
@@ -72,31 +50,10 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True,
     Collective: call it on every rank. The master writes (every rank with
     ``tnt_save_all_devices``); the write is atomic, so a crash leaves the
     previous file intact; all ranks return once the file is complete."""
-    from .saving import collective_save
-    filepath = os.fspath(filepath)
-    if not overwrite and os.path.exists(filepath):
-        raise FileExistsError("save_model: %s exists and overwrite=False" % filepath)
     tnt_model, module = _unwrap(model)
-    payload = {
-        "format": FORMAT,
-        "version": VERSION,
-        "name": tnt_model.name if tnt_model is not None else type(module).__name__,
-        "module": module,
-        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
-        "compile": _compile_state(tnt_model, include_optimizer),
-    }
-    # Serialise before the collective part, so that an unpicklable module
-    # (e.g. a lambda attribute) fails on every rank alike and nobody waits.
-    buf = io.BytesIO()
-    try:
-        torch.save(payload, buf)
-    except (pickle.PicklingError, AttributeError, TypeError) as e:
-        raise TypeError("save_model: the model cannot be pickled (%s); define the module, loss "
-                        "and metric classes/functions at module level, or use save_weights"
-                        % e) from e
-    data = buf.getvalue()
-    collective_save(filepath, lambda f: f.write(data), all_devices=tnt_save_all_devices,
-                    what="save_model")
+    name = tnt_model.name if tnt_model is not None else type(module).__name__
+    write_model(filepath, name, module, compile_state(tnt_model, include_optimizer),
+                overwrite=overwrite, all_devices=tnt_save_all_devices)
 
 
 def _loads(data):
@@ -109,8 +66,6 @@ def load_model(filepath, custom_objects=None, compile=True):
     saved compiled and ``compile`` is True. Collective: call it on every
     rank. ``custom_objects`` maps names to classes/functions for modules
     whose classes were renamed since saving."""
-    from .model import Model
-    from .saving import collective_read
     data = collective_read(filepath, what="load_model")
     if custom_objects:
         payload = _load_with_custom_objects(data, custom_objects)
@@ -177,7 +132,6 @@ def clone_model(model, clone_function=None):
     initialised weights (Keras semantics; the master's fresh weights are
     broadcast). ``clone_function(module)`` may build the copy instead.
     Collective."""
-    from .model import Model
     _, module = _unwrap(model)
     if clone_function is not None:
         new = clone_function(module)
@@ -185,23 +139,6 @@ def clone_model(model, clone_function=None):
         new = copy.deepcopy(module)
         _reset_parameters(new)
     return Model(new)
-
-
-def _module_config(module):
-    """Config from which model_from_config rebuilds the architecture:
-    the class path plus ``module.get_config()`` when the class defines it
-    (the Keras protocol); otherwise the pickled module, whose parameters
-    are re-initialised when rebuilt."""
-    cls = type(module)
-    config = {"class_name": "%s.%s" % (cls.__module__, cls.__qualname__)}
-    get_config = getattr(module, "get_config", None)
-    if callable(get_config):
-        config["config"] = get_config()
-    else:
-        buf = io.BytesIO()
-        torch.save(module, buf)
-        config["pickled_module"] = buf.getvalue()
-    return config
 
 
 def _import_class(path, custom_objects):
@@ -222,7 +159,6 @@ def model_from_config(config, custom_objects=None):
     ``cls.from_config(cfg)`` or ``cls(**cfg)`` when the module class has a
     get_config, else from the pickled architecture with re-initialised
     weights. Collective (the new weights are broadcast from the master)."""
-    from .model import Model
     if "config" in config:
         cls = _import_class(config["class_name"], custom_objects)
         from_config = getattr(cls, "from_config", None)

@@ -35,7 +35,8 @@ import threading
 import numpy as np
 
 from . import saving
-from ._comm import broadcast_bytes, rank as _rank, size as _size, sum_over_ranks
+from .callback import Callback
+from ._comm import broadcast_bytes, gather_bytes, rank as _rank, size as _size, sum_over_ranks
 from .errors import InvalidArgumentError, TarantellaError
 
 __all__ = ["EXIT_CODE", "Preempted", "install", "uninstall", "installed_signals",
@@ -213,20 +214,6 @@ def _set_rng_state(state):
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _gather_bytes(data):
-    """Every rank's ``data`` (bytes), in rank order, on every rank."""
-    if _size() == 1:
-        return [data]
-    import tarantella
-    lens = tarantella.allgather(np.array([len(data)], dtype=np.int64), check=False)
-    flat = tarantella.allgather_concat(np.frombuffer(data, dtype=np.uint8).copy())
-    out, pos = [], 0
-    for n in lens.reshape(-1):
-        out.append(flat[pos:pos + int(n)].tobytes())
-        pos += int(n)
-    return out
-
-
 def _module_of(model):
     return getattr(model, "module", model)
 
@@ -255,7 +242,7 @@ def _write_backup(path, content):
     """Gathers the RNG states (collective) into ``content`` and writes it
     with the collective atomic save."""
     import torch
-    content["rng"] = _gather_bytes(pickle.dumps(_rng_state()))
+    content["rng"] = gather_bytes(pickle.dumps(_rng_state()))
     content["format"] = _BACKUP_FORMAT
     content["version"] = _BACKUP_VERSION
     content["size"] = _size()
@@ -362,6 +349,59 @@ def _callback_key_states(callbacks, collect):
     return out
 
 
+class BackupAndRestore(Callback):
+    """Backs up the training state so that an interrupted ``fit`` resumes
+    where it stopped (Keras's callback of the same name and arguments).
+
+    At the start of ``fit``, if ``backup_dir`` holds a backup, training
+    resumes from it: weights and buffers, optimizer state, epoch and step
+    within the epoch, the data order (the shuffle seed), the RNG states
+    (torch, numpy, Python ``random``) and the state of the other callbacks
+    (History continues, EarlyStopping and ReduceLROnPlateau keep their
+    counters, CSVLogger appends). Resuming on another number of ranks
+    continues the same sequence of global batches, so the finished run
+    matches an uninterrupted one to float tolerance.
+
+    ``save_freq``: ``"epoch"`` backs up after every epoch; an integer backs
+    up every ``save_freq`` steps (counted across epochs). A run that dies
+    without warning resumes from its last backup. ``delete_checkpoint``:
+    remove the backup when ``fit`` completes.
+
+    Preemption: while ``fit`` runs, the signals ``tnt_signals`` (default
+    ``TNT_PREEMPT_SIGNALS``, else SIGUSR1 and SIGTERM; ``()`` for none) no
+    longer end the process. All ranks finish their current step, agree on
+    the step, write a backup and exit with status
+    ``tnt.preemption.EXIT_CODE`` (75), which a batch script uses to requeue
+    the job (see docs/preemption.md).
+
+    Every backup is one file, ``backup_dir/tarantella-backup.pt``, written
+    by the master atomically (temp file, fsync, rename): a crash or a second
+    signal during the write leaves the previous backup intact.
+    """
+
+    FILENAME = "tarantella-backup.pt"
+
+    def __init__(self, backup_dir, save_freq="epoch", delete_checkpoint=True, tnt_signals=None):
+        super().__init__()
+        if not backup_dir:
+            raise ValueError("BackupAndRestore: backup_dir is empty; give the directory where "
+                             "the backup is kept")
+        if save_freq != "epoch" and (isinstance(save_freq, bool) or not isinstance(save_freq, int)
+                                     or save_freq < 1):
+            raise ValueError("BackupAndRestore: save_freq must be 'epoch' or a positive number "
+                             "of steps, got %r" % (save_freq,))
+        self.backup_dir = os.fspath(backup_dir)
+        self.save_freq = save_freq
+        self.delete_checkpoint = bool(delete_checkpoint)
+        if tnt_signals is not None:
+            tnt_signals = tuple(_parse_signal(s) for s in tnt_signals)
+        self.tnt_signals = tnt_signals
+
+    @property
+    def backup_path(self):
+        return os.path.join(self.backup_dir, self.FILENAME)
+
+
 class FitBackup:
     """What tnt.Model.fit does for a BackupAndRestore callback (internal).
 
@@ -393,7 +433,6 @@ class FitBackup:
     def find(cls, callbacks):
         """A FitBackup when ``callbacks`` holds a BackupAndRestore (the
         backup, if any, already read on every rank), else None."""
-        from .callbacks import BackupAndRestore
         found = [cb for cb in (callbacks or []) if isinstance(cb, BackupAndRestore)]
         if not found:
             return None

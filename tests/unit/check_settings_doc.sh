@@ -7,6 +7,11 @@
 # the launcher and the plugin for information) are not libtnt's to parse, so
 # they must not be in the parser; a variable libtnt parses but the table does
 # not mark libtnt, or the other way round, fails with both lists printed.
+# Each libtnt row must also say what the parser does (`TEST_SETTINGS
+# --describe`): its default column starts with the parser's default (rows
+# whose default the layers choose by layout are exempt), its valid column
+# names both bounds of a number (`0` to `1e9`) and every choice name, in
+# backquotes.
 set -u
 list_names=$1 doc=$2
 
@@ -36,5 +41,38 @@ if [ -n "$dups" ]; then
   echo "check_settings_doc: documented more than once:$dups" >&2
   status=1
 fi
-[ "$status" = 0 ] && echo "check_settings_doc: OK ($(echo "$parser" | wc -l) libtnt variables)"
+# Defaults, bounds and choices.
+while IFS='|' read -r name default kind min max choices; do
+  row=$(grep -E "^\| \`$name\` \|" "$doc" | head -1)
+  [ -n "$row" ] || continue
+  doc_default=$(awk -F'|' '{ print $3 }' <<<"$row")
+  valid=$(awk -F'|' '{ print $4 }' <<<"$row")
+  if [ -n "$default" ]; then
+    first=$(grep -oE '`[^`]*`' <<<"$doc_default" | head -1 | tr -d '`')
+    if [ "$first" != "$default" ]; then
+      echo "check_settings_doc: $name: the doc's default is '${first:-none}', the parser's '$default'" >&2
+      status=1
+    fi
+  fi
+  case "$kind" in
+  size_kb|seconds|int)
+    for bound in "$min" "$max"; do
+      if ! grep -oE '`[0-9.e+]+`' <<<"$valid" | tr -d '`' |
+           awk -v b="$bound" '$1 + 0 == b + 0 { found = 1 } END { exit !found }'; then
+        echo "check_settings_doc: $name: the doc's valid values do not name the bound $bound ($valid)" >&2
+        status=1
+      fi
+    done ;;
+  choice)
+    IFS=',' read -ra names <<<"$choices"
+    for c in "${names[@]}"; do
+      if ! grep -qF "\`$c\`" <<<"$valid"; then
+        echo "check_settings_doc: $name: the doc's valid values do not name the choice '$c'" >&2
+        status=1
+      fi
+    done ;;
+  esac
+done < <("$list_names" --describe)
+
+[ "$status" = 0 ] && echo "check_settings_doc: OK ($(echo "$parser" | wc -l) libtnt variables: names, defaults, bounds, choices)"
 exit $status

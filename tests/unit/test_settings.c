@@ -6,7 +6,8 @@
  * slot size 0), and tnt_init failing on a bad value before it bootstraps.
  *
  * `test_settings --list-names` prints the table's variable names, one per
- * line, for tests/unit/check_settings_doc.sh (the docs/environment.md check).
+ * line, and `--describe` each one's default, kind, bounds and choices, for
+ * tests/unit/check_settings_doc.sh (the docs/environment.md check).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -300,6 +301,13 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "--list-names") == 0) {
         for (size_t i = 0; i < tnt_settings_count(); i++) {
             printf("%s\n", tnt_settings_name(i));
+        }
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--describe") == 0) {
+        char line[1024];
+        for (size_t i = 0; tnt_settings_describe(i, line, sizeof(line)) == 0; i++) {
+            printf("%s\n", line);
         }
         return 0;
     }

@@ -443,3 +443,27 @@ const char *tnt_settings_name(size_t index)
 {
     return index < SETTINGS_COUNT ? settings_table[index].name : NULL;
 }
+
+int tnt_settings_describe(size_t index, char *buf, size_t len)
+{
+    static const char *const kinds[] = { [SETTING_SIZE_KB] = "size_kb",
+                                         [SETTING_SECONDS] = "seconds",
+                                         [SETTING_CHOICE] = "choice",
+                                         [SETTING_BOOL] = "bool",
+                                         [SETTING_INT] = "int" };
+    if (index >= SETTINGS_COUNT || len == 0) {
+        return -1;
+    }
+    const setting_desc_t *d = &settings_table[index];
+    int used = snprintf(buf, len, "%s|%s|%s|%.17g|%.17g|", d->name,
+                        d->default_value != NULL ? d->default_value : "", kinds[d->kind], d->min,
+                        d->max);
+    for (const setting_choice_t *c = d->choices; c != NULL && c->name != NULL; c++) {
+        if (used < 0 || (size_t)used >= len) {
+            break;
+        }
+        used += snprintf(buf + used, len - (size_t)used, "%s%s", c == d->choices ? "" : ",",
+                         c->name);
+    }
+    return 0;
+}

@@ -113,5 +113,10 @@ void tnt_settings_destroy(tnt_settings_t *settings);
 /* The table's variable names, in table order (docs/environment.md check). */
 size_t tnt_settings_count(void);
 const char *tnt_settings_name(size_t index);
+/* One line describing entry index for the docs check:
+ * "NAME|DEFAULT|KIND|MIN|MAX|CHOICE,CHOICE..." (DEFAULT empty when the layers
+ * choose by layout; MIN and MAX for sizes in KiB, seconds and whole numbers;
+ * KIND one of size_kb, seconds, int, choice, bool). 0, or -1 past the end. */
+int tnt_settings_describe(size_t index, char *buf, size_t len);
 
 #endif
