@@ -1140,6 +1140,19 @@ static int add_int(PyObject *m, const char *name, long value)
     return PyModule_AddIntConstant(m, name, value);
 }
 
+/* PyModule_AddObject steals the reference only on success (and a NULL value
+ * is an error to report): this one never leaks. */
+static int add_size(PyObject *m, const char *name, size_t value)
+{
+    PyObject *v = PyLong_FromSize_t(value);
+    if (v == NULL) {
+        return -1;
+    }
+    int rc = PyModule_AddObjectRef(m, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
 static int module_exec(PyObject *m)
 {
     module_state *st = get_state(m);
@@ -1182,8 +1195,7 @@ static int module_exec(PyObject *m)
         add_int(m, "SUM", TNT_SUM) || add_int(m, "PROD", TNT_PROD) || add_int(m, "MIN", TNT_MIN) ||
         add_int(m, "MAX", TNT_MAX) || add_int(m, "AVG", TNT_AVG) || add_int(m, "OK", TNT_OK) ||
         add_int(m, "IN_PROGRESS", TNT_IN_PROGRESS) ||
-        PyModule_AddObject(m, "FUSION_THRESHOLD_DEFAULT_BYTES",
-                           PyLong_FromSize_t(TNT_FUSION_THRESHOLD_DEFAULT_BYTES)) < 0) {
+        add_size(m, "FUSION_THRESHOLD_DEFAULT_BYTES", TNT_FUSION_THRESHOLD_DEFAULT_BYTES) < 0) {
         return -1;
     }
     return 0;

@@ -46,6 +46,8 @@ def test_model_serial_equivalence(launch, tmp_path):
     check(launch(1, "gpu_checks.py", "model", one, timeout=300), "model on 1 rank")
     check(launch(2, "gpu_checks.py", "model", two, timeout=300), "model on 2 ranks")
     a, b = np.load(one), np.load(two)
+    # An empty or partial file must not pass by having nothing to compare.
+    assert a.files and sorted(a.files) == sorted(b.files), (a.files, b.files)
     for k in a.files:
         np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-5)
 

@@ -44,7 +44,7 @@ grep -Eq '^#SBATCH --cpus-per-task=[0-9]+' "$TEMPLATE" || fail "$NAME: no --cpus
 bash -n "$TEMPLATE" || fail "$NAME: syntax error"
 
 if [ "$NAME" = preemptible ]; then
-    [ "$PYPATH" != "-" ] || { echo "SKIP: preemptible needs the Python package"; exit 0; }
+    [ "$PYPATH" != "-" ] || { echo "SKIPPED: preemptible needs the Python package"; exit 77; }
     grep -q '^#SBATCH --requeue' "$TEMPLATE" || fail "$NAME: no #SBATCH --requeue"
     grep -q '^#SBATCH --signal=B:USR1@' "$TEMPLATE" || fail "$NAME: no #SBATCH --signal=B:USR1@"
     export PYTHONPATH=$PYPATH

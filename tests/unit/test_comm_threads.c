@@ -32,6 +32,7 @@
 
 #include "boot/boot_threads.h"
 #include "comm/comm.h"
+#include "core/init.h"
 #include "transport/shm_impl.h"
 #include "util/settings.h"
 #include "util/wait.h"

@@ -2,7 +2,7 @@
  * Which UCX transports are TCP only (reduce on arrival's auto mode,
  * tnt_ucx_transports_tcp_only); and which UCX_TLS values let UCX use its
  * TCP transport
- * (transport/ucx/ucx.c, tnt_ucx_tls_includes_tcp). libtnt sets UCX's TCP
+ * (transport/ucx/ucx_config.c, tnt_ucx_tls_includes_tcp). libtnt sets UCX's TCP
  * segment size only then: a setting no transport uses makes UCX warn on
  * every rank ("invalid configurations"), e.g. on an InfiniBand cluster run
  * with UCX_TLS=rc,sm,self.

@@ -142,12 +142,6 @@ struct tnt_comm {
     _Atomic uint32_t in_flight;
 };
 
-/* What tnt_init does after the bootstrap: the node layout, the shared-memory
- * segment and the multi-node transport, over any bootstrap (unit tests pass
- * boot/boot_threads.h's) and parsed settings. Takes ownership of boot and
- * settings, also on failure; tnt_finalize releases them. */
-tnt_status_t tnt_comm_create(tnt_boot_t *boot, struct tnt_settings *settings, tnt_comm_t **comm_p);
-
 /* Set up and tear down the queue (tnt_init / tnt_finalize). Finalize drains
  * what is queued, then stops and joins the thread; it fails (and the caller
  * must not free comm) only if the thread is stuck. */

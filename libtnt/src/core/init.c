@@ -4,6 +4,7 @@
  * connect the node's ranks through one shared-memory segment and the nodes
  * through the multi-node transport.
  */
+#include "core/init.h"
 #include "comm/comm.h"
 
 #include "coll/doctor.h"

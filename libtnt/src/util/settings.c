@@ -105,9 +105,9 @@ static const setting_choice_t overlap_choices[] = {
  * hurts badly on oversubscribed hosts (CI, simulated nodes); about 50 pays
  * when every rank has its own core (docs/multinode.md). TNT_UCX_YIELD_US
  * (1 ms) polls with sched_yield before sleeping, which hands a shared core
- * to the rank that has work (transport/ucx/ucx.c, tnt_ucx_idle).
+ * to the rank that has work (transport/ucx/ucx_wait.c, tnt_ucx_idle).
  * TNT_UCX_TCP_SEG_KB (256) sets UCX's TCP segments, which UCX makes 64 KiB
- * and 8 KiB (transport/ucx/ucx.c, tnt_ucx_config_tcp_segments). TNT_SHM_SMALL_KB and
+ * and 8 KiB (transport/ucx/ucx_config.c, tnt_ucx_config_tcp_segments). TNT_SHM_SMALL_KB and
  * TNT_MULTINODE_RD_MAX_KB default to values the layers choose by layout (for
  * the latter: none, the cost model decides). TNT_MULTINODE_LATENCY_NS and
  * TNT_MULTINODE_LINK_MBPS replace the cost model's fitted alpha and beta.

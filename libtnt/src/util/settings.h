@@ -10,7 +10,8 @@
  * wrapped sizes around (TNT_SHM_STAGING_KB=-1).
  *
  * An unset or empty variable means its default. docs/environment.md lists the
- * same names; tests/unit/test_settings.cmake checks that it does.
+ * same names, defaults, bounds and choices; unit.settings_doc
+ * (tests/unit/check_settings_doc.sh) checks that it does.
  */
 #ifndef TNT_UTIL_SETTINGS_H
 #define TNT_UTIL_SETTINGS_H
@@ -40,7 +41,6 @@ typedef enum {
     TNT_SETTINGS_GPU_HOST
 } tnt_settings_gpu_t;
 
-/* TNT_SHM_STREAM: how large staged shared-memory copies are made. */
 /* TNT_MULTINODE_REDUCE_ON_ARRIVAL: auto = where UCX's rendezvous lands in
  * its own buffers anyway (TCP), on, off. */
 typedef enum {
@@ -49,6 +49,7 @@ typedef enum {
     TNT_SETTINGS_ARRIVAL_OFF
 } tnt_settings_arrival_t;
 
+/* TNT_SHM_STREAM: how large staged shared-memory copies are made. */
 typedef enum {
     TNT_SETTINGS_STREAM_AUTO,
     TNT_SETTINGS_STREAM_ON,

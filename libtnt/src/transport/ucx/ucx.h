@@ -54,7 +54,7 @@ typedef struct {
     size_t staging_bytes; /* registered staging area (tnt_ucx_staging) */
     uint64_t spin_us;     /* busy-poll this long before yielding (0: no) */
     uint64_t yield_us;    /* then poll with sched_yield this long before blocking */
-    size_t tcp_seg_bytes; /* UCX's TCP segment size (ucx.c); 0: UCX's default */
+    size_t tcp_seg_bytes; /* UCX's TCP segment size (ucx_config.c); 0: UCX's default */
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
     tnt_watch_t *watch;
@@ -92,7 +92,7 @@ tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, si
 
 /* A receive that hands the message over as UCX delivers it instead of into a
  * buffer: consume(arg, offset, data, length) runs during progress (inside
- * tnt_ucx_waitall / tnt_ucx_test), once per fragment, with data in UCX's
+ * tnt_ucx_waitall), once per fragment, with data in UCX's
  * own receive buffer and valid only during the call. On success the calls
  * cover [0, bytes) exactly once, in any order, and none comes after the op
  * finished; on an error some may be missing. This saves the copy out of
@@ -124,9 +124,6 @@ tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_
  * longer touched by UCX. */
 tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what);
 tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what);
-/* Nonzero once op has finished (successfully or not); progresses the worker
- * once. The op must still be reaped with tnt_ucx_wait. */
-int tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t *op);
 
 /* Blocking exchange with two peers (either may be -1 to skip). */
 tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
@@ -140,10 +137,6 @@ tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const 
  * none); larger ones are truncated. */
 int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes);
 size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes);
-
-/* First failure seen (TNT_OK while healthy). After a failure every operation
- * fails fast; the transport is not usable again. */
-tnt_status_t tnt_ucx_failed(const tnt_ucx_t *ucx);
 
 /* Diagnostics, checked by the tests to prove the inter-node path is UCX:
  * bytes sent / received through UCX so far, and the transports UCX selected

@@ -1,0 +1,455 @@
+/*
+ * UCX transport: waiting. Polling and reaping requests with backoff, a
+ * failed or departed peer, timeouts (with the hang doctor), and the side
+ * channel the doctor uses.
+ */
+#include "transport/ucx/ucx_impl.h"
+
+#include "util/log.h"
+#include "util/wait.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Updates op->pending/status from UCX. Returns nonzero when finished. */
+static int tnt_ucx_poll_op(struct tnt_ucx_op *op)
+{
+    ucs_status_t us;
+
+    if (!op->pending) {
+        return 1;
+    }
+    if (op->is_recv) {
+        us = ucp_tag_recv_request_test(op, &op->info);
+    } else {
+        us = ucp_request_check_status(op);
+    }
+    if (us == UCS_INPROGRESS) {
+        return 0;
+    }
+    op->pending = 0;
+    op->status = us;
+    return 1;
+}
+
+/* Blocks for the next event, or briefly sleeps when there is no wake-up fd.
+ * Only reached after the spin/yield phase of the backoff. */
+static void tnt_ucx_block(tnt_ucx_t *ucx, tnt_backoff_t *backoff)
+{
+    struct pollfd pfd;
+
+    if (ucx->efd < 0) {
+        (void)tnt_backoff_wait(backoff);
+        return;
+    }
+    /* Arming fails with BUSY when events are already pending: progress them. */
+    if (ucp_worker_arm(ucx->worker) != UCS_OK) {
+        return;
+    }
+    pfd.fd = ucx->efd;
+    pfd.events = POLLIN;
+    pfd.revents = 0;
+    /* At most 1 ms, like the sleeping backoff: the fd reliably signals
+     * arrivals, but a send waiting for socket space may only move on during
+     * the next progress call. EINTR is harmless here. */
+    (void)poll(&pfd, 1, 1);
+}
+
+/* Finishes one op: converts its UCX status, accounts bytes, frees the slot. */
+static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const char *what)
+{
+    tnt_status_t status = TNT_OK;
+    int peer = op->peer;
+
+    if (op->status != UCS_OK) {
+        status = tnt_ucx_status_of(op->status);
+        if (ucx->failed == TNT_OK && op->status != UCS_ERR_CANCELED) {
+            ucx->failed = status;
+            status = tnt_error_raise(status,
+                                     "%s: %s rank %d failed: %s; did rank %d exit or crash? "
+                                     "its own output names the cause",
+                                     what, op->is_recv ? "receive from" : "send to", peer,
+                                     ucs_status_string(op->status), peer);
+        }
+    } else if (op->is_recv) {
+        if (op->info.length != op->bytes) {
+            status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                     "%s: expected %zu B from rank %d but got %zu B; do all "
+                                     "ranks call the same collectives with the same sizes?",
+                                     what, op->bytes, peer, (size_t)op->info.length);
+            if (ucx->failed == TNT_OK) {
+                ucx->failed = status;
+            }
+        } else {
+            ucx->bytes_received += op->bytes;
+            ucx->bytes_consumed += op->consume != NULL ? op->bytes : 0;
+        }
+    }
+    tnt_ucx_pool_put(ucx, op);
+    return status;
+}
+
+/* Reaps every op in ops[0..n) that has finished (NULLing its entry) and
+ * keeps the first error in *status. Returns how many finished. */
+static int tnt_ucx_reap_finished(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what,
+                                 tnt_status_t *status)
+{
+    int finished = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
+            tnt_status_t s = tnt_ucx_reap(ucx, ops[i], what);
+            if (*status == TNT_OK) {
+                *status = s;
+            }
+            ops[i] = NULL;
+            finished++;
+        }
+    }
+    return finished;
+}
+
+/* A dead peer: its pending receives would never complete. Fails the
+ * transport when an unfinished op goes to or comes from a peer whose
+ * endpoint broke. */
+static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        if (ops[i] != NULL && ucx->peers[ops[i]->peer].failed) {
+            int peer = ops[i]->peer;
+            ucx->failed = TNT_ERR_PEER_FAILED;
+            return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                                   "%s: connection to rank %d broke (%s); did it exit or crash? "
+                                   "its own output names the cause",
+                                   what, peer, ucs_status_string(ucx->peers[peer].error));
+        }
+    }
+    return TNT_OK;
+}
+
+/* A peer that left: a rank in tnt_finalize sends its goodbye to every
+ * connected peer before it waits for theirs, so a goodbye from a rank that
+ * an unfinished op still waits for means that rank's program ended while
+ * this collective needs it; nothing would ever complete the op. Without
+ * this check the op waits for TNT_TIMEOUT, and the leaving rank waits up
+ * to 30 s for goodbyes that never come. The goodbye stays queued (probed,
+ * not received) for this rank's own handshake. */
+static tnt_status_t tnt_ucx_check_left(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    if (ucx->saying_goodbye) {
+        return TNT_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        ucp_tag_recv_info_t info;
+        int peer;
+
+        if (ops[i] == NULL) {
+            continue;
+        }
+        peer = ops[i]->peer;
+        if (ucp_tag_probe_nb(ucx->worker, tnt_ucx_tag(TNT_UCX_SEQ_GOODBYE, peer, 0), UINT64_MAX, 0,
+                             &info) != NULL) {
+            ucx->failed = TNT_ERR_PEER_FAILED;
+            return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                                   "%s: rank %d left the job (it called tnt_finalize: its program "
+                                   "is ending) while this rank still waits for it; its own "
+                                   "output shows why it ended early",
+                                   what, peer);
+        }
+    }
+    return TNT_OK;
+}
+
+/* After a failure: cancels every op still pending, poisons the endpoints so
+ * the rest of the job notices, and reaps the cancelled requests, which
+ * complete during progress, so no buffer is touched after the wait
+ * returns. */
+static void tnt_ucx_abandon(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, int remaining)
+{
+    tnt_backoff_t reap;
+
+    for (int i = 0; i < n; i++) {
+        if (ops[i] != NULL && ops[i]->pending) {
+            ucp_request_cancel(ucx->worker, ops[i]);
+        }
+    }
+    tnt_ucx_poison(ucx);
+    tnt_backoff_init(&reap, 5.0);
+    while (remaining > 0) {
+        ucp_worker_progress(ucx->worker);
+        for (int i = 0; i < n; i++) {
+            if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
+                tnt_ucx_pool_put(ucx, ops[i]);
+                ops[i] = NULL;
+                remaining--;
+            }
+        }
+        if (remaining > 0 && tnt_backoff_wait(&reap) != 0) {
+            /* UCX kept them: leak the slots rather than reuse memory UCX
+             * may still write (the transport is dead anyway). */
+            for (int i = 0; i < n; i++) {
+                ops[i] = NULL;
+            }
+            remaining = 0;
+        }
+    }
+}
+
+/* No progress for timeout_s: fails the transport, naming the peer of the
+ * first unfinished op. */
+static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    int peer = -1;
+
+    for (int i = 0; i < n && peer < 0; i++) {
+        if (ops[i] != NULL) {
+            peer = ops[i]->peer;
+        }
+    }
+    ucx->failed = TNT_ERR_TIMEOUT;
+    return tnt_error_raise(TNT_ERR_TIMEOUT,
+                           "%s: rank %d did not answer within %g s; is it still running? see "
+                           "TNT_TIMEOUT",
+                           what, peer, ucx->timeout_s);
+}
+
+/* One idle round of a wait, waited_ns after the wait began or last saw an
+ * op finish: busy-polling for spin_ns (TNT_UCX_SPIN_US, off by default),
+ * then polling with sched_yield between polls for yield_ns
+ * (TNT_UCX_YIELD_US), then sleeping on the worker's event fd, 1 ms at a
+ * time.
+ *
+ * Why yield: on a host with more ranks than cores every message step waits
+ * for its receiver to get a core. Sleeping costs a wake-up per step (arm,
+ * poll, the sender's softirq waking the receiver, two context switches) and
+ * a sleeping rank runs only when the scheduler gets to it; a yielding rank
+ * stays runnable, notices its message at its next turn, and hands its core
+ * straight to a rank that has work (sched_yield returns at once when no
+ * other task wants the core, so with a core per rank this is a busy-poll).
+ * Measured with 16 simulated nodes on 2 vCPUs (docs/multinode.md): 8 B
+ * latency 440 us sleeping right away, 330-360 us yielding for 1 ms, CPU
+ * time per allreduce down by a sixth. No pause-spin before it: 16 rounds of
+ * progress plus pause loops (the generic backoff's first phase) cost
+ * ~20 us of CPU per wait, which on an oversubscribed host is taken from
+ * the rank being waited for (8 B at 16 simulated nodes: 670 us with them,
+ * 440 us without). Pure busy-polling (TNT_UCX_SPIN_US) is the opposite:
+ * it holds the core the peer needs, 1.5-10x slower on shared cores. */
+static void tnt_ucx_idle(tnt_ucx_t *ucx, tnt_backoff_t *backoff, uint64_t waited_ns)
+{
+    if (waited_ns < ucx->spin_ns) {
+        tnt_cpu_relax();
+    } else if (waited_ns - ucx->spin_ns < ucx->yield_ns) {
+        sched_yield();
+    } else {
+        tnt_ucx_block(ucx, backoff);
+    }
+}
+
+tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    tnt_status_t status = TNT_OK;
+    tnt_backoff_t backoff;
+    uint64_t spin_start, waited_ns, left_checked_ns = 0, last_progress_ns;
+    int remaining = 0;
+
+    for (int i = 0; i < n; i++) {
+        remaining += ops[i] != NULL;
+    }
+    tnt_backoff_init(&backoff, tnt_watch_own_timeout(ucx->watch, ucx->timeout_s));
+    spin_start = tnt_time_ns();
+    last_progress_ns = spin_start;
+    while (remaining > 0) {
+        int progressed = 0;
+        int finished;
+
+        while (ucp_worker_progress(ucx->worker) != 0) {
+            progressed = 1;
+        }
+        finished = tnt_ucx_reap_finished(ucx, ops, n, what, &status);
+        remaining -= finished;
+        if (remaining == 0) {
+            break;
+        }
+        if (status == TNT_OK) {
+            status = tnt_ucx_check_peers(ucx, ops, n, what);
+        }
+        if (status != TNT_OK || ucx->failed != TNT_OK) {
+            if (status == TNT_OK) {
+                status = tnt_error_set(ucx->failed, "%s: the job already failed", what);
+            }
+            tnt_ucx_abandon(ucx, ops, n, remaining);
+            return status;
+        }
+        if (progressed || finished) {
+            last_progress_ns = tnt_time_ns();
+            /* The timeout bounds time without progress, not the transfer:
+             * a 1 GiB allreduce over TCP may legitimately take long. */
+            if (finished) {
+                tnt_backoff_init(&backoff, tnt_watch_own_timeout(ucx->watch, ucx->timeout_s));
+                spin_start = tnt_time_ns();
+            }
+            continue;
+        }
+        if (backoff.deadline_ns != UINT64_MAX && tnt_time_ns() >= backoff.deadline_ns) {
+            status = tnt_ucx_timed_out(ucx, ops, n, what);
+            continue; /* the failure branch above cancels and reaps */
+        }
+        waited_ns = tnt_time_ns() - spin_start;
+        status = tnt_watch_poll(ucx->watch, waited_ns); /* cheap while short */
+        if (status != TNT_OK) {
+            ucx->failed = status;
+            continue; /* the failure branch above cancels and reaps */
+        }
+        /* Every 10 ms of a wait, once nothing at all has moved for 10 ms: a
+         * probe of UCX's queue of unexpected messages per op, off the fast
+         * path. A peer's goodbye follows its data on the same connection,
+         * but with several lanes its last fragments could still be on the
+         * way; those would count as progress. */
+        if (waited_ns >= left_checked_ns + 10000000 &&
+            tnt_time_ns() - last_progress_ns >= 10000000) {
+            left_checked_ns = waited_ns;
+            status = tnt_ucx_check_left(ucx, ops, n, what);
+            if (status != TNT_OK) {
+                continue; /* the failure branch above cancels and reaps */
+            }
+        }
+        tnt_ucx_idle(ucx, &backoff, waited_ns);
+    }
+    return status;
+}
+
+/* Side messages go to ranks no collective may have talked to yet (endpoints
+ * are made on first use), so they connect too: the sender to the receiver,
+ * and the receiver back to the sender, which keeps every pair that talked
+ * symmetric for the goodbye handshake. Only the stalled-job path sends them.
+ * A failure here is not the job's failure: returns -1 and the doctor tries
+ * again later. */
+static int tnt_ucx_side_connect(tnt_ucx_t *ucx, int peer)
+{
+    if (ucx->peers[peer].ep != NULL) {
+        return 0;
+    }
+    if (tnt_ucx_ep_create(ucx, peer) != TNT_OK) {
+        return -1;
+    }
+    tnt_ucx_describe_ep(&ucx->peers[peer]);
+    return 0;
+}
+
+int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes)
+{
+    ucp_request_param_t param;
+    ucs_status_ptr_t ret;
+
+    if (ucx->failed != TNT_OK || peer < 0 || peer >= ucx->size || peer == ucx->rank ||
+        ucx->poisoned || tnt_ucx_side_connect(ucx, peer) != 0 || ucx->peers[peer].failed) {
+        return -1;
+    }
+    /* Sent at once or not at all: the caller's buffer is free on return and
+     * no request outlives the call; a message that cannot go now is skipped
+     * (the doctor sends again a second later). */
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+    ret =
+        ucp_tag_send_nbx(ucx->peers[peer].ep, buf, bytes,
+                         TNT_UCX_SIDE_TAG | ((uint64_t)ucx->rank << TNT_UCX_TAG_STEP_BITS), &param);
+    if (ret == NULL) {
+        return 0;
+    }
+    if (!UCS_PTR_IS_ERR(ret)) {
+        /* Not expected with FORCE_IMM_CMPL; never leave a request behind. */
+        ucp_request_cancel(ucx->worker, ret);
+        ucp_request_free(ret);
+    }
+    return -1;
+}
+
+static void tnt_ucx_side_recv_done(void *request, ucs_status_t status,
+                                   const ucp_tag_recv_info_t *info, void *user_data)
+{
+    (void)request;
+    (void)status;
+    (void)info;
+    (void)user_data;
+}
+
+size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes)
+{
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h msg;
+    ucp_request_param_t param;
+    ucs_status_ptr_t ret;
+    ucs_status_t st = UCS_OK;
+
+    ucp_worker_progress(ucx->worker);
+    msg = ucp_tag_probe_nb(ucx->worker, TNT_UCX_SIDE_TAG, TNT_UCX_SIDE_TAG_MASK, 1, &info);
+    if (msg == NULL) {
+        return 0;
+    }
+    if (info.length > bytes) {
+        /* Not one of ours: receive into nothing would fail; drop it by
+         * truncation (UCX reports MESSAGE_TRUNCATED, which is fine here). */
+        info.length = bytes;
+    }
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+    param.cb.recv = tnt_ucx_side_recv_done;
+    ret = ucp_tag_msg_recv_nbx(ucx->worker, buf, bytes, msg, &param);
+    if (UCS_PTR_IS_ERR(ret)) {
+        return 0;
+    }
+    if (ret != NULL) {
+        /* Eager messages are already here: this finishes in a few progress
+         * calls; bounded anyway. */
+        tnt_backoff_t backoff;
+        tnt_backoff_init(&backoff, 1.0);
+        while ((st = ucp_request_check_status(ret)) == UCS_INPROGRESS) {
+            ucp_worker_progress(ucx->worker);
+            if (tnt_backoff_wait(&backoff) != 0) {
+                ucp_request_cancel(ucx->worker, ret);
+                break;
+            }
+        }
+        while (ucp_request_check_status(ret) == UCS_INPROGRESS) {
+            ucp_worker_progress(ucx->worker);
+        }
+        ucp_request_free(ret);
+    }
+    if (st != UCS_OK) {
+        return 0;
+    }
+    int sender = (int)((info.sender_tag >> TNT_UCX_TAG_STEP_BITS) & (TNT_UCX_MAX_RANKS - 1));
+    if (sender < ucx->size && sender != ucx->rank && !ucx->poisoned) {
+        (void)tnt_ucx_side_connect(ucx, sender);
+    }
+    return info.length;
+}
+
+tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what)
+{
+    return tnt_ucx_waitall(ucx, op, 1, what);
+}
+
+tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
+                              size_t send_bytes, int src, uint64_t recv_tag, void *recvbuf,
+                              size_t recv_bytes, const char *what)
+{
+    tnt_ucx_op_t *ops[2] = { NULL, NULL };
+    tnt_status_t status = TNT_OK;
+
+    if (src >= 0) {
+        status = tnt_ucx_irecv(ucx, src, recv_tag, recvbuf, recv_bytes, &ops[0]);
+    }
+    if (status == TNT_OK && dst >= 0) {
+        status = tnt_ucx_isend(ucx, dst, send_tag, sendbuf, send_bytes, &ops[1]);
+    }
+    if (status != TNT_OK) {
+        tnt_ucx_waitall(ucx, ops, 2, what);
+        return status;
+    }
+    return tnt_ucx_waitall(ucx, ops, 2, what);
+}
