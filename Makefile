@@ -6,7 +6,7 @@ CMAKE_FLAGS ?= -DTNT_WERROR=ON
 PYTHON    ?= /usr/bin/python3
 RANKS     ?= 2
 
-.PHONY: all deps configure build run test test-unit bench install deb clean
+.PHONY: all deps configure build run test test-unit bench bench-compare install deb clean
 
 all: build
 
@@ -36,6 +36,12 @@ test-unit: build
 
 bench: build
 	bash tests/bench/run_all.sh $(BUILD_DIR)
+
+# The working tree against a reference commit, alternating, probed (see
+# scripts/bench-compare.sh): make bench-compare REF=<commit before a change>.
+REF ?= HEAD
+bench-compare: build
+	bash scripts/bench-compare.sh --ref $(REF) --build $(BUILD_DIR)
 
 install: build
 	cmake --install $(BUILD_DIR)

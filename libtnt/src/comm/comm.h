@@ -146,6 +146,12 @@ struct tnt_comm {
  * what is queued, then stops and joins the thread; it fails (and the caller
  * must not free comm) only if the thread is stuck. */
 tnt_status_t tnt_progress_init(tnt_comm_t *comm);
+/* TNT_OVERLAP=auto's choice, pure (unit-tested): 1 to run posted
+ * operations on the progress thread. Across nodes always (the network moves
+ * data while the caller computes); on one node only when every local
+ * rank's compute threads and its progress thread each have a core:
+ * local_size * (threads_per_rank + 1) <= node_cpus. */
+int tnt_overlap_auto(int num_nodes, int local_size, int threads_per_rank, int node_cpus);
 tnt_status_t tnt_progress_finalize(tnt_comm_t *comm);
 /* Enqueues a caller-owned request for the progress thread. */
 tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req);

@@ -52,8 +52,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Polling before sleeping, only when spin_ok. A small collective completes
  * within a few microseconds; during a fused step the next bucket usually
@@ -73,6 +75,40 @@ static int affinity_cpus(void)
         return 1;
     }
     return CPU_COUNT(&set);
+}
+
+int tnt_overlap_auto(int num_nodes, int local_size, int threads_per_rank, int node_cpus)
+{
+    if (num_nodes > 1) {
+        return 1;
+    }
+    return (long)local_size * ((long)threads_per_rank + 1) <= (long)node_cpus;
+}
+
+/* A rank's compute threads: OMP_NUM_THREADS (the launcher and the plugin
+ * set it from the rank's CPUs), else every CPU it may run on (torch's own
+ * default). */
+static int threads_per_rank(void)
+{
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (omp != NULL) {
+        char *end;
+        long n = strtol(omp, &end, 10); /* "4,2" (nested levels): the outer one */
+        if (end != omp && n >= 1 && n <= 1 << 20) {
+            return (int)n;
+        }
+    }
+    return affinity_cpus();
+}
+
+/* The CPUs the node's ranks share: this rank's affinity times the local
+ * ranks (disjoint pinned slices), at most the CPUs online. Unpinned ranks
+ * each see every CPU, which the bound turns into the machine's count. */
+static int node_cpus(int local_size)
+{
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = (long)affinity_cpus() * (local_size > 0 ? local_size : 1);
+    return (int)(online > 0 && online < cpus ? online : cpus);
 }
 
 tnt_status_t tnt_progress_init(tnt_comm_t *comm)
@@ -329,15 +365,23 @@ static tnt_status_t progress_start(tnt_comm_t *comm)
                                strerror(rc));
     }
     comm->progress_running = 1;
-    /* TNT_OVERLAP=auto: with one CPU and shared memory only, the thread
-     * could only take turns with the caller on that CPU, and the ranks'
-     * threads would meet in a collective only by chance (measured in
-     * docs/tuning.md): posts are left to their waiters. Across nodes the
+    /* TNT_OVERLAP=auto: on one node without a core per thread, the
+     * progress thread could only take turns with the callers' threads, and
+     * the ranks' threads would meet in a collective only by chance (measured
+     * in docs/tuning.md): posts are left to their waiters. Across nodes the
      * network moves data while the caller computes, so the thread runs. */
     tnt_settings_overlap_t overlap =
         comm->settings != NULL ? comm->settings->overlap : TNT_SETTINGS_OVERLAP_AUTO;
-    comm->defer = overlap == TNT_SETTINGS_OVERLAP_OFF ||
-                  (overlap == TNT_SETTINGS_OVERLAP_AUTO && !comm->spin_ok && comm->num_nodes == 1);
+    if (overlap == TNT_SETTINGS_OVERLAP_AUTO) {
+        int threads = threads_per_rank();
+        int cpus = node_cpus(comm->local_size);
+        comm->defer = !tnt_overlap_auto(comm->num_nodes, comm->local_size, threads, cpus);
+        tnt_log_info("TNT_OVERLAP=auto: %s (%d node(s); on this one %d rank(s) x (%d compute + "
+                     "1 progress) threads, %d CPUs)",
+                     comm->defer ? "off" : "on", comm->num_nodes, comm->local_size, threads, cpus);
+    } else {
+        comm->defer = overlap == TNT_SETTINGS_OVERLAP_OFF;
+    }
     return TNT_OK;
 }
 
