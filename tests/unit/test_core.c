@@ -122,10 +122,20 @@ static void test_last_error(void **state)
     /* raise returns the status and records the same way. */
     assert_int_equal(tnt_error_raise(TNT_ERR_MISMATCH, "plans differ"), TNT_ERR_MISMATCH);
     assert_string_equal(tnt_last_error(), "rank 3: plans differ");
-    tnt_error_restore("rank 1: from another thread");
+    assert_int_equal(tnt_error_printed(), 1);
+    /* The same words recorded without printing are not "printed": the flag
+     * travels with the error, not with its text (it was a text compare). */
+    tnt_error_set(TNT_ERR_MISMATCH, "plans differ");
+    assert_string_equal(tnt_last_error(), "rank 3: plans differ");
+    assert_int_equal(tnt_error_printed(), 0);
+    tnt_error_restore("rank 1: from another thread", 1);
     assert_string_equal(tnt_last_error(), "rank 1: from another thread");
+    assert_int_equal(tnt_error_printed(), 1);
+    tnt_error_restore("rank 1: from another thread", 0);
+    assert_int_equal(tnt_error_printed(), 0);
     tnt_error_clear();
     assert_string_equal(tnt_last_error(), "");
+    assert_int_equal(tnt_error_printed(), 0);
 }
 
 static void test_status_strings(void **state)

@@ -235,6 +235,7 @@ static void request_run(tnt_comm_t *comm, struct tnt_request *req)
     if (status < 0) {
         snprintf(req->error, sizeof(req->error), "%s",
                  tnt_error_message()[0] != '\0' ? tnt_error_message() : tnt_status_string(status));
+        req->error_printed = tnt_error_printed();
     }
     in_flight_release(comm);
     /* Release: everything execute() wrote (results, req->error, coll_seq,
@@ -257,7 +258,7 @@ static void request_run(tnt_comm_t *comm, struct tnt_request *req)
 static void caller_run(tnt_comm_t *comm, struct tnt_request *target)
 {
     char saved[TNT_REQUEST_ERROR_MAX];
-    int have_saved = 0;
+    int have_saved = 0, saved_printed = 0;
 
     for (;;) {
         pthread_mutex_lock(&comm->progress_lock);
@@ -271,6 +272,7 @@ static void caller_run(tnt_comm_t *comm, struct tnt_request *target)
         }
         if (!have_saved) {
             snprintf(saved, sizeof(saved), "%s", tnt_error_message());
+            saved_printed = tnt_error_printed();
             have_saved = 1;
         }
         request_run(comm, req);
@@ -279,7 +281,7 @@ static void caller_run(tnt_comm_t *comm, struct tnt_request *target)
         }
     }
     if (have_saved) {
-        tnt_error_restore(saved);
+        tnt_error_restore(saved, saved_printed);
         /* Requests posted after target, or ones this thread could not take:
          * the thread runs them, unless posts leave them to their waiters. */
         if (!comm->defer) {
@@ -539,7 +541,7 @@ tnt_status_t tnt_progress_wait(tnt_comm_t *comm, struct tnt_request *req)
      * so req->error is complete when status says the request failed. */
     status = atomic_load_explicit(&req->status, memory_order_acquire);
     if (status < 0) {
-        tnt_error_restore(req->error);
+        tnt_error_restore(req->error, req->error_printed);
     }
     return status;
 }

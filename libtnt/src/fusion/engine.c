@@ -477,6 +477,7 @@ static tnt_status_t fusion_finish_step(struct tnt_fusion *fusion, int report_mis
     tnt_status_t status = TNT_OK;
     tnt_status_t first_error = TNT_OK;
     char first_message[1024] = "";
+    int first_printed = 0;
     char list[256];
     const size_t missing = fusion->num_tensors - fusion->num_marked;
 
@@ -504,21 +505,23 @@ static tnt_status_t fusion_finish_step(struct tnt_fusion *fusion, int report_mis
         if (status != TNT_OK && first_error == TNT_OK) {
             first_error = status;
             snprintf(first_message, sizeof(first_message), "%s", tnt_last_error());
+            first_printed = tnt_error_printed();
         }
     }
     status = fusion_wait_request(fusion, &fusion->check_req);
     if (status != TNT_OK && first_error == TNT_OK) {
         first_error = status;
         snprintf(first_message, sizeof(first_message), "%s", tnt_last_error());
+        first_printed = tnt_error_printed();
     }
     if (fusion->broken) {
-        tnt_error_restore(first_message);
+        tnt_error_restore(first_message, first_printed);
         return first_error;
     }
 
     if (first_error != TNT_OK) {
         /* A collective failed: its own message (naming the peer) stands. */
-        tnt_error_restore(first_message);
+        tnt_error_restore(first_message, first_printed);
         status = first_error;
     } else if (missing > 0) {
         status = report_missing
@@ -745,6 +748,7 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
     tnt_fusion_summary_t mine;
     tnt_status_t local, status;
     char local_message[1024] = "";
+    int local_printed = 0;
 
     if (comm == NULL) {
         return tnt_error_raise(TNT_ERR_NOT_INITIALIZED,
@@ -763,6 +767,7 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
          * other ranks fail at once (naming this rank) instead of waiting for
          * it until TNT_TIMEOUT. This rank keeps its own, more precise error. */
         snprintf(local_message, sizeof(local_message), "%s", tnt_last_error());
+        local_printed = tnt_error_printed();
         memset(&mine, 0, sizeof(mine));
         mine.num_tensors = num_tensors;
         mine.threshold = threshold_bytes;
@@ -771,7 +776,7 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
     }
     status = tnt_fusion_plan_agree(comm, &mine);
     if (local != TNT_OK) {
-        tnt_error_restore(local_message);
+        tnt_error_restore(local_message, local_printed);
         return local;
     }
     if (status != TNT_OK) {

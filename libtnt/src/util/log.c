@@ -43,11 +43,11 @@ static int log_rank_get(void)
 }
 
 static _Thread_local char last_error[TNT_ERROR_MSG_MAX];
-/* The last error that tnt_error_raise printed, on any thread: an error
- * raised on the progress thread reaches the caller's thread as a copy
- * (tnt_error_restore), and is recognised as printed by its text. */
-static char printed_error[TNT_ERROR_MSG_MAX];
-static pthread_mutex_t printed_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Whether last_error was printed where it was raised (tnt_error_raise) or
+ * only recorded (tnt_error_set). Carried with the message when an error
+ * moves between threads (tnt_error_restore), never recognised by its text:
+ * two failures can have the same words. */
+static _Thread_local int last_error_printed;
 
 int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p)
 {
@@ -203,23 +203,13 @@ tnt_status_t tnt_error_raise(tnt_status_t status, const char *fmt, ...)
     const char *msg = error_record(fmt, ap);
     va_end(ap);
     tnt_log(TNT_LOG_ERROR, "%s", msg);
-    pthread_mutex_lock(&printed_lock);
-    memcpy(printed_error, last_error, sizeof(printed_error));
-    pthread_mutex_unlock(&printed_lock);
+    last_error_printed = 1;
     return status;
 }
 
 int tnt_error_printed(void)
 {
-    int printed;
-
-    if (last_error[0] == '\0') {
-        return 0;
-    }
-    pthread_mutex_lock(&printed_lock);
-    printed = strcmp(last_error, printed_error) == 0;
-    pthread_mutex_unlock(&printed_lock);
-    return printed;
+    return last_error[0] != '\0' && last_error_printed;
 }
 
 tnt_status_t tnt_error_set(tnt_status_t status, const char *fmt, ...)
@@ -228,6 +218,7 @@ tnt_status_t tnt_error_set(tnt_status_t status, const char *fmt, ...)
     va_start(ap, fmt);
     error_record(fmt, ap);
     va_end(ap);
+    last_error_printed = 0;
     return status;
 }
 
@@ -236,14 +227,16 @@ const char *tnt_error_message(void)
     return last_error;
 }
 
-void tnt_error_restore(const char *message)
+void tnt_error_restore(const char *message, int printed)
 {
     snprintf(last_error, sizeof(last_error), "%s", message != NULL ? message : "");
+    last_error_printed = printed;
 }
 
 void tnt_error_clear(void)
 {
     last_error[0] = '\0';
+    last_error_printed = 0;
 }
 
 /* Bytes written to fd that its reader has not taken yet, or -1 when fd is

@@ -53,12 +53,13 @@ tnt_status_t tnt_error_set(tnt_status_t status, const char *fmt, ...)
 
 /* This thread's last error message ("" if none); tnt_last_error() returns it. */
 const char *tnt_error_message(void);
-/* Copies a message recorded on another thread (the progress thread) into this
- * thread's last error, unchanged and without logging it again. */
-void tnt_error_restore(const char *message);
+/* Copies a message recorded on another thread (the progress thread), or
+ * saved earlier, into this thread's last error, unchanged and without
+ * logging it again; printed is what tnt_error_printed() said of it there. */
+void tnt_error_restore(const char *message, int printed);
 void tnt_error_clear(void);
-/* 1 when this thread's last error was printed by tnt_error_raise (on this
- * or another thread: the same text); tnt_last_error_printed() returns it. */
+/* 1 when this thread's last error was printed by tnt_error_raise (here, or
+ * on the thread it was restored from); tnt_last_error_printed() returns it. */
 int tnt_error_printed(void);
 
 #endif

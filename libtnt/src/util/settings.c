@@ -391,6 +391,7 @@ tnt_status_t tnt_settings_load(tnt_settings_t *settings)
 {
     tnt_status_t first = TNT_OK;
     char first_message[1024] = "";
+    int first_printed = 0;
     tnt_settings_t parsed;
 
     tnt_settings_set_defaults(&parsed);
@@ -402,10 +403,11 @@ tnt_status_t tnt_settings_load(tnt_settings_t *settings)
         if (status != TNT_OK && first == TNT_OK) {
             first = status;
             snprintf(first_message, sizeof(first_message), "%s", tnt_error_message());
+            first_printed = tnt_error_printed();
         }
     }
     if (first != TNT_OK) {
-        tnt_error_restore(first_message);
+        tnt_error_restore(first_message, first_printed);
         return first;
     }
     *settings = parsed;
@@ -455,15 +457,15 @@ int tnt_settings_describe(size_t index, char *buf, size_t len)
         return -1;
     }
     const setting_desc_t *d = &settings_table[index];
-    int used = snprintf(buf, len, "%s|%s|%s|%.17g|%.17g|", d->name,
-                        d->default_value != NULL ? d->default_value : "", kinds[d->kind], d->min,
-                        d->max);
+    int used =
+        snprintf(buf, len, "%s|%s|%s|%.17g|%.17g|", d->name,
+                 d->default_value != NULL ? d->default_value : "", kinds[d->kind], d->min, d->max);
     for (const setting_choice_t *c = d->choices; c != NULL && c->name != NULL; c++) {
         if (used < 0 || (size_t)used >= len) {
             break;
         }
-        used += snprintf(buf + used, len - (size_t)used, "%s%s", c == d->choices ? "" : ",",
-                         c->name);
+        used +=
+            snprintf(buf + used, len - (size_t)used, "%s%s", c == d->choices ? "" : ",", c->name);
     }
     return 0;
 }
