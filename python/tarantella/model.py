@@ -727,7 +727,7 @@ class Model:
                     # Own data per rank: the global batch is the sum of the
                     # ranks' micro-batches at this step.
                     idx = sampler.step_info(step)[0] if step < len(sampler) else []
-                    global_n = sum(s.step_count(step) for s in rank_samplers)
+                    global_n = sum(s._global_count(step) for s in rank_samplers)
                 local_n = len(idx)
                 if batch_sync:
                     cbs.call("on_train_batch_begin", step, global_logs={}, local_logs={})

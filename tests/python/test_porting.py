@@ -1,0 +1,68 @@
+"""What a port from DDP or Horovod relies on (issue 25, docs/porting.md).
+
+* The DataLoader loop of docs/porting-tutorial.md, with torch's default
+  collate and no empty-batch handling, reproduces serial training on 3 and
+  4 ranks where the final global batch has fewer samples than ranks
+  (ranks/porting_loader.py).
+* tnt.seed_per_rank gives every rank its own dropout masks and random
+  draws, and rank 0 the serial script's (ranks/porting_seeds.py)."""
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from conftest import RANKS_DIR, check
+
+import tarantella as tnt  # noqa: E402  (a missing build must fail, not skip)
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(RANKS_DIR, name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+loader_train = _load("porting_loader")
+
+
+@pytest.fixture(scope="module")
+def serial_loader_weights():
+    return {name: loader_train.train_serial(cfg) for name, cfg in loader_train.CONFIGS.items()}
+
+
+@pytest.mark.parametrize("ranks", [3, 4])
+def test_dataloader_loop_matches_serial_with_empty_ranks(launch, tmp_path, serial_loader_weights,
+                                                         ranks):
+    out = tmp_path / "w.npz"
+    check(launch(ranks, "porting_loader.py", str(out), timeout=240), "%d-rank training" % ranks)
+    got = np.load(out)
+    init = loader_train.weights(loader_train.make_model(3))
+    for name, ref in serial_loader_weights.items():
+        cfg = loader_train.CONFIGS[name]
+        last = cfg["n"] % cfg["batch"]
+        assert 0 < last < ranks
+        # Ranks last..ranks-1 take a placeholder step at the end of each epoch.
+        assert int(got["%s_placeholders" % name]) == (ranks - last) * loader_train.EPOCHS
+        assert max(np.abs(r - w).max() for r, w in zip(ref, init)) > 1e-2  # it trained
+        for i, r in enumerate(ref):
+            np.testing.assert_allclose(got["%s_%d" % (name, i)], r, rtol=1e-5, atol=1e-6,
+                                       err_msg="%s parameter %d on %d ranks" % (name, i, ranks))
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_seed_per_rank(launch, run_single, ranks):
+    # Ranks draw different dropout masks, torch/random/numpy values and
+    # DataLoader-worker values; rank 0 draws what the serial script draws.
+    if ranks == 1:
+        out = check(run_single("porting_seeds.py", timeout=120), "one process")
+    else:
+        out = check(launch(ranks, "porting_seeds.py", timeout=180), "%d ranks" % ranks)
+    lines = sorted(l for l in out.splitlines() if l.startswith("seeds ok"))
+    assert lines == sorted("seeds ok %d %d" % (ranks, 11 + r) for r in range(ranks)), out
+
+
+def test_seed_per_rank_refuses_negative():
+    with pytest.raises(tnt.InvalidArgumentError, match="seed must be >= 0"):
+        tnt.seed_per_rank(-1)
