@@ -14,7 +14,7 @@ import numpy as np
 from . import _tnt
 from .errors import InvalidArgumentError
 
-__all__ = ["DistributedSampler", "epoch_seed", "collate_allow_empty"]
+__all__ = ["DistributedSampler", "DataLoader", "epoch_seed", "collate_allow_empty"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -167,3 +167,83 @@ def collate_allow_empty(batch):
         return None
     from torch.utils.data import default_collate
     return default_collate(batch)
+
+
+def _torch_data_loader():
+    # torch is imported on first use only (see tarantella/__init__.py).
+    import torch.utils.data
+    return torch.utils.data.DataLoader
+
+
+def DataLoader(dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None,
+               drop_last=False, seed=0, allow_empty=False, **kwargs):
+    """A torch ``DataLoader`` that takes the usual ``batch_size=``,
+    ``shuffle=`` and ``drop_last=`` and loads this rank's share of every
+    global batch: ``DataLoader(ds, batch_size=64, shuffle=True, **kwargs)``
+    becomes ``tnt.data.DataLoader(ds, batch_size=64, shuffle=True, **kwargs)``.
+
+    ``batch_size`` is the **global** batch. The loader's
+    ``batch_sampler`` is a :class:`DistributedSampler` built from
+    ``batch_size``, ``shuffle``, ``seed`` (the same on every rank) and
+    ``drop_last`` (its ``drop_remainder``). The loader has the sampler's
+    ``micro_batch(step)`` and ``set_epoch(e)``; without ``set_epoch``, every
+    new pass over the loader takes the next epoch's order, as a shuffling
+    torch DataLoader draws a new order every pass. Every other keyword
+    (``num_workers``, ``pin_memory``, ``collate_fn``, ...) goes to torch."""
+    if sampler is not None or batch_sampler is not None:
+        raise InvalidArgumentError(
+            "tnt.data.DataLoader builds its own batch_sampler (a tnt.data.DistributedSampler) "
+            "from batch_size, shuffle and drop_last; remove sampler=/batch_sampler= (a DDP "
+            "DistributedSampler is not needed), or use torch's DataLoader with "
+            "batch_sampler=tnt.data.DistributedSampler(...)")
+    if batch_size is None:
+        raise InvalidArgumentError("tnt.data.DataLoader needs batch_size (the global batch); "
+                                   "batch_size=None (no batching) is not supported")
+    if allow_empty and kwargs.get("collate_fn") is None:
+        raise InvalidArgumentError(
+            "tnt.data.DataLoader(allow_empty=True) yields empty micro-batches, which torch's "
+            "default collate_fn cannot collate; pass collate_fn=tnt.data.collate_allow_empty "
+            "(and skip None batches), leave allow_empty off (a zero-weight placeholder stands "
+            "in for an empty share), or set drop_last=True")
+    return _loader_class()(dataset, batch_sampler=DistributedSampler(
+        dataset, batch_size, shuffle=shuffle, seed=seed, drop_remainder=drop_last,
+        allow_empty=allow_empty), **kwargs)
+
+
+_LOADER_CLASS = None
+
+
+def _loader_class():
+    """The torch DataLoader subclass behind :func:`DataLoader` (made on first
+    use, so that importing tarantella does not import torch)."""
+    global _LOADER_CLASS
+    if _LOADER_CLASS is not None:
+        return _LOADER_CLASS
+
+    class _DistributedDataLoader(_torch_data_loader()):
+        __doc__ = DataLoader.__doc__
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._tnt_passes = 0
+            self._tnt_epoch_set = False
+
+        def set_epoch(self, epoch):
+            """Selects epoch ``epoch``'s order for the next pass."""
+            self.batch_sampler.set_epoch(epoch)
+            self._tnt_epoch_set = True
+
+        def micro_batch(self, step):
+            """The sampler's ``micro_batch(step)``: ``(local_count,
+            global_count)`` for ``optimizer.set_micro_batch``."""
+            return self.batch_sampler.micro_batch(step)
+
+        def __iter__(self):
+            if self._tnt_passes > 0 and not self._tnt_epoch_set:
+                self.batch_sampler.set_epoch(self.batch_sampler.epoch + 1)
+            self._tnt_epoch_set = False
+            self._tnt_passes += 1
+            return super().__iter__()
+
+    _LOADER_CLASS = _DistributedDataLoader
+    return _LOADER_CLASS

@@ -3,7 +3,8 @@
 * The DataLoader loop of docs/porting-tutorial.md, with torch's default
   collate and no empty-batch handling, reproduces serial training on 3 and
   4 ranks where the final global batch has fewer samples than ranks
-  (ranks/porting_loader.py).
+  (ranks/porting_loader.py); so does tnt.data.DataLoader built from the
+  usual DataLoader(ds, batch_size=..., shuffle=True, **kwargs) arguments.
 * tnt.seed_per_rank gives every rank its own dropout masks and random
   draws, and rank 0 the serial script's (ranks/porting_seeds.py)."""
 import importlib.util
@@ -11,6 +12,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import RANKS_DIR, check
 
@@ -66,3 +68,34 @@ def test_seed_per_rank(launch, run_single, ranks):
 def test_seed_per_rank_refuses_negative():
     with pytest.raises(tnt.InvalidArgumentError, match="seed must be >= 0"):
         tnt.seed_per_rank(-1)
+
+
+def test_data_loader_from_the_usual_arguments():
+    # DataLoader(ds, batch_size=B, shuffle=True, **kwargs) with tnt.data:
+    # the sampler is built from them; every pass is the next epoch.
+    ds = torch.utils.data.TensorDataset(torch.arange(22))
+    kwargs = {"batch_size": 8, "shuffle": True, "num_workers": 0, "drop_last": False}
+    loader = tnt.data.DataLoader(ds, seed=3, **kwargs)
+    assert isinstance(loader, torch.utils.data.DataLoader)
+    ref = tnt.data.DistributedSampler(22, 8, seed=3)
+    for epoch in range(2):
+        ref.set_epoch(epoch)
+        assert [b[0].tolist() for b in loader] == list(ref)
+    loader.set_epoch(0)
+    ref.set_epoch(0)
+    assert [b[0].tolist() for b in loader] == list(ref)
+    assert [loader.micro_batch(s) for s in range(len(loader))] == [(8, 8), (8, 8), (6, 6)]
+    dropped = tnt.data.DataLoader(ds, batch_size=8, drop_last=True)
+    assert [b[0].tolist() for b in dropped] == [list(range(8)), list(range(8, 16))]
+
+
+def test_data_loader_errors_name_the_fix():
+    ds = torch.utils.data.TensorDataset(torch.arange(5))
+    with pytest.raises(tnt.InvalidArgumentError, match="remove sampler="):
+        tnt.data.DataLoader(ds, batch_size=2,
+                            sampler=torch.utils.data.SequentialSampler(ds))
+    with pytest.raises(tnt.InvalidArgumentError, match="collate_fn=tnt.data.collate_allow_empty"):
+        tnt.data.DataLoader(ds, batch_size=2, allow_empty=True)
+    ok = tnt.data.DataLoader(ds, batch_size=2, allow_empty=True,
+                             collate_fn=tnt.data.collate_allow_empty)
+    assert len(list(ok)) == 3

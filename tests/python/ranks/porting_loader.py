@@ -1,8 +1,9 @@
 """A DataLoader training loop in the form docs/porting-tutorial.md gives: the
 sampler as the DataLoader's batch_sampler, torch's default collate, no
 handling of empty batches in the loop, and
-``opt.set_micro_batch(*sampler.micro_batch(step))``; and the serial
-reference it must reproduce.
+``opt.set_micro_batch(*sampler.micro_batch(step))``; the same loop over
+``tnt.data.DataLoader(ds, **train_kwargs)`` (docs/porting.md); and the
+serial reference they must reproduce.
 
 As a rank script (``porting_loader.py OUT.npz``) it trains every
 configuration of CONFIGS data-parallel and rank 0 saves the final weights
@@ -23,6 +24,9 @@ CONFIGS = {
     "last1": dict(n=41, batch=10, workers=0),
     # The last batch has 2 samples; samples loaded by worker processes.
     "last2_workers": dict(n=32, batch=6, workers=2),
+    # tnt.data.DataLoader built from mnist's **train_kwargs (batch_size,
+    # shuffle, num_workers), with no set_epoch: each pass is the next epoch.
+    "tnt_loader": dict(n=41, batch=10, workers=1, tnt_loader=True),
 }
 EPOCHS = 2
 
@@ -73,11 +77,18 @@ def train_distributed(cfg):
     model = make_model(3 + tnt.get_rank())  # broadcast_parameters makes them agree
     tnt.broadcast_parameters(model)
     opt = tnt.DistributedOptimizer(make_opt(model.parameters()), model)
-    sampler = tnt.data.DistributedSampler(len(ds), cfg["batch"], seed=8)
-    loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler, num_workers=cfg["workers"])
+    if cfg.get("tnt_loader"):
+        train_kwargs = {"batch_size": cfg["batch"], "shuffle": True}
+        train_kwargs.update({"num_workers": cfg["workers"], "pin_memory": False})
+        loader = sampler = tnt.data.DataLoader(ds, seed=8, **train_kwargs)
+    else:
+        sampler = tnt.data.DistributedSampler(len(ds), cfg["batch"], seed=8)
+        loader = torch.utils.data.DataLoader(ds, batch_sampler=sampler,
+                                             num_workers=cfg["workers"])
     placeholders = 0
     for epoch in range(EPOCHS):
-        sampler.set_epoch(epoch)
+        if not cfg.get("tnt_loader"):
+            sampler.set_epoch(epoch)
         for step, (x, y) in enumerate(loader):
             opt.zero_grad()
             opt.set_micro_batch(*sampler.micro_batch(step))
