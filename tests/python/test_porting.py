@@ -6,7 +6,8 @@
   (ranks/porting_loader.py); so does tnt.data.DataLoader built from the
   usual DataLoader(ds, batch_size=..., shuffle=True, **kwargs) arguments.
 * tnt.seed_per_rank gives every rank its own dropout masks and random
-  draws, and rank 0 the serial script's (ranks/porting_seeds.py)."""
+  draws, and rank 0 the serial script's (ranks/porting_seeds.py); so does
+  tnt.Model.fit(tnt_seed_per_rank=...) (ranks/porting_fit_seed.py)."""
 import importlib.util
 import os
 
@@ -99,3 +100,32 @@ def test_data_loader_errors_name_the_fix():
     ok = tnt.data.DataLoader(ds, batch_size=2, allow_empty=True,
                              collate_fn=tnt.data.collate_allow_empty)
     assert len(list(ok)) == 3
+
+
+def _fit_seed_lines(out):
+    lines = {}
+    for line in out.splitlines():
+        if line.startswith("rank "):
+            words = line.split()
+            lines[int(words[1])] = (words[3], words[5])
+    return lines
+
+
+def test_fit_seed_per_rank(launch, run_single):
+    # fit(tnt_seed_per_rank=5): the ranks draw differently, rank 0 draws
+    # what a serial fit after torch.manual_seed(5) draws, and the data order
+    # (drawn by the master) is the one of torch.manual_seed(5) before fit:
+    # the weights equal those of that run bit for bit (the model's draws do
+    # not touch the loss).
+    serial = _fit_seed_lines(check(run_single("porting_fit_seed.py", "manual", timeout=120),
+                                   "serial fit"))
+    ranks = _fit_seed_lines(check(launch(2, "porting_fit_seed.py", "option", timeout=180),
+                                  "2-rank fit"))
+    assert sorted(ranks) == [0, 1] and list(serial) == [0], (serial, ranks)
+    assert ranks[0][0] == serial[0][0]      # rank 0 draws the serial draws
+    assert ranks[1][0] != ranks[0][0]       # rank 1 draws its own
+    assert ranks[0][1] == ranks[1][1]       # the weights agree on every rank...
+    same_seed = _fit_seed_lines(check(launch(2, "porting_fit_seed.py", "manual", timeout=180),
+                                      "2-rank fit, one seed"))
+    assert same_seed[0][0] == same_seed[1][0]  # the trap: one seed, the same draws
+    assert same_seed[0][1] == ranks[0][1]      # ...and the order is the serial seed's

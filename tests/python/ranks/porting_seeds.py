@@ -1,7 +1,7 @@
 """tnt.seed_per_rank: every rank draws differently (dropout masks, torch,
 random, numpy, DataLoader workers), and rank 0 draws exactly what the serial
 script draws after seeding torch, random and numpy with the same seed.
-Prints one line ``seeds ok <size> <value>`` on every rank."""
+The master prints one line ``seeds ok <size> <value>`` per rank."""
 import random
 
 import numpy as np
@@ -54,4 +54,7 @@ if tnt.get_rank() == 0:
     random.seed(SEED)
     np.random.seed(SEED)
     assert same(draws(), mine), "rank 0 does not draw what the serial script draws"
-print("seeds ok %d %d" % (tnt.get_size(), value), flush=True)
+# The master prints every rank's line (lines of several ranks may interleave).
+lines = tnt.allgather_object("seeds ok %d %d" % (tnt.get_size(), value))
+if tnt.is_master_rank():
+    print("\n".join(lines), flush=True)
