@@ -203,17 +203,21 @@ static int stepd_environment(spank_t sp, const tnt_spank_config_t *config, int n
  * task/affinity or task/cgroup, binds) one CPU per rank, so each rank
  * computes with one thread while the node's other CPUs stay idle. Local rank
  * 0 says so once per node, with the --cpus-per-task that fills the node. Not
- * when the user set OMP_NUM_THREADS (a choice), or when the ranks already
- * fill at least half the node.
+ * when the user set OMP_NUM_THREADS (a choice), when the ranks already fill
+ * at least half the node, or when the rank was not confined to one CPU
+ * (`threads`, what OMP_NUM_THREADS was set to, is more than 1: with
+ * task/none nothing binds the task, and the warning would contradict the
+ * CPUs the rank really has).
  */
 static void stepd_cpu_hint(spank_t sp, hwloc_topology_t topology, int local_rank,
-                           uint32_t local_size, int user_omp_threads)
+                           uint32_t local_size, int user_omp_threads, int threads)
 {
     char node[64];
     uint32_t cpus_per_task = 0;
     int node_cpus = hwloc_bitmap_weight(hwloc_topology_get_topology_cpuset(topology));
 
-    if (local_rank != 0 || user_omp_threads || local_size == 0 || node_cpus < 2 * (int)local_size)
+    if (local_rank != 0 || user_omp_threads || threads > 1 || local_size == 0 ||
+        node_cpus < 2 * (int)local_size)
         return;
     if (spank_get_item(sp, S_STEP_CPUS_PER_TASK, &cpus_per_task) != ESPANK_SUCCESS ||
         cpus_per_task != 1)
@@ -293,7 +297,7 @@ int tnt_spank_stepd_task_init(spank_t sp)
         spank_getenv(sp, "OMP_NUM_THREADS", gpu_desc, sizeof gpu_desc) != ESPANK_ENV_NOEXIST;
     if (stepd_environment(sp, config, threads) != 0)
         goto err_bitmaps;
-    stepd_cpu_hint(sp, topology, local_rank, local_size, user_omp_threads);
+    stepd_cpu_hint(sp, topology, local_rank, local_size, user_omp_threads, threads);
     if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0)
         goto err_bitmaps;
     if (config->verbose) {

@@ -50,15 +50,16 @@ def main():
         sampler.set_epoch(epoch)
         model.train()
         loss_sum = torch.zeros(2, dtype=torch.float64)  # (sum of losses, samples)
-        for idx, global_count in sampler.steps():
+        for step, idx in enumerate(sampler):
             opt.zero_grad(set_to_none=True)
-            # This rank's weight in the global mean: its share of the batch.
-            opt.set_micro_batch(len(idx), global_count)
-            if idx:  # a rank can get no sample in the final partial batch
-                loss = torch.nn.functional.mse_loss(model(x_train[idx]), y_train[idx])
-                loss.backward()  # buckets are allreduced while this runs
-                loss_sum += torch.tensor([loss.item() * len(idx), len(idx)],
-                                         dtype=torch.float64)
+            # This rank's weight in the global mean: its share of the batch
+            # (0 for the placeholder a rank gets when the final partial
+            # batch has no sample for it).
+            local, global_count = sampler.micro_batch(step)
+            opt.set_micro_batch(local, global_count)
+            loss = torch.nn.functional.mse_loss(model(x_train[idx]), y_train[idx])
+            loss.backward()  # buckets are allreduced while this runs
+            loss_sum += torch.tensor([loss.item() * local, local], dtype=torch.float64)
             opt.step()  # every rank, every step: waits for the allreduce
         sched.step()
         total = tnt.allreduce(loss_sum, op="sum")

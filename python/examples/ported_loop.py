@@ -94,8 +94,7 @@ def main():
     sampler = tnt.data.DistributedSampler(len(train_ds), GLOBAL_BATCH, shuffle=True, seed=17)
     loader = torch.utils.data.DataLoader(train_ds, batch_sampler=sampler,
                                          num_workers=args.workers,
-                                         persistent_workers=args.workers > 0,
-                                         collate_fn=tnt.data.collate_allow_empty)
+                                         persistent_workers=args.workers > 0)
 
     start_epoch = 0
     ckpt = os.path.join(args.checkpoint_dir, "checkpoint.pt") if args.checkpoint_dir else None
@@ -115,17 +114,16 @@ def main():
         sampler.set_epoch(epoch)
         model.train()
         totals = torch.zeros(2, dtype=torch.float64)  # (sum of losses, samples)
-        for step, batch in enumerate(loader):
+        for step, (x, y) in enumerate(loader):
             opt.zero_grad(set_to_none=True)
-            # tarantella: this rank's weight in the global mean loss.
-            local = 0 if batch is None else len(batch[1])
-            opt.set_micro_batch(local, sampler.step_count(step))
-            if batch is not None:  # a rank may get no sample in the last batch
-                x, y = batch
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = F.cross_entropy(model(x), y)
-                loss.backward()  # tarantella: the allreduce overlaps this
-                totals += torch.tensor([loss.item() * local, local], dtype=torch.float64)
+            # tarantella: this rank's weight in the global mean loss (0 for
+            # a placeholder sample in a final batch with fewer samples than ranks).
+            local, global_count = sampler.micro_batch(step)
+            opt.set_micro_batch(local, global_count)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()  # tarantella: the allreduce overlaps this
+            totals += torch.tensor([loss.item() * local, local], dtype=torch.float64)
             opt.synchronize()  # tarantella: p.grad is now the global gradient
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
             with opt.skip_synchronize():  # tarantella: no second reduction

@@ -106,6 +106,32 @@ def long_wait():
         _tnt.stall_resume()
 
 
+def seed_per_rank(seed):
+    """Seeds torch's generators (CPU and every CUDA device), ``random`` and
+    ``numpy.random`` with ``seed + get_rank()`` and returns that value.
+
+    For dropout, augmentation and any other per-sample randomness: with one
+    seed on every rank, the ranks would draw the same masks for different
+    samples. Rank 0 gets ``seed`` itself, so a one-rank run is the serial
+    script with ``torch.manual_seed(seed)``; so is everything drawn from the
+    master's generator alone (``tnt.Model`` broadcasts the master's initial
+    weights, and ``fit`` uses the master's shuffle seed). DataLoader workers
+    derive their seeds from torch's generator, so they differ per rank too.
+    With random layers, N ranks are equivalent to the serial run in
+    distribution (each sample gets an independent mask), not bit for bit."""
+    seed = int(seed)
+    if seed < 0:
+        raise InvalidArgumentError("seed_per_rank: seed must be >= 0, got %d" % seed)
+    value = seed + get_rank()
+    import random
+    import numpy
+    import torch
+    random.seed(value)
+    numpy.random.seed(value % (1 << 32))  # numpy takes 32 bits
+    torch.manual_seed(value)  # also seeds every CUDA device's generator
+    return value
+
+
 #: Exit status of a rank that stops because of an uncaught exception.
 EXIT_UNCAUGHT = 1
 #: Exit status of a rank that stops because a peer failed or hung.

@@ -579,7 +579,7 @@ class Model:
             validation_batch_size=None, validation_freq=1, shuffle_seed=None,
             tnt_micro_batch_size=None, tnt_distribute_dataset=True,
             tnt_distribute_validation_dataset=True, drop_remainder=False,
-            validation_split=0.0, num_workers=0, pin_memory=False):
+            validation_split=0.0, num_workers=0, pin_memory=False, tnt_seed_per_rank=None):
         """Trains for ``epochs`` epochs; returns the History.
 
         ``x`` is a torch Dataset (items ``(input, label)``), or an array /
@@ -599,8 +599,15 @@ class Model:
         before shuffling, is validation data (``validation_data`` wins).
         ``num_workers`` > 0 loads each rank's micro-batches in that many
         DataLoader worker processes (only the rank's own samples);
-        ``pin_memory`` pins them."""
+        ``pin_memory`` pins them.
+        ``tnt_seed_per_rank`` = s first calls ``tnt.seed_per_rank(s)``
+        (torch, random and numpy seeded with s + rank), so dropout and
+        augmentation draw independently on every rank; the master is
+        seeded with s, so the shuffle order is that of
+        ``torch.manual_seed(s)`` before fit."""
         self._require_compiled("fit")
+        if tnt_seed_per_rank is not None:
+            _pkg().seed_per_rank(tnt_seed_per_rank)
         num_workers, pin_memory = _check_loader_args(num_workers, pin_memory)
         # The gradient hooks live only while fit runs: a backward() outside
         # fit does not feed the reducer. One rank has nothing to reduce and
@@ -726,7 +733,7 @@ class Model:
                     # Own data per rank: the global batch is the sum of the
                     # ranks' micro-batches at this step.
                     idx = sampler.step_info(step)[0] if step < len(sampler) else []
-                    global_n = sum(s.step_count(step) for s in rank_samplers)
+                    global_n = sum(s._global_count(step) for s in rank_samplers)
                 local_n = len(idx)
                 if batch_sync:
                     cbs.call("on_train_batch_begin", step, global_logs={}, local_logs={})

@@ -8,6 +8,14 @@
       them is one `tarantella --help` lists; every `--tarantella=KEY=...`
       sub-option is one the SPANK plugin parses.
 
+  check_docs.py python SOURCE_DIR
+      Every Python name `tnt.a.b` in README.md, docs/*.md and
+      sbatch-templates/ is one the `tarantella` package has (imported from
+      PYTHONPATH, i.e. the build tree); every `sampler.NAME` there is a
+      member of tnt.data.DistributedSampler and is listed in the one
+      reference of the sampler, the "Sharding" section of
+      docs/python-api.md.
+
   check_docs.py run SOURCE_DIR BUILD_DIR
       Runs every shell block marked runnable: a fenced ```sh block right after
       a line `<!-- runnable -->`. Each runs with bash -eu, in a scratch
@@ -100,6 +108,78 @@ def check_names(src, tarantella):
     return 1 if problems else 0
 
 
+# `tnt.` followed by a name, not inside a path or a longer name (libtnt.so,
+# tnt/tnt.h).
+TNT_NAME_RE = re.compile(r"(?<![\w./-])tnt\.([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
+# tnt.h, tnt.pc: file names, not Python.
+TNT_FILE_SUFFIXES = {"h", "pc", "so"}
+# Names the docs quote on purpose although the package does not have them,
+# with the reason. Keep this short.
+TNT_NAMES_NOT_API = {
+    ("docs/gpu.md", "rank"): "the GPU run's history quotes a test bug (tnt.rank())",
+    ("docs/gpu.md", "size"): "the GPU run's history quotes a test bug (tnt.size())",
+}
+SAMPLER_RE = re.compile(r"\bsampler\.([A-Za-z_]\w*)")
+SAMPLER_REFERENCE = ("docs/python-api.md", "## Sharding")
+
+
+def resolve(module, dotted):
+    obj = module
+    for part in dotted.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            return False
+    return True
+
+
+def reference_section(src, path, heading):
+    with open(os.path.join(src, path), encoding="utf-8") as f:
+        text = f.read()
+    start = text.find("\n" + heading)
+    if start < 0:
+        return None
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end < 0 else text[start:end]
+
+
+def check_python_names(src):
+    import tarantella as tnt
+    sampler = tnt.data.DistributedSampler(10, 2, rank=0, size=1)
+    reference = reference_section(src, *SAMPLER_REFERENCE)
+    problems = []
+    if reference is None:
+        problems.append("%s: no section '%s' (the sampler's reference)" % SAMPLER_REFERENCE)
+        reference = ""
+    names = 0
+    for path in doc_files(src):
+        rel = os.path.relpath(path, src)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+        for no, line in enumerate(lines, 1):
+            where = "%s:%d" % (rel, no)
+            for dotted in sorted(set(TNT_NAME_RE.findall(line))):
+                names += 1
+                if dotted.split(".")[0] in TNT_FILE_SUFFIXES or (rel, dotted) in TNT_NAMES_NOT_API:
+                    continue
+                if not resolve(tnt, dotted):
+                    problems.append("%s: tnt.%s does not exist in the tarantella package"
+                                    % (where, dotted))
+            for member in sorted(set(SAMPLER_RE.findall(line))):
+                names += 1
+                if not hasattr(sampler, member):
+                    problems.append("%s: sampler.%s is not a member of "
+                                    "tnt.data.DistributedSampler" % (where, member))
+                elif not re.search(r"`(?:sampler\.)?%s\b" % re.escape(member), reference):
+                    problems.append("%s: sampler.%s is not in the sampler's reference (%s, "
+                                    "'%s'); document it there" % ((where, member) + SAMPLER_REFERENCE))
+    for p in problems:
+        print("check_docs: " + p)
+    print("check_docs: %d file(s), %d Python name(s) checked, %d problem(s)"
+          % (len(doc_files(src)), names, len(problems)))
+    return 1 if problems else 0
+
+
 def runnable_blocks(src):
     blocks = []
     for path in doc_files(src):
@@ -160,6 +240,8 @@ def run_blocks(src, build):
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "python":
+        return check_python_names(os.path.abspath(sys.argv[2]))
     if len(sys.argv) != 4 or sys.argv[1] not in ("names", "run"):
         print(__doc__)
         return 2

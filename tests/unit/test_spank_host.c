@@ -46,6 +46,7 @@ static struct {
     int task_id;
     uint32_t local_count;
     uint32_t global_id;
+    uint32_t cpus_per_task; /* 0: Slurm does not say (the item is refused) */
 } host;
 
 static char host_handle_storage;
@@ -84,6 +85,12 @@ spank_err_t spank_get_item(spank_t spank, spank_item_t item, ...)
         break;
     case S_TASK_GLOBAL_ID:
         *va_arg(ap, uint32_t *) = host.global_id;
+        break;
+    case S_STEP_CPUS_PER_TASK:
+        if (host.cpus_per_task == 0)
+            rc = ESPANK_BAD_ARG;
+        else
+            *va_arg(ap, uint32_t *) = host.cpus_per_task;
         break;
     default:
         rc = ESPANK_BAD_ARG;
@@ -655,6 +662,69 @@ static void test_remote_pin_core(void **state)
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* srun's default --cpus-per-task=1, one task on a node with more CPUs, in a
+ * child (the affinity change and the redirected stderr stay there): exits
+ * 1 when the plugin printed the --cpus-per-task hint, 0 when it did not, 2+
+ * on errors. `one_cpu` first confines the task to one CPU, as task/affinity
+ * or task/cgroup would. */
+static int cpu_hint_child(int one_cpu)
+{
+    char text[4096];
+    cpu_set_t set;
+    size_t len;
+    FILE *err;
+    int status, cpu;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (one_cpu) {
+            if (sched_getaffinity(0, sizeof set, &set) != 0)
+                _exit(2);
+            for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+                ;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            if (sched_setaffinity(0, sizeof set, &set) != 0)
+                _exit(3);
+        }
+        err = tmpfile();
+        if (err == NULL || dup2(fileno(err), STDERR_FILENO) < 0)
+            _exit(4);
+        if (remote_step("pin=none") != 0)
+            _exit(5);
+        host.cpus_per_task = 1;
+        host.task_id = 0;
+        host.local_count = 1;
+        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0)
+            _exit(6);
+        /* The hint and OMP_NUM_THREADS must agree on the CPUs the rank has. */
+        if (host_env_get("OMP_NUM_THREADS") == NULL ||
+            atol(host_env_get("OMP_NUM_THREADS")) != (one_cpu ? 1 : allowed_cpus()))
+            _exit(7);
+        fflush(stderr);
+        rewind(err);
+        len = fread(text, 1, sizeof text - 1, err);
+        text[len] = '\0';
+        _exit(strstr(text, "each of the 1 rank here has 1 CPU (--cpus-per-task=1") != NULL);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* The hint is printed when the rank really has one CPU, and not when nothing
+ * bound it (task/none): there it used to say "1 CPU" next to
+ * OMP_NUM_THREADS=2. */
+static void test_remote_cpu_hint_only_for_one_cpu(void **state)
+{
+    (void)state;
+    if (allowed_cpus() < 2)
+        skip();
+    assert_int_equal(cpu_hint_child(0), 0);
+    assert_int_equal(cpu_hint_child(1), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -680,12 +750,76 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remote_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_no_gpu, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_pin_core, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remote_cpu_hint_only_for_one_cpu, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
 
 #else /* built without the plugin (TNT_WITH_SPANK=OFF): the test is disabled */
+
+/* srun's default --cpus-per-task=1, one task on a node with more CPUs, in a
+ * child (the affinity change and the redirected stderr stay there): exits
+ * 1 when the plugin printed the --cpus-per-task hint, 0 when it did not, 2+
+ * on errors. `one_cpu` first confines the task to one CPU, as task/affinity
+ * or task/cgroup would. */
+static int cpu_hint_child(int one_cpu)
+{
+    char text[4096];
+    cpu_set_t set;
+    size_t len;
+    FILE *err;
+    int status, cpu;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (one_cpu) {
+            if (sched_getaffinity(0, sizeof set, &set) != 0)
+                _exit(2);
+            for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+                ;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            if (sched_setaffinity(0, sizeof set, &set) != 0)
+                _exit(3);
+        }
+        err = tmpfile();
+        if (err == NULL || dup2(fileno(err), STDERR_FILENO) < 0)
+            _exit(4);
+        if (remote_step("pin=none") != 0)
+            _exit(5);
+        host.cpus_per_task = 1;
+        host.task_id = 0;
+        host.local_count = 1;
+        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0)
+            _exit(6);
+        /* The hint and OMP_NUM_THREADS must agree on the CPUs the rank has. */
+        if (host_env_get("OMP_NUM_THREADS") == NULL ||
+            atol(host_env_get("OMP_NUM_THREADS")) != (one_cpu ? 1 : allowed_cpus()))
+            _exit(7);
+        fflush(stderr);
+        rewind(err);
+        len = fread(text, 1, sizeof text - 1, err);
+        text[len] = '\0';
+        _exit(strstr(text, "each of the 1 rank here has 1 CPU (--cpus-per-task=1") != NULL);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+/* The hint is printed when the rank really has one CPU, and not when nothing
+ * bound it (task/none): there it used to say "1 CPU" next to
+ * OMP_NUM_THREADS=2. */
+static void test_remote_cpu_hint_only_for_one_cpu(void **state)
+{
+    (void)state;
+    if (allowed_cpus() < 2)
+        skip();
+    assert_int_equal(cpu_hint_child(0), 0);
+    assert_int_equal(cpu_hint_child(1), 1);
+}
 
 int main(void)
 {

@@ -82,7 +82,10 @@ def train_distributed(cfg):
     sampler = tnt.data.DistributedSampler(cfg["n"], cfg["batch"], seed=5)
     for epoch in range(EPOCHS):
         sampler.set_epoch(epoch)
-        for idx, global_count in sampler.steps():
+        for step in range(len(sampler)):
+            # The exact share (may be empty); the placeholder path of
+            # iter(sampler) is covered by porting_loader.py.
+            idx, global_count = sampler.step_info(step)
             opt.zero_grad(set_to_none=cfg["set_to_none"])
             opt.set_micro_batch(len(idx), global_count)
             # Gradient accumulation: all chunks but the last under no_sync;

@@ -39,7 +39,7 @@ def flat(module):
 def batches(epoch, rank=0, size=1):
     sampler = tnt.data.DistributedSampler(N, BATCH, shuffle=True, seed=9, rank=rank, size=size)
     sampler.set_epoch(epoch)
-    return list(sampler.steps())
+    return [sampler.step_info(step) for step in range(len(sampler))]
 
 
 def serial(clip):
