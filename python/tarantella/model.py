@@ -19,12 +19,13 @@ What happens on N ranks (and why it reproduces the serial run):
   unless TNT_OUTPUT_ON_ALL_DEVICES is set; checkpoints are written by the
   master only, atomically, while the other ranks wait.
 
-This module is the model itself; the shard order comes from
-data.DistributedSampler, collective saving from saving.py, losses and
-metrics from losses.py and metrics.py.
+This module is the model itself and its step (forward, backward, the
+reduced gradient, the optimizer); fit's plan and epoch loop are in
+_fit_loop.py, the data feeding in _feed.py, the shard order in
+data.DistributedSampler, collective saving in saving.py, the model file in
+_model_file.py, losses and metrics in losses.py and metrics.py.
 """
 import io
-import math
 import os
 import time
 import warnings
@@ -33,14 +34,15 @@ import numpy as np
 import torch
 
 from . import callbacks as tnt_callbacks
-from . import preemption as _preemption
-from ._comm import (any_rank as _any_rank, broadcast_bytes as _broadcast_bytes,
+from ._comm import (broadcast_bytes as _broadcast_bytes,
                     rank as _rank, shard_range as _shard_range, size as _size,
                     sum_over_ranks as _sum_over_ranks, _pkg)
 from .collectives import allgather_concat
 from .cuda import place_module, to_device
-from .data import DistributedSampler
+from ._feed import Data, check_loader_args, positional_inputs
+from ._fit_loop import run_fit
 from ._model_file import compile_state, is_model_file, module_config, write_model
+from ._output import is_output_rank, out, output_on_all_devices
 from .losses import loss_reduction as _loss_reduction, make_loss as _make_loss
 from .metrics import Metric as _Metric, Stats as _Stats
 from .optimizers import GradientReducer
@@ -55,60 +57,6 @@ __all__ = ["Model"]
 _BATCHNORM_MIN_MICRO_BATCH = 16
 
 
-# --------------------------------------------------------------------------
-# Output: the master rank prints, or every rank with a prefix.
-# --------------------------------------------------------------------------
-
-def _output_on_all_devices():
-    value = os.environ.get("TNT_OUTPUT_ON_ALL_DEVICES", "")
-    return value.strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def _is_output_rank():
-    return _rank() == 0 or _output_on_all_devices()
-
-
-def _out(msg):
-    """Prints on the output ranks (master, or all with a rank prefix)."""
-    if _rank() == 0 and not _output_on_all_devices():
-        print(msg, flush=True)
-    elif _output_on_all_devices():
-        print("[%d] %s" % (_rank(), msg) if _size() > 1 else msg, flush=True)
-
-
-# --------------------------------------------------------------------------
-# Data: arrays, tensors or torch Datasets, indexed by global sample position.
-# --------------------------------------------------------------------------
-
-def _as_tensor(a, what):
-    if isinstance(a, torch.Tensor):
-        t = a
-    else:
-        try:
-            t = torch.from_numpy(np.ascontiguousarray(a))
-        except TypeError:
-            raise TypeError("tnt.Model: %s must be a numpy array, a torch tensor or a torch "
-                            "Dataset, got %s" % (what, type(a).__name__)) from None
-    # Keras casts float64 inputs to float32 (floatx); torch modules want it too.
-    if t.dtype == torch.float64:
-        t = t.float()
-    return t
-
-
-def _map_inputs(fn, x):
-    """Applies fn to each input of x: a tensor, or a tuple, list or dict of
-    them (a multi-input model)."""
-    if isinstance(x, dict):
-        return {k: fn(v) for k, v in x.items()}
-    if isinstance(x, (tuple, list)):
-        return type(x)(fn(v) for v in x) if type(x) in (tuple, list) else [fn(v) for v in x]
-    return fn(x)
-
-
-def _floatx(t):
-    return t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float64 else t
-
-
 def call_module(module, xb):
     """Calls the module on a batch of inputs: a tuple or list of inputs is
     passed as positional arguments, a dict as keyword arguments."""
@@ -117,137 +65,6 @@ def call_module(module, xb):
     if isinstance(xb, (tuple, list)):
         return module(*xb)
     return module(xb)
-
-
-def _positional_inputs(module):
-    """How many positional arguments module.forward requires (2 or more
-    makes a pair (x1, x2) multi-input data rather than (x, y))."""
-    import inspect
-    try:
-        params = inspect.signature(module.forward).parameters.values()
-    except (TypeError, ValueError):
-        return 1
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(1 for p in params if p.kind in kinds and p.default is inspect.Parameter.empty)
-
-
-def _as_is(batch):
-    # DataLoader collate_fn: _Data.fetch already returns collated tensors.
-    return batch
-
-
-class _Fetcher(torch.utils.data.Dataset):
-    """A DataLoader "dataset" whose items are whole micro-batches: item
-    ``positions`` (a list of sample positions) is ``data.fetch(positions)``,
-    so worker processes load and collate exactly this rank's samples."""
-
-    def __init__(self, data):
-        self.data = data
-
-    def __len__(self):
-        return self.data.n
-
-    def __getitem__(self, positions):
-        return self.data.fetch(positions)
-
-
-def _check_loader_args(num_workers, pin_memory):
-    if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) \
-            or num_workers < 0:
-        raise ValueError("num_workers must be an integer >= 0 (0 loads in this process), "
-                         "got %r" % (num_workers,))
-    return int(num_workers), bool(pin_memory)
-
-
-class _Data:
-    """Samples addressed by position 0..n-1, fetched as collated batches.
-
-    ``x``: an array or tensor, a tuple / list / dict of them (the inputs of
-    a multi-input model, with the same number of samples), or a torch
-    Dataset whose items are ``(input, label)`` (``input`` may itself be a
-    tuple or dict). With ``y`` None, a pair ``(x, y)`` is split, unless the
-    module takes two positional inputs and ``x`` is two arrays.
-    """
-
-    def __init__(self, x, y=None, what="x", n_inputs=1):
-        if y is None and self._is_pair(x, n_inputs):
-            x, y = x
-        self.dataset = None
-        if isinstance(x, torch.utils.data.Dataset):
-            if y is not None:
-                raise ValueError("tnt.Model: give labels inside the Dataset, not as y")
-            self.dataset = x
-            self.n = len(x)
-            return
-        if isinstance(x, dict) or isinstance(x, (tuple, list)):
-            if len(x) == 0:
-                raise ValueError("tnt.Model: %s is an empty %s; give the model's inputs"
-                                 % (what, type(x).__name__))
-            self.x = _map_inputs(lambda a: _as_tensor(a, what), x)
-            parts = list(self.x.items()) if isinstance(self.x, dict) else \
-                [("%s[%d]" % (what, i), t) for i, t in enumerate(self.x)]
-            counts = {name: t.shape[0] for name, t in parts}
-            if len(set(counts.values())) > 1:
-                raise ValueError("tnt.Model: the inputs of %s have different numbers of "
-                                 "samples: %s" % (what, ", ".join("%s: %d" % kv
-                                                                   for kv in counts.items())))
-            self.n = parts[0][1].shape[0]
-        else:
-            self.x = _as_tensor(x, what)
-            self.n = self.x.shape[0]
-        self.y = _as_tensor(y, "y") if y is not None else None
-        if self.y is not None and self.y.shape[0] != self.n:
-            raise ValueError("tnt.Model: %s has %d samples but y has %d"
-                             % (what, self.n, self.y.shape[0]))
-
-    @staticmethod
-    def _is_pair(x, n_inputs):
-        if not isinstance(x, (tuple, list)) or len(x) != 2 \
-                or isinstance(x, torch.utils.data.Dataset):
-            return False
-        # ((x1, x2), y) or ({"a": ..}, y) is a pair; (x1, x2) is one only
-        # when the module takes a single input.
-        return isinstance(x[0], (tuple, list, dict)) or n_inputs < 2
-
-    def subset(self, begin, end):
-        """The samples at positions begin..end-1 as a _Data (views, no copy)."""
-        import copy
-        part = copy.copy(self)
-        if self.dataset is not None:
-            part.dataset = torch.utils.data.Subset(self.dataset, range(begin, end))
-        else:
-            part.x = _map_inputs(lambda t: t[begin:end], self.x)
-            part.y = self.y[begin:end] if self.y is not None else None
-        part.n = end - begin
-        return part
-
-    def fetch(self, positions):
-        """(x, y) for the samples at ``positions``; y is None without labels."""
-        if self.dataset is None:
-            idx = torch.from_numpy(np.asarray(positions, dtype=np.int64))
-            return (_map_inputs(lambda t: t[idx], self.x),
-                    self.y[idx] if self.y is not None else None)
-        items = [self.dataset[int(i)] for i in positions]
-        batch = torch.utils.data.default_collate(items)
-        if isinstance(batch, (tuple, list)) and len(batch) == 2:
-            xb, yb = batch
-        elif isinstance(batch, (tuple, list)) and len(batch) == 1:
-            xb, yb = batch[0], None
-        else:
-            xb, yb = batch, None
-        return _map_inputs(_floatx, xb), yb
-
-    def batches(self, index_lists, num_workers=0, pin_memory=False):
-        """Iterates (x, y) over ``index_lists`` (non-empty lists of sample
-        positions), in order. With ``num_workers`` > 0, DataLoader worker
-        processes fetch and collate the batches ahead, and only these
-        samples; ``pin_memory`` pins the batches' memory."""
-        if num_workers == 0 and not pin_memory:
-            return (self.fetch(idx) for idx in index_lists)
-        loader = torch.utils.data.DataLoader(_Fetcher(self), batch_size=None,
-                                             sampler=index_lists, num_workers=num_workers,
-                                             pin_memory=pin_memory, collate_fn=_as_is)
-        return iter(loader)
 
 
 # --------------------------------------------------------------------------
@@ -325,7 +142,7 @@ class Model:
     def is_output_rank():
         """True where this model prints (master, or every rank with
         TNT_OUTPUT_ON_ALL_DEVICES)."""
-        return _is_output_rank()
+        return is_output_rank()
 
     def _broadcast_weights(self):
         if _size() > 1:
@@ -491,7 +308,7 @@ class Model:
             for line in lines:
                 print_fn(line)
         else:
-            _out(text)
+            out(text)
         return text
 
     # -- batch sizes --------------------------------------------------------
@@ -518,7 +335,7 @@ class Model:
                      for m in self.module.modules())
         if has_bn and micro_batch < _BATCHNORM_MIN_MICRO_BATCH:
             self._bn_warned = True
-            if _is_output_rank():
+            if is_output_rank():
                 warnings.warn("tnt.Model: the model has BatchNorm layers and the micro-batch is "
                               "%d samples per rank (below %d); batch statistics are computed "
                               "per rank, so training will not match the serial run and may be "
@@ -608,192 +425,26 @@ class Model:
         self._require_compiled("fit")
         if tnt_seed_per_rank is not None:
             _pkg().seed_per_rank(tnt_seed_per_rank)
-        num_workers, pin_memory = _check_loader_args(num_workers, pin_memory)
+        num_workers, pin_memory = check_loader_args(num_workers, pin_memory)
         # The gradient hooks live only while fit runs: a backward() outside
         # fit does not feed the reducer. One rank has nothing to reduce and
         # its share of every batch is 1, so it trains without hooks.
         self._reducer = self._make_reducer() if _size() > 1 else None
         try:
-            return self._fit(
-                x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
-                initial_epoch, steps_per_epoch, validation_batch_size, validation_freq,
-                shuffle_seed, tnt_micro_batch_size, tnt_distribute_dataset,
-                tnt_distribute_validation_dataset, drop_remainder, validation_split,
-                num_workers, pin_memory)
+            return run_fit(
+                self, x=x, y=y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                callbacks=callbacks, validation_data=validation_data, shuffle=shuffle,
+                initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+                validation_batch_size=validation_batch_size, validation_freq=validation_freq,
+                shuffle_seed=shuffle_seed, tnt_micro_batch_size=tnt_micro_batch_size,
+                tnt_distribute_dataset=tnt_distribute_dataset,
+                tnt_distribute_validation_dataset=tnt_distribute_validation_dataset,
+                drop_remainder=drop_remainder, validation_split=validation_split,
+                num_workers=num_workers, pin_memory=pin_memory)
         finally:
             reducer, self._reducer = self._reducer, None
             if reducer is not None:
                 reducer.close()
-
-    def _fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_data, shuffle,
-             initial_epoch, steps_per_epoch, validation_batch_size, validation_freq,
-             shuffle_seed, tnt_micro_batch_size, tnt_distribute_dataset,
-             tnt_distribute_validation_dataset, drop_remainder, validation_split,
-             num_workers, pin_memory):
-        size, rank = _size(), _rank()
-        n_inputs = _positional_inputs(self.module)
-        data = _Data(x, y, n_inputs=n_inputs)
-        val_data, val_distribute = None, tnt_distribute_validation_dataset
-        if validation_data is not None:
-            val_data = _Data(validation_data, what="validation_data", n_inputs=n_inputs)
-        elif validation_split:
-            data, val_data = self._split_validation(data, validation_split)
-            # Split from each rank's own data, it is each rank's own too: all
-            # of it is evaluated there, and the sums are combined.
-            val_distribute = tnt_distribute_dataset
-        if tnt_distribute_dataset:
-            batch = self._global_batch(batch_size, tnt_micro_batch_size)
-            micro = batch // size
-        else:
-            # Own data per rank: batch_size (or tnt_micro_batch_size) is
-            # this rank's micro-batch.
-            micro = int(tnt_micro_batch_size or batch_size or 32)
-            if micro < 1:
-                raise ValueError("batch_size must be positive, got %d" % micro)
-            batch = micro
-        self._warn_batchnorm(max(micro, 1) if tnt_distribute_dataset else micro)
-        # Preemption (preemption.py): a BackupAndRestore backup, if any, is
-        # read now, because it fixes the data order.
-        backup = _preemption.fit_backup(callbacks)
-        shuffle_seed = backup.shuffle_seed(shuffle_seed)
-        if shuffle_seed is None:
-            # Drawn from torch's global generator, as DataLoader(shuffle=True)
-            # draws its seed, so torch.manual_seed(s) fixes the order. Every
-            # rank draws (their generators stay in step, like the serial
-            # run's); the master's value is the one used, on any rank count.
-            seed = np.zeros(1, dtype=np.int64)
-            if shuffle:
-                seed[0] = int(torch.empty((), dtype=torch.int64).random_().item())
-            if size > 1:
-                seed = _pkg().broadcast(seed, root=0)
-            shuffle_seed = int(seed[0])
-
-        if tnt_distribute_dataset:
-            sampler = DistributedSampler(data.n, batch, shuffle=shuffle, seed=shuffle_seed,
-                                         drop_remainder=drop_remainder, rank=rank, size=size)
-            steps = len(sampler)
-        else:
-            # Each rank brings its own data, cut into micro-batches as one
-            # rank alone would cut it: all ranks take as many steps as the
-            # rank with the most; the others contribute empty steps.
-            rank_ns = [int(v) for v in _sum_over_ranks(np.eye(size)[rank] * data.n)]
-            rank_samplers = [DistributedSampler(n_r, batch, shuffle=shuffle, seed=shuffle_seed,
-                                                drop_remainder=drop_remainder, rank=0, size=1)
-                             for n_r in rank_ns]
-            sampler = rank_samplers[rank]
-            steps = max(len(s) for s in rank_samplers)
-        if steps_per_epoch is not None:
-            steps = min(steps, int(steps_per_epoch))
-        if steps == 0:
-            raise ValueError("fit: no training steps (%d samples, batch %d%s)"
-                             % (data.n, batch, ", drop_remainder" if drop_remainder else ""))
-
-        cbs = tnt_callbacks.CallbackList(callbacks, self,
-                                         {"epochs": epochs, "steps": steps, "verbose": verbose,
-                                          "batch_size": batch},
-                                         is_master=rank == 0, output_rank=_is_output_rank())
-        if verbose and cbs.find(tnt_callbacks.ProgbarLogger) is None:
-            cbs.add(tnt_callbacks.ProgbarLogger(verbose=verbose), first=True)
-        history = tnt_callbacks.History()
-        cbs.add(history)
-        progbar = cbs.find(tnt_callbacks.ProgbarLogger)
-        if progbar is not None and _output_on_all_devices() and size > 1:
-            progbar.prefix = "[%d] " % rank
-        bar_every = progbar.update_every(steps) if progbar is not None else 0
-        batch_sync = cbs.needs_batch_sync()
-
-        self.stop_training = False
-        self.history = history
-        # Preemption: resume weights, optimizer, callback states and the
-        # position (epoch, step) from the backup; RNG states after the hooks.
-        initial_epoch = backup.restore(self, cbs, epochs, initial_epoch, dict(
-            num_samples=data.n, global_batch=batch, steps=steps, shuffle=bool(shuffle),
-            shuffle_seed=shuffle_seed, drop_remainder=bool(drop_remainder),
-            distributed=bool(tnt_distribute_dataset)))
-        cbs.call("on_train_begin", global_logs={}, local_logs={})
-        backup.restore_rng()
-        logs = {}
-        for epoch in backup.epochs(initial_epoch, epochs):  # handles preemption signals
-            self.module.train()
-            stats = _Stats(self.compiled_metrics)
-            backup.resume_stats(epoch, stats)
-            sampler.set_epoch(epoch)
-            # A resumed epoch starts at the backup's step (0 otherwise).
-            first_step = backup.first_step(epoch)
-            # This rank's samples of every step from there, loaded in order
-            # (by worker processes with num_workers > 0).
-            feed = data.batches([ids for ids in (sampler.step_info(s)[0]
-                                                 for s in range(first_step, min(steps, len(sampler))))
-                                 if ids], num_workers, pin_memory)
-            cbs.call("on_epoch_begin", epoch, global_logs={}, local_logs={})
-            for step in range(first_step, steps):
-                if tnt_distribute_dataset:
-                    idx, global_n = sampler.step_info(step)
-                else:
-                    # Own data per rank: the global batch is the sum of the
-                    # ranks' micro-batches at this step.
-                    idx = sampler.step_info(step)[0] if step < len(sampler) else []
-                    global_n = sum(s._global_count(step) for s in rank_samplers)
-                local_n = len(idx)
-                if batch_sync:
-                    cbs.call("on_train_batch_begin", step, global_logs={}, local_logs={})
-                if local_n > 0:
-                    xb, yb = self._to_device(*next(feed))
-                else:
-                    xb = yb = None
-                loss_sum, pairs = self._train_step(xb, yb, local_n, global_n)
-                stats.add(loss_sum, local_n, pairs)
-                last = step == steps - 1
-                if batch_sync or (bar_every and ((step + 1) % bar_every == 0 or last)):
-                    running = stats.logs(_sum_over_ranks(stats.values))
-                    if batch_sync:
-                        cbs.call("on_train_batch_end", step, global_logs=running,
-                                 local_logs=stats.logs(), skip=(tnt_callbacks.ProgbarLogger,))
-                        self.stop_training = _any_rank(self.stop_training)
-                    if bar_every and not last and progbar is not None and cbs.output_rank:
-                        progbar.on_train_batch_end(step, dict(running))
-                # stop_training is only synchronised after batch hooks; a
-                # request from an epoch-level hook waits for the epoch end,
-                # so no rank leaves the step loop alone.
-                if batch_sync and self.stop_training:
-                    break
-                # Preemption: all ranks agree here; backup, maybe exit.
-                backup.after_step(epoch, step, steps, stats)
-            logs = stats.logs(_sum_over_ranks(stats.values))
-            local_logs = stats.logs()
-            if val_data is not None and (epoch + 1) % validation_freq == 0:
-                val_logs = self._evaluate_logs(
-                    val_data,
-                    validation_batch_size or batch if val_distribute
-                    else (validation_batch_size or micro),
-                    val_distribute, combine=val_distribute or validation_data is None,
-                    num_workers=num_workers, pin_memory=pin_memory)
-                logs.update({"val_" + k: v for k, v in val_logs.items()})
-                local_logs.update({"val_" + k: v for k, v in val_logs.items()})
-            cbs.call("on_epoch_end", epoch, global_logs=logs, local_logs=local_logs)
-            self.stop_training = _any_rank(self.stop_training)
-            backup.after_epoch(epoch, self.stop_training)  # preemption: backup, maybe exit
-            if self.stop_training:
-                break
-        cbs.call("on_train_end", global_logs=logs, local_logs=logs)
-        backup.end()  # preemption: delete_checkpoint
-        return history
-
-    @staticmethod
-    def _split_validation(data, validation_split):
-        """Keras's validation_split: the last fraction of the samples, before
-        any shuffling, becomes the validation data."""
-        if isinstance(validation_split, bool) or \
-                not isinstance(validation_split, (int, float, np.number)) \
-                or not 0.0 <= validation_split < 1.0:
-            raise ValueError("fit: validation_split must be a number in [0, 1), got %r"
-                             % (validation_split,))
-        split_at = int(math.floor(data.n * (1.0 - validation_split)))
-        if split_at == 0 or split_at == data.n:
-            raise ValueError("fit: %d samples are not enough to split them into training and "
-                             "validation data with validation_split=%g; use more data or "
-                             "another validation_split" % (data.n, validation_split))
-        return data.subset(0, split_at), data.subset(split_at, data.n)
 
     # -- evaluate / predict ---------------------------------------------------
     def _local_slice(self, n, distribute):
@@ -847,18 +498,18 @@ class Model:
         rank. Test-batch callback hooks see this rank's running logs.
         ``num_workers`` and ``pin_memory`` as in fit."""
         self._require_compiled("evaluate")
-        num_workers, pin_memory = _check_loader_args(num_workers, pin_memory)
-        data = _Data(x, y, n_inputs=_positional_inputs(self.module))
+        num_workers, pin_memory = check_loader_args(num_workers, pin_memory)
+        data = Data(x, y, n_inputs=positional_inputs(self.module))
         batch = self._global_batch(batch_size, tnt_micro_batch_size)
         cbs = tnt_callbacks.CallbackList(callbacks, self, {"verbose": verbose},
-                                         is_master=_rank() == 0, output_rank=_is_output_rank())
+                                         is_master=_rank() == 0, output_rank=is_output_rank())
         start = time.monotonic()
         cbs.call("on_test_begin", global_logs={}, local_logs={})
         logs = self._evaluate_logs(data, batch, tnt_distribute_dataset,
                                    callbacks=cbs if cbs.callbacks else None,
                                    num_workers=num_workers, pin_memory=pin_memory)
         cbs.call("on_test_end", global_logs=logs, local_logs=logs)
-        if verbose and _is_output_rank():
+        if verbose and is_output_rank():
             steps = max(1, -(-data.n // batch))
             bar = Progbar(steps, bar=verbose == 1)
             bar.start = start
@@ -877,14 +528,14 @@ class Model:
         assembled on every rank, or only on the master with
         ``tnt_predict_on_all_ranks=False`` (the others return None).
         ``num_workers`` and ``pin_memory`` as in fit."""
-        num_workers, pin_memory = _check_loader_args(num_workers, pin_memory)
-        data = _Data(x, n_inputs=_positional_inputs(self.module))
+        num_workers, pin_memory = check_loader_args(num_workers, pin_memory)
+        data = Data(x, n_inputs=positional_inputs(self.module))
         batch = self._global_batch(batch_size, tnt_micro_batch_size)
         begin, end = self._local_slice(data.n, tnt_distribute_dataset)
         size = _size() if tnt_distribute_dataset else 1
         micro = max(1, -(-batch // size))
         cbs = tnt_callbacks.CallbackList(callbacks, self, {"verbose": verbose},
-                                         is_master=_rank() == 0, output_rank=_is_output_rank())
+                                         is_master=_rank() == 0, output_rank=is_output_rank())
         cbs.call("on_predict_begin", global_logs={}, local_logs={})
         outputs = []
         chunks = [np.arange(b0, min(b0 + micro, end)) for b0 in range(begin, end, micro)]
