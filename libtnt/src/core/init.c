@@ -209,6 +209,10 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     if (status != TNT_OK) {
         goto err_free_peers;
     }
+    /* The bytes are whatever the peers sent: every string ends here. */
+    for (int r = 0; r < comm->size; r++) {
+        peers[r].hostname[sizeof(peers[r].hostname) - 1] = '\0';
+    }
     status = derive_layout(comm, peers);
     if (status != TNT_OK) {
         goto err_free_layout;
