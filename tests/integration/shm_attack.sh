@@ -50,7 +50,8 @@ run_job() {
   TMPDIR=$dir timeout -s KILL 90 setpriv --reuid "$user" --regid "$(id -g "$user")" \
     --clear-groups bash -c 'echo $$ > "$1/pid"; i=0
       while [ ! -e "$1/go" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
-      shift; exec "$@"' sh "$dir" "$launcher" -n 2 -- "$check" > "$dir/out" 2>&1 &
+      shift; exec "$@"' sh "$dir" "$launcher" -n 2 -- \
+    /bin/sh -c 'echo "rank pid $$"; exec "$0"' "$check" > "$dir/out" 2>&1 &
   local job=$!
   local i=0
   while [ ! -s "$dir/pid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
@@ -88,10 +89,24 @@ run_job() {
       fail=1
     fi
   fi
-  find /dev/shm -maxdepth 1 -user nobody -name 'tnt-*' | sort > "$dir/after"
-  if ! cmp -s "$dir/forged" "$dir/after"; then
-    echo "shm_attack: the job as $user removed names it did not create:" >&2
-    comm -23 "$dir/forged" "$dir/after" | head -5 >&2
+  # The names of this job's ranks' pids are the ones it would have
+  # touched (its first rank's "stale segment", the launcher's cleanup of its
+  # ranks' pids). Only those are checked: /dev/shm and the pids are shared
+  # with whatever else runs on the machine, and an older launcher finishing
+  # elsewhere removes every tnt-*-<pid> of its own ranks' pids.
+  local pids gone=
+  pids=$(sed -n 's/^rank pid \([0-9]*\)$/\1/p' "$dir/out")
+  if [ "$(printf '%s\n' $pids | grep -c .)" != 2 ]; then
+    echo "shm_attack: the job as $user did not report both ranks' pids" >&2
+    fail=1
+  fi
+  for p in $pids; do
+    for f in $(grep -E -- "-$p\$" "$dir/forged"); do
+      [ -e "$f" ] || gone="$gone $f"
+    done
+  done
+  if [ -n "$gone" ]; then
+    echo "shm_attack: the job as $user removed names it did not create:$gone" >&2
     fail=1
   fi
   find /dev/shm -maxdepth 1 -user nobody -name 'tnt-*' -delete
