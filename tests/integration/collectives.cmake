@@ -69,3 +69,15 @@ if(TNT_MPIRUN)
     ${_coll_env} ${_coll_kill}
     timeout 50 ${_coll_mpirun} -np 3 ${_coll_check} --kill-rank 1)
 endif()
+
+# Another local user pre-creates the job's old, predictable segment names
+# with a forged header (root only: it switches users; else skipped).
+add_executable(shm_forge ${CMAKE_CURRENT_LIST_DIR}/shm_forge.c)
+target_link_libraries(shm_forge PRIVATE rt)
+if(TARGET tarantella)
+  add_test(NAME integration.shm.attack_forged_segment
+    COMMAND ${_coll_env} TNT_TIMEOUT=20 bash ${CMAKE_CURRENT_LIST_DIR}/shm_attack.sh
+            ${_coll_tnt} ${_coll_check} $<TARGET_FILE:shm_forge>)
+  set_tests_properties(integration.shm.attack_forged_segment PROPERTIES TIMEOUT 240
+    LABELS integration SKIP_RETURN_CODE 77)
+endif()

@@ -67,14 +67,6 @@ def assert_clean_tmpdir():
     check(not left, "the launcher left files in TMPDIR: %s" % left)
 
 
-def fnv1a64(text):
-    h = 1469598103934665603
-    for byte in text.encode():
-        h ^= byte
-        h = (h * 1099511628211) % (1 << 64)
-    return h
-
-
 def children_of(pid):
     """{PMIX_RANK: pid} of the launcher's rank processes."""
     ranks = {}
@@ -432,13 +424,18 @@ def case_hostfile():
         os.unlink(hosts)
 
 
-def shm_left(launcher_pid):
-    prefix = "tnt-%016x-" % fnv1a64("tarantella.%d" % launcher_pid)
-    return [f for f in os.listdir("/dev/shm") if f.startswith(prefix)]
+def shm_names():
+    return set(f for f in os.listdir("/dev/shm") if f.startswith("tnt-"))
+
+
+def shm_left(before):
+    """Segment names (tnt-<creator pid>-<random>) that appeared since before."""
+    return sorted(shm_names() - before)
 
 
 def case_tnt_kill():
     """kill -9 of a rank in the middle of a libtnt allreduce loop."""
+    before = shm_names()
     job = Job(["-n", "4", "--python-interpreter", "", "--", TNT_LOOP, "60"])
     job.wait_for_stdout(r"rank \d ready", 4, 30)
     ranks = children_of(job.p.pid)
@@ -453,19 +450,20 @@ def case_tnt_kill():
                    last), "report names rank 1 and SIGKILL", job.text())
     for pid in ranks.values():
         check(not os.path.exists("/proc/%d" % pid), "rank pid %d survived" % pid)
-    check(not shm_left(job.p.pid), "shared memory left: %s" % shm_left(job.p.pid))
+    check(not shm_left(before), "shared memory left: %s" % shm_left(before))
     assert_clean_tmpdir()
 
 
 def case_tnt_exit():
     """A libtnt rank exits 3 mid-loop: the launcher exits 3 with its last line."""
+    before = shm_names()
     job = Job(["-n", "3", "--python-interpreter", "", "--", TNT_LOOP, "60", "--exit-rank=2:3"])
     rc, waited = job.finish(30)
     last = job.err.decode().strip().splitlines()[-1]
     check(rc == 3 and waited < 15, "exit status 3 within seconds (%.1f s)" % waited, job.text())
     check(re.fullmatch(r'tarantella: rank 2 \(pid \d+\) exited with status 3; last stderr line: '
                        r'"rank 2 giving up"', last), "report", job.text())
-    check(not shm_left(job.p.pid), "shared memory left: %s" % shm_left(job.p.pid))
+    check(not shm_left(before), "shared memory left: %s" % shm_left(before))
     # And a clean run of the same program exits 0.
     rc, out, err, _ = run(["-n", "2", "--python-interpreter", "", "--", TNT_LOOP, "0.5"])
     check(rc == 0, "clean libtnt run", outputs(rc, out, err))
@@ -475,18 +473,26 @@ def case_tnt_exit():
 def case_shm_leftover():
     """Segment names a rank could not remove (killed while its peers were
     still attaching) are removed by the launcher once the job is over; names
-    that do not end in one of the job's pids are left alone."""
-    foreign = "/dev/shm/tnt-0000000000000000-999999999"
+    that do not start with one of the job's pids are left alone, and so are
+    (as root) names of the job's pids that another user owns."""
+    nonce = "0123456789abcdef0123456789abcdef"
+    foreign = "/dev/shm/tnt-999999999-%s" % nonce
     open(foreign, "w").close()
+    as_root = os.geteuid() == 0
     try:
-        # Each rank leaves a segment name ending in its own pid, as a node's
-        # first rank killed before the others attached would; rank 1 fails,
-        # but only once rank 0 has left its name (else the launcher may stop
-        # rank 0 before it ran, and there is nothing of it to clean up).
+        # Each rank leaves a segment name of its own pid, as a node's first
+        # rank killed before the others attached would, and (as root) one
+        # more that it gives to nobody, as an attacker who guessed the pid
+        # would own; rank 1 fails, but only once rank 0 has left its names
+        # (else the launcher may stop rank 0 before it ran, and there is
+        # nothing of it to clean up).
         ready = os.path.join(TMPDIR, "shm_leftover.rank0")
         if os.path.exists(ready):
             os.unlink(ready)
-        script = ('touch /dev/shm/tnt-0123456789abcdef-$$; echo "pid $$"; '
+        script = ('touch /dev/shm/tnt-$$-%s; ' % nonce +
+                  ('touch /dev/shm/tnt-$$-%s-nobody; chown 65534 /dev/shm/tnt-$$-%s-nobody; '
+                   % (nonce, nonce) if as_root else '') +
+                  'echo "pid $$"; '
                   'if [ "$PMIX_RANK" = 0 ]; then touch %s; exit 0; fi; '
                   'i=0; while [ ! -e %s ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; '
                   'exit 4' % (ready, ready))
@@ -496,13 +502,16 @@ def case_shm_leftover():
         pids = re.findall(r"pid (\d+)", out)
         check(len(pids) == 2, "both ranks ran", outputs(rc, out, err))
         for pid in pids:
-            left = "/dev/shm/tnt-0123456789abcdef-%s" % pid
+            left = "/dev/shm/tnt-%s-%s" % (pid, nonce)
             check(not os.path.exists(left), "%s left behind" % left)
+            if as_root:
+                theirs = left + "-nobody"
+                check(os.path.exists(theirs), "the launcher removed %s, which nobody owns" % theirs)
         check(os.path.exists(foreign), "a segment of another job was removed")
     finally:
         if os.path.exists(os.path.join(TMPDIR, "shm_leftover.rank0")):
             os.unlink(os.path.join(TMPDIR, "shm_leftover.rank0"))
-        for path in glob.glob("/dev/shm/tnt-0123456789abcdef-*") + [foreign]:
+        for path in glob.glob("/dev/shm/tnt-*-%s*" % nonce):
             if os.path.exists(path):
                 os.unlink(path)
 

@@ -43,13 +43,14 @@ verdicts_of() {
 
 pid_of() { awk -v r="$1" '$1 == "pid" && $2 == r { print $3 }' "$OUT" | head -1; }
 
-# Nothing of the job in /dev/shm: segment names end in the pid of a node's
-# first rank (transport/shm_name.h), and every rank printed its pid.
+# Nothing of the job in /dev/shm: segment names start with the pid of a
+# node's first rank (tnt-<pid>-<random>, transport/shm_name.h), and every
+# rank printed its pid.
 check_shm_clean() {
     local p
     for p in $(awk '$1 == "pid" { print $3 }' "$OUT"); do
-        if ls /dev/shm 2>/dev/null | grep -q -- "^tnt-.*-$p\$"; then
-            fail "/dev/shm still holds $(ls /dev/shm | grep -- "-$p\$")"
+        if ls /dev/shm 2>/dev/null | grep -q -- "^tnt-$p-"; then
+            fail "/dev/shm still holds $(ls /dev/shm | grep -- "^tnt-$p-")"
         fi
     done
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,6 +368,24 @@ static void test_singleton(void **state)
     tnt_boot_finalize(boot);
 }
 
+/* PMIX_JOB_SIZE arrives as a long: it is bounded before it becomes an int
+ * (2^32 + 2 used to pass the check and become a job of 2 ranks). */
+static void test_pmix_job_size(void **state)
+{
+    (void)state;
+    assert_int_equal(tnt_boot_pmix_check_size(1, 0), 0);
+    assert_int_equal(tnt_boot_pmix_check_size(4, 3), 0);
+    assert_int_equal(tnt_boot_pmix_check_size(TNT_BOOT_MAX_SIZE, 0), 0);
+    assert_int_equal(tnt_boot_pmix_check_size(4, 4), -1);
+    assert_int_equal(tnt_boot_pmix_check_size(0, 0), -1);
+    assert_int_equal(tnt_boot_pmix_check_size(-1, 0), -1);
+    assert_int_equal(tnt_boot_pmix_check_size((1L << 32) + 2, 0), -1);
+    assert_int_equal(tnt_boot_pmix_check_size(LONG_MAX, 0), -1);
+    assert_int_equal(tnt_boot_pmix_check_size(TNT_BOOT_MAX_SIZE + 1, 0), -1);
+    /* PMIX_RANK_WILDCARD and friends are near UINT32_MAX. */
+    assert_int_equal(tnt_boot_pmix_check_size(8, 0xfffffffeul), -1);
+}
+
 int main(void)
 {
     /* Keep the expected error lines of these tests off the output. */
@@ -375,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_threads_rounds),    cmocka_unit_test(test_threads_timeout),
         cmocka_unit_test(test_threads_mismatch),  cmocka_unit_test(test_threads_abort),
         cmocka_unit_test(test_threads_arguments), cmocka_unit_test(test_singleton),
+        cmocka_unit_test(test_pmix_job_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

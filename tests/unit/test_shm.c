@@ -31,6 +31,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -39,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +60,9 @@ struct shared_area {
     int counter;
     double elapsed[MAX_RANKS];
     int status[MAX_RANKS];
+    /* The test's stand-in for the bootstrap (area_exchange). */
+    tnt_shm_addr_t addr;
+    int addr_ready;
 };
 static struct shared_area *area;
 static unsigned test_counter;
@@ -66,6 +71,25 @@ static char segment_prefix[64];
 static double now_s(void)
 {
     return (double)tnt_time_ns() * 1e-9;
+}
+
+/* tnt_shm_exchange_fn through the shared area: local rank 0 publishes its
+ * addr, the others wait for it (at most 30 s). arg: the local rank. */
+static tnt_status_t area_exchange(void *arg, tnt_shm_addr_t *addr)
+{
+    if (*(int *)arg == 0) {
+        area->addr = *addr;
+        __atomic_store_n(&area->addr_ready, 1, __ATOMIC_RELEASE);
+        return TNT_OK;
+    }
+    double deadline = now_s() + 30;
+    while (!__atomic_load_n(&area->addr_ready, __ATOMIC_ACQUIRE)) {
+        if (now_s() > deadline)
+            return tnt_error_raise(TNT_ERR_TIMEOUT, "test: no segment name within 30 s");
+        usleep(1000);
+    }
+    *addr = area->addr;
+    return TNT_OK;
 }
 
 static int segments_left(void)
@@ -104,7 +128,14 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
             tnt_settings_t settings;
             if (tnt_settings_load(&settings) != TNT_OK)
                 _exit(3);
-            tnt_shm_params_t params = { name, r, n, global, timeout_s, &settings, NULL };
+            tnt_shm_params_t params = { .name = name,
+                                        .local_rank = r,
+                                        .local_size = n,
+                                        .global_ranks = global,
+                                        .timeout_s = timeout_s,
+                                        .settings = &settings,
+                                        .exchange = area_exchange,
+                                        .exchange_arg = &r };
             tnt_shm_t *shm = NULL;
             tnt_status_t st = tnt_shm_create(&params, &shm);
             if (st != TNT_OK) {
@@ -576,13 +607,137 @@ static void test_attach_timeout(void **state)
     if (pid == 0) {
         tnt_settings_t settings;
         tnt_settings_set_defaults(&settings);
-        tnt_shm_params_t params = { name, 0, 2, NULL, 0.5, &settings, NULL };
+        int r = 0;
+        tnt_shm_params_t params = { .name = name,
+                                    .local_rank = 0,
+                                    .local_size = 2,
+                                    .timeout_s = 0.5,
+                                    .settings = &settings,
+                                    .exchange = area_exchange,
+                                    .exchange_arg = &r };
         tnt_shm_t *shm = NULL;
         _exit(tnt_shm_create(&params, &shm) == TNT_ERR_TIMEOUT ? 0 : 1);
     }
     int wstatus;
     assert_int_equal(waitpid(pid, &wstatus, 0), pid);
     assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    assert_int_equal(segments_left(), 0);
+}
+
+/* ---- forged segments ------------------------------------------------------ */
+
+/* Local rank 1 of 2 is told (as if by local rank 0 over the bootstrap) to
+ * attach to a segment that the test made wrong in one way: it must refuse
+ * it with an error that names the segment, never map it blindly or crash.
+ * The announced layout: 64 KiB slots, no extra bytes. */
+#define FORGE_SLOT  (64 * 1024)
+#define FORGE_BYTES (4096 + 2 * 2 * FORGE_SLOT)
+
+enum forge_kind {
+    FORGE_NONE,         /* a correct segment: accepted (the control) */
+    FORGE_MODE,         /* mode 0666 */
+    FORGE_OWNER,        /* owned by nobody (as root only) */
+    FORGE_SIZE,         /* 1 MiB instead of the announced size */
+    FORGE_HEADER,       /* right size and mode, slot size 1 TiB in the header */
+    FORGE_MISSING,      /* the name does not exist */
+    FORGE_ANNOUNCEMENT, /* the announced slot size itself is absurd */
+};
+
+/* The child's exit: 0 accepted, 1 refused with the name in the message,
+ * 2 anything else; run_forged: 3 crashed or hung. */
+static int forged_attach(const char *name, enum forge_kind kind)
+{
+    tnt_settings_t settings;
+    tnt_settings_set_defaults(&settings);
+    memset(area, 0, sizeof *area);
+    snprintf(area->addr.name, sizeof area->addr.name, "%s", name);
+    area->addr.local_size = 2;
+    area->addr.slot_bytes = kind == FORGE_ANNOUNCEMENT ? (uint64_t)1 << 40 : FORGE_SLOT;
+    area->addr.segment_bytes = FORGE_BYTES;
+    area->addr.small_max = 4096;
+    area->addr_ready = 1;
+    int r = 1;
+    int global[2] = { 100, 101 };
+    tnt_shm_params_t params = { .name = "/unused",
+                                .local_rank = 1,
+                                .local_size = 2,
+                                .global_ranks = global,
+                                .timeout_s = 0.5,
+                                .settings = &settings,
+                                .exchange = area_exchange,
+                                .exchange_arg = &r };
+    tnt_shm_t *shm = NULL;
+    tnt_status_t st = tnt_shm_create(&params, &shm);
+    /* Accepted: it attached, and then waited in vain for local rank 0,
+     * which this test does not run. */
+    if (st == TNT_ERR_TIMEOUT && strstr(tnt_last_error(), "shared-memory setup") != NULL)
+        return 0;
+    fprintf(stderr, "forged %d: %s: %s\n", (int)kind, tnt_status_string(st), tnt_last_error());
+    if (st == TNT_OK)
+        tnt_shm_destroy(shm);
+    if (kind == FORGE_NONE)
+        return 2;
+    return (st == TNT_ERR_TRANSPORT || st == TNT_ERR_MISMATCH) && strstr(tnt_last_error(), name)
+               ? 1
+               : 2;
+}
+
+static int run_forged(enum forge_kind kind)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s%u-forged", segment_prefix, test_counter++);
+    if (kind != FORGE_MISSING) {
+        int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(fchmod(fd, kind == FORGE_MODE ? 0666 : 0600), 0);
+        if (kind == FORGE_OWNER && fchown(fd, 65534, 65534) != 0) {
+            close(fd);
+            shm_unlink(name);
+            return -1;
+        }
+        assert_int_equal(ftruncate(fd, kind == FORGE_SIZE ? 1 << 20 : FORGE_BYTES), 0);
+        struct tnt_shm_header *hdr =
+            mmap(NULL, sizeof *hdr, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(hdr != MAP_FAILED);
+        hdr->local_size = 2;
+        hdr->segment_bytes = FORGE_BYTES;
+        hdr->slot_bytes = kind == FORGE_HEADER ? (uint64_t)1 << 40 : FORGE_SLOT;
+        hdr->small_max = 4096;
+        hdr->attached = 1;
+        /* A correct segment's liveness mutexes are initialised; these are
+         * zero, which reads as unlocked: the peer counts as alive. */
+        atomic_store(&hdr->magic, TNT_SHM_MAGIC);
+        munmap(hdr, sizeof *hdr);
+        close(fd);
+    }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        _exit(forged_attach(name, kind));
+    }
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    shm_unlink(name);
+    if (!WIFEXITED(ws)) {
+        fprintf(stderr, "forged %d: the attacher died of signal %d\n", (int)kind,
+                WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+        return 3;
+    }
+    return WEXITSTATUS(ws);
+}
+
+static void test_forged_segments(void **state)
+{
+    (void)state;
+    assert_int_equal(run_forged(FORGE_NONE), 0);
+    assert_int_equal(run_forged(FORGE_MODE), 1);
+    int owner = geteuid() == 0 ? run_forged(FORGE_OWNER) : -1;
+    assert_true(owner == 1 || owner == -1);
+    assert_int_equal(run_forged(FORGE_SIZE), 1);
+    assert_int_equal(run_forged(FORGE_HEADER), 1);
+    assert_int_equal(run_forged(FORGE_MISSING), 1);
+    assert_int_equal(run_forged(FORGE_ANNOUNCEMENT), 1);
     assert_int_equal(segments_left(), 0);
 }
 
@@ -679,7 +834,14 @@ static int run_pidns(struct pidns_arg *arg, pid_t ns_pid, double timeout_s)
         int global[2] = { 100, 101 };
         tnt_settings_t settings;
         tnt_settings_set_defaults(&settings);
-        tnt_shm_params_t params = { name, r, 2, global, timeout_s, &settings, NULL };
+        tnt_shm_params_t params = { .name = name,
+                                    .local_rank = r,
+                                    .local_size = 2,
+                                    .global_ranks = global,
+                                    .timeout_s = timeout_s,
+                                    .settings = &settings,
+                                    .exchange = area_exchange,
+                                    .exchange_arg = &r };
         tnt_shm_t *shm = NULL;
         if (tnt_shm_create(&params, &shm) != TNT_OK)
             _exit(2);
@@ -775,17 +937,12 @@ int main(void)
     unsetenv("TNT_SHM_STREAM_KB");
     unsetenv("TNT_SHM_STREAM");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slice_rule),
-        cmocka_unit_test(test_allreduce_all_ranks),
-        cmocka_unit_test(test_allreduce_cma),
-        cmocka_unit_test(test_allreduce_staged),
-        cmocka_unit_test(test_other_collectives),
-        cmocka_unit_test(test_peer_killed),
-        cmocka_unit_test(test_peer_timeout),
-        cmocka_unit_test(test_attach_timeout),
-        cmocka_unit_test(test_allreduce_streamed),
-        cmocka_unit_test(test_mismatch),
-        cmocka_unit_test(test_liveness_pid_namespace),
+        cmocka_unit_test(test_slice_rule),        cmocka_unit_test(test_allreduce_all_ranks),
+        cmocka_unit_test(test_allreduce_cma),     cmocka_unit_test(test_allreduce_staged),
+        cmocka_unit_test(test_other_collectives), cmocka_unit_test(test_peer_killed),
+        cmocka_unit_test(test_peer_timeout),      cmocka_unit_test(test_attach_timeout),
+        cmocka_unit_test(test_forged_segments),   cmocka_unit_test(test_allreduce_streamed),
+        cmocka_unit_test(test_mismatch),          cmocka_unit_test(test_liveness_pid_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,6 +65,12 @@ tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p);
  * PMIx_Init cannot reach it: no error is logged, why says what happened. */
 #define TNT_BOOT_PMIX_ABSENT TNT_ERR_UNSUPPORTED
 tnt_status_t tnt_boot_pmix_create(double timeout_s, char *why, size_t why_len, tnt_boot_t **boot_p);
+/* The most ranks a job may have: far above any real job, and small enough
+ * that sizes times per-rank records never overflow. */
+#define TNT_BOOT_MAX_SIZE (1L << 24)
+/* 0 when PMIX_JOB_SIZE's value size can be the job size (1 to
+ * TNT_BOOT_MAX_SIZE) and rank is one of its ranks, else -1. */
+int tnt_boot_pmix_check_size(long size, unsigned long rank);
 /* warn: the caller expected a launcher (why is then logged as a warning). */
 tnt_status_t tnt_boot_singleton_create(const char *why, int warn, tnt_boot_t **boot_p);
 

@@ -56,6 +56,16 @@ static void fence_abandon(struct fence_state *st)
     pthread_mutex_unlock(&abandoned_lock);
 }
 
+int tnt_boot_pmix_check_size(long size, unsigned long rank)
+{
+    /* Compared as long before anything narrows it to int: a size that does
+     * not fit (or a rank that would turn negative) must not become one. */
+    if (size < 1 || size > TNT_BOOT_MAX_SIZE || rank >= (unsigned long)size) {
+        return -1;
+    }
+    return 0;
+}
+
 static const char launch_hint[] =
     "launch with 'tarantella -n N -- ...', 'mpirun -np N ...' or 'srun --mpi=pmix ...'";
 
@@ -215,7 +225,7 @@ tnt_status_t tnt_boot_pmix_create(double timeout_s, char *why, size_t why_len, t
     PMIX_LOAD_PROCID(&wildcard, boot->myproc.nspace, PMIX_RANK_WILDCARD);
 
     rc = get_long(&wildcard, PMIX_JOB_SIZE, &v);
-    if (rc != PMIX_SUCCESS || v < 1 || v <= info->rank) {
+    if (rc != PMIX_SUCCESS || tnt_boot_pmix_check_size(v, boot->myproc.rank) != 0) {
         tnt_error_raise(TNT_ERR_BOOTSTRAP,
                         "bootstrap: the PMIx server did not give a valid job size "
                         "(PMIX_JOB_SIZE: %s); %s",
@@ -226,8 +236,14 @@ tnt_status_t tnt_boot_pmix_create(double timeout_s, char *why, size_t why_len, t
 
     /* Local rank and size are cross-checked by the caller against the
      * hostname layout; -1 when the server does not provide them. */
-    info->local_rank = get_long(&boot->myproc, PMIX_LOCAL_RANK, &v) == PMIX_SUCCESS ? (int)v : -1;
-    info->local_size = get_long(&wildcard, PMIX_LOCAL_SIZE, &v) == PMIX_SUCCESS ? (int)v : -1;
+    info->local_rank = -1;
+    if (get_long(&boot->myproc, PMIX_LOCAL_RANK, &v) == PMIX_SUCCESS && v >= 0 && v < info->size) {
+        info->local_rank = (int)v;
+    }
+    info->local_size = -1;
+    if (get_long(&wildcard, PMIX_LOCAL_SIZE, &v) == PMIX_SUCCESS && v >= 1 && v <= info->size) {
+        info->local_size = (int)v;
+    }
     *boot_p = &boot->super;
     return TNT_OK;
 

@@ -17,25 +17,20 @@
 #include "coll/doctor.h"
 
 #include "coll/multinode.h"
-#include "transport/shm_name.h"
 #include "util/log.h"
 #include "util/settings.h"
 #include "util/wait.h"
 #include "util/watch.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#define DOCTOR_MAGIC       0x31434f445f544e54ull /* "TNT_DOC1" */
 #define DOCTOR_MSG_MAGIC   0x54444f43u
 #define DOCTOR_QUIET_NS    500000000ull  /* waits shorter than this cost nothing */
 #define DOCTOR_TICK_NS     100000000ull  /* heartbeat and table refresh */
@@ -62,10 +57,11 @@ struct doctor_slot {
     _Atomic uint64_t beat_ns; /* CLOCK_MONOTONIC of the last wait-loop beat */
 };
 
+/* The node's board: the last bytes of the shm segment (zeroed by its
+ * creator), or private memory while alone. */
 struct doctor_board {
-    _Alignas(64) _Atomic uint64_t magic; /* stored with release by local rank 0 */
-    _Atomic uint32_t attached;           /* the rank that makes it local_size unlinks */
-    struct doctor_slot slots[];
+    _Alignas(64) uint64_t reserved; /* C wants a member before the slots */
+    struct doctor_slot slots[];     /* local_size of them */
 };
 
 struct doctor_entry {
@@ -629,8 +625,7 @@ tnt_status_t tnt_doctor_create(tnt_comm_t *comm, const int64_t *pids, const char
     d->view = calloc((size_t)comm->size, sizeof(*d->view));
     /* Private until the node's board is attached (and for good when this
      * rank is alone on its node). */
-    d->board_bytes =
-        sizeof(struct doctor_board) + (size_t)comm->local_size * sizeof(struct doctor_slot);
+    d->board_bytes = tnt_doctor_board_bytes(comm->local_size);
     d->board = aligned_alloc(64, (d->board_bytes + 63) / 64 * 64);
     if (d->pids == NULL || d->hosts == NULL || d->host_buf == NULL || d->view == NULL ||
         d->board == NULL) {
@@ -661,94 +656,28 @@ err_nomem:
     return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for the hang doctor");
 }
 
-tnt_status_t tnt_doctor_attach_board(tnt_doctor_t *d, uint64_t job_hash, long long first_pid)
+size_t tnt_doctor_board_bytes(int local_size)
+{
+    return sizeof(struct doctor_board) + (size_t)local_size * sizeof(struct doctor_slot);
+}
+
+void tnt_doctor_attach_board(tnt_doctor_t *d, void *shared)
 {
     tnt_comm_t *comm = d->comm;
-    char name[TNT_SHM_NAME_MAX];
-    tnt_backoff_t backoff;
-    struct doctor_board *board = MAP_FAILED;
-    int fd = -1;
+    struct doctor_board *board = shared;
 
-    if (comm->local_size == 1) {
-        return TNT_OK;
-    }
-    if (tnt_shm_doctor_name(job_hash, first_pid, name, sizeof name) != 0) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_init: board name too long (libtnt bug)");
-    }
-    tnt_backoff_init(&backoff, comm->timeout_s > 0 ? comm->timeout_s : 60);
-    if (comm->local_rank == 0) {
-        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-        if (fd < 0 && errno == EEXIST) {
-            /* A leftover of a killed job whose first rank had our pid. */
-            shm_unlink(name);
-            fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-        }
-        if (fd < 0 || ftruncate(fd, (off_t)d->board_bytes) != 0) {
-            goto err_sys;
-        }
-    } else {
-        struct stat st;
-        for (;;) {
-            fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
-            if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size >= d->board_bytes) {
-                break;
-            }
-            if (fd >= 0) {
-                close(fd);
-                fd = -1;
-            } else if (errno != ENOENT) {
-                goto err_sys;
-            }
-            if (tnt_backoff_wait(&backoff) != 0) {
-                return tnt_error_raise(TNT_ERR_TIMEOUT,
-                                       "tnt_init: local rank 0 did not create the stall board %s "
-                                       "within %g s; is it still running? see TNT_TIMEOUT",
-                                       name, comm->timeout_s);
-            }
-        }
-    }
-    board = mmap(NULL, d->board_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (board == MAP_FAILED) {
-        goto err_sys;
-    }
-    close(fd);
-    fd = -1;
-    if (comm->local_rank == 0) {
-        atomic_store_explicit(&board->attached, 1, memory_order_relaxed);
-        /* Release: the zeroed slots and the counter before the magic. */
-        atomic_store_explicit(&board->magic, DOCTOR_MAGIC, memory_order_release);
-    } else {
-        while (atomic_load_explicit(&board->magic, memory_order_acquire) != DOCTOR_MAGIC) {
-            if (tnt_backoff_wait(&backoff) != 0) {
-                munmap(board, d->board_bytes);
-                return tnt_error_raise(TNT_ERR_TIMEOUT,
-                                       "tnt_init: the stall board %s was never initialised", name);
-            }
-        }
-        if (atomic_fetch_add_explicit(&board->attached, 1, memory_order_acq_rel) + 1 ==
-            (uint32_t)comm->local_size) {
-            shm_unlink(name);
-        }
+    if (comm->local_size == 1 || board == NULL) {
+        return;
     }
     /* Keep what was recorded before (nothing runs collectives yet, but the
-     * slot is copied for symmetry). */
+     * slot is copied for symmetry). The segment was zeroed by its creator
+     * and every local rank has attached to it, so the other slots read as
+     * "no collective yet" until their owners write them. */
     board->slots[comm->local_rank] = d->board->slots[comm->local_rank];
     free(d->board);
     d->board = board;
     d->board_mapped = 1;
     d->mine = slot_of_local(d, comm->local_rank);
-    return TNT_OK;
-
-err_sys:;
-    int err = errno;
-    if (fd >= 0) {
-        close(fd);
-    }
-    if (comm->local_rank == 0) {
-        shm_unlink(name);
-    }
-    return tnt_error_raise(TNT_ERR_SYSTEM, "tnt_init: stall board %s: %s; is /dev/shm full?", name,
-                           strerror(err));
 }
 
 void tnt_doctor_quiesce(tnt_doctor_t *d)
@@ -767,9 +696,8 @@ void tnt_doctor_destroy(tnt_doctor_t *d)
     }
     tnt_doctor_t *expected = d;
     atomic_compare_exchange_strong(&report_doctor, &expected, NULL);
-    if (d->board_mapped) {
-        munmap(d->board, d->board_bytes);
-    } else {
+    /* A mapped board lives in the shm segment, which comm->shm owns. */
+    if (!d->board_mapped) {
         free(d->board);
     }
     free(d->view);

@@ -37,10 +37,16 @@ typedef enum {
  * name, from tnt_init's exchange), copied. Sets comm->doctor and
  * comm->watch; the board is private until tnt_doctor_attach_board. */
 tnt_status_t tnt_doctor_create(tnt_comm_t *comm, const int64_t *pids, const char *const *hosts);
-/* Collective over the node's ranks, after the shm transport is up: maps the
- * node's board (local rank 0 creates it; the last rank to attach unlinks
- * the name, so nothing stays in /dev/shm). */
-tnt_status_t tnt_doctor_attach_board(tnt_doctor_t *doctor, uint64_t job_hash, long long first_pid);
+/* The bytes the node's board needs: what tnt_init reserves at the end of
+ * the shm segment (tnt_shm_params_t.extra_bytes). */
+size_t tnt_doctor_board_bytes(int local_size);
+/* After the shm transport is up: the board moves into the segment's
+ * reserved bytes (tnt_shm_extra), which every local rank attached to only
+ * after checking the segment, so the board needs no name of its own. The
+ * segment must outlive the doctor's use of it (tnt_finalize destroys the
+ * doctor after the transport, but the doctor no longer reads the board
+ * once the progress thread has stopped). */
+void tnt_doctor_attach_board(tnt_doctor_t *doctor, void *shared);
 /* Drains side messages still queued (before the network goes away). */
 void tnt_doctor_quiesce(tnt_doctor_t *doctor);
 void tnt_doctor_destroy(tnt_doctor_t *doctor);

@@ -11,7 +11,6 @@
 #include "coll/multinode.h"
 #include "gpu/gpu.h"
 #include "transport/shm.h"
-#include "transport/shm_name.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/settings.h"
@@ -120,6 +119,34 @@ static void check_local_layout(const tnt_comm_t *comm, const struct tnt_boot_inf
     }
 }
 
+/* The shm transport's exchange (tnt_shm_exchange_fn) over the bootstrap: an
+ * allgather of every rank's addr, from which each rank keeps its node's
+ * first rank's. Every rank of every node calls it once, at the same point
+ * of tnt_init. */
+struct shm_exchange {
+    tnt_comm_t *comm;
+};
+
+static tnt_status_t exchange_shm_addr(void *arg, tnt_shm_addr_t *addr)
+{
+    struct shm_exchange *x = arg;
+    tnt_comm_t *comm = x->comm;
+    tnt_shm_addr_t *all = malloc((size_t)comm->size * sizeof(*all));
+    tnt_status_t status;
+
+    if (all == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for %d ranks",
+                               comm->size);
+    }
+    status = tnt_boot_allgather(comm->boot, addr, all, sizeof(*addr));
+    if (status == TNT_OK && comm->local_rank != 0) {
+        *addr = all[comm->node_first_rank[comm->node_id]];
+        addr->name[sizeof(addr->name) - 1] = '\0';
+    }
+    free(all);
+    return status;
+}
+
 /* The doctor needs every rank's pid and host for its verdicts. */
 static tnt_status_t create_doctor(tnt_comm_t *comm, const struct peer_id *peers)
 {
@@ -195,8 +222,7 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     }
 
     /* Everyone learns everyone's host (the node layout) and pid (the
-     * segment name must be unique per job and node, and identical on the
-     * node's ranks: the pid of the node's lowest rank is both). */
+     * doctor's verdicts, and the only processes CMA may read or write). */
     peers = malloc((size_t)comm->size * sizeof(*peers));
     if (peers == NULL) {
         status =
@@ -210,6 +236,10 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     if (status != TNT_OK) {
         goto err_free_peers;
     }
+    /* The bytes are whatever the peers sent: every string ends here. */
+    for (int r = 0; r < comm->size; r++) {
+        peers[r].hostname[sizeof(peers[r].hostname) - 1] = '\0';
+    }
     status = derive_layout(comm, peers);
     if (status != TNT_OK) {
         goto err_free_layout;
@@ -220,32 +250,40 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
         goto err_free_layout;
     }
 
-    char shm_name[TNT_SHM_NAME_MAX];
-    if (tnt_shm_segment_name(tnt_fnv1a_string(info->job_id),
-                             (long long)peers[comm->node_first_rank[comm->node_id]].pid, shm_name,
-                             sizeof(shm_name)) != 0) {
+    /* The node's first rank names the segment at random and tells the
+     * others through the bootstrap; the pids CMA may touch come from the
+     * bootstrap too, never from the segment (transport/shm_name.h). */
+    char shm_prefix[TNT_SHM_NAME_MAX];
+    pid_t *local_pids = malloc((size_t)comm->local_size * sizeof(*local_pids));
+    if (local_pids == NULL) {
         status =
-            tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_init: segment name too long (libtnt bug)");
-        goto err_free_layout;
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for %d ranks", comm->size);
+        goto err_doctor;
     }
+    for (int l = 0; l < comm->local_size; l++) {
+        local_pids[l] = (pid_t)peers[comm->local_to_global[l]].pid;
+    }
+    (void)tnt_shm_name_prefix((long long)getpid(), shm_prefix, sizeof(shm_prefix));
+    struct shm_exchange exchange = { comm };
     tnt_shm_params_t params = {
-        .name = shm_name,
+        .name = shm_prefix,
         .local_rank = comm->local_rank,
         .local_size = comm->local_size,
         .global_ranks = comm->local_to_global,
         .timeout_s = comm->timeout_s,
         .watch = comm->watch,
         .settings = comm->settings,
+        .exchange = exchange_shm_addr,
+        .exchange_arg = &exchange,
+        .pids = local_pids,
+        .extra_bytes = tnt_doctor_board_bytes(comm->local_size),
     };
     status = tnt_shm_create(&params, &comm->shm);
+    free(local_pids);
     if (status != TNT_OK) {
         goto err_doctor;
     }
-    status = tnt_doctor_attach_board(comm->doctor, tnt_fnv1a_string(info->job_id),
-                                     (long long)peers[comm->node_first_rank[comm->node_id]].pid);
-    if (status != TNT_OK) {
-        goto err_shm;
-    }
+    tnt_doctor_attach_board(comm->doctor, tnt_shm_extra(comm->shm));
     if (comm->num_nodes > 1) {
         status = tnt_multinode_init(comm);
         if (status != TNT_OK) {
@@ -296,8 +334,10 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
     if (comm->num_nodes > 1) {
         tnt_multinode_finalize(comm);
     }
-    tnt_shm_destroy(comm->shm);
+    /* The doctor first: its board (and a report-on-signal handler that
+     * reads it) lives in the shm segment. */
     tnt_doctor_destroy(comm->doctor);
+    tnt_shm_destroy(comm->shm);
     tnt_boot_finalize(comm->boot);
     free_layout(comm);
     tnt_settings_destroy(comm->settings);

@@ -11,12 +11,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -69,8 +72,11 @@ static int tnt_shm_peer_alive(struct tnt_shm *shm, int peer)
     }
 }
 
+/* For messages: the bootstrap's pid, or (unit tests) the segment's. */
 static pid_t tnt_shm_peer_pid(const struct tnt_shm *shm, int peer)
 {
+    if (shm->pids[peer] != 0)
+        return shm->pids[peer];
     return (pid_t)atomic_load_explicit(&shm->ctl[peer].pid, memory_order_relaxed);
 }
 
@@ -400,7 +406,21 @@ static tnt_status_t tnt_shm_map(int fd, size_t bytes, void **addr_p)
     return TNT_OK;
 }
 
-static tnt_status_t tnt_shm_unlink_when_attached(struct tnt_shm *shm);
+/* The layout every rank derives from the same numbers: where the slots and
+ * the extra bytes start, and the whole size. 0 when it would not fit a
+ * size_t (slot_bytes from the bootstrap is bounded, but checked anyway). */
+static size_t tnt_shm_layout(int n, size_t slot_bytes, size_t extra_bytes, size_t *slots_off_p,
+                             size_t *extra_off_p)
+{
+    size_t ctl_bytes = (size_t)n * sizeof(struct tnt_shm_ctl);
+    size_t slots_off = tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096);
+    if (slot_bytes > (SIZE_MAX / 4 - slots_off - extra_bytes) / 2 / (size_t)n)
+        return 0;
+    size_t extra_off = slots_off + (size_t)n * 2 * slot_bytes;
+    *slots_off_p = slots_off;
+    *extra_off_p = extra_off;
+    return tnt_shm_align(extra_off + extra_bytes, 4096);
+}
 
 /* What the segment needs, for the messages of both rank 0 and the others. */
 static tnt_status_t tnt_shm_no_space(const struct tnt_shm *shm, size_t bytes, int err)
@@ -413,28 +433,6 @@ static tnt_status_t tnt_shm_no_space(const struct tnt_shm *shm, size_t bytes, in
         "TNT_SHM_STAGING_KB (at least 64; large allreduces get slower)",
         shm->global_ranks[shm->me], shm->n, bytes / 1024, 2 * shm->slot_bytes / 1024, strerror(err),
         (bytes >> 20) + 64);
-}
-
-/* Local rank 0 could not reserve the memory: shrink the object to its header
- * and publish the failure and the size needed there, so that every rank's
- * tnt_init fails with the same message instead of waiting for rank 0. */
-static void tnt_shm_publish_failure(struct tnt_shm *shm, int fd, size_t bytes)
-{
-    struct tnt_shm_header *hdr;
-    if (ftruncate(fd, sizeof *hdr) != 0 || posix_fallocate(fd, 0, sizeof *hdr) != 0 ||
-        tnt_shm_map(fd, sizeof *hdr, (void **)&hdr) != TNT_OK) {
-        shm_unlink(shm->name); /* the others time out instead */
-        return;
-    }
-    hdr->local_size = (uint32_t)shm->n;
-    hdr->segment_bytes = bytes;
-    hdr->slot_bytes = shm->slot_bytes;
-    atomic_store_explicit(&hdr->attached, 1, memory_order_relaxed);
-    atomic_store_explicit(&hdr->magic, TNT_SHM_MAGIC_FAILED, memory_order_release);
-    shm->hdr = hdr;
-    (void)tnt_shm_unlink_when_attached(shm);
-    munmap(hdr, sizeof *hdr);
-    shm->hdr = NULL;
 }
 
 /* Every rank's liveness mutex, before anyone can look at it. */
@@ -456,66 +454,229 @@ static tnt_status_t tnt_shm_init_alive(struct tnt_shm *shm, struct tnt_shm_ctl *
     return TNT_OK;
 }
 
-/* Local rank 0: creates the object exclusively, sizes it, reserves its pages
- * and initialises it, then publishes the magic word. */
-static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_bytes, int *fd_p)
+/* A new object of our own: mode 0600, created exclusively under a name
+ * nobody can have guessed. An existing name is never unlinked (it may be
+ * another user's, or another job's); a collision of 128 random bits means
+ * someone saw the name, so draw another and say so. */
+#define TNT_SHM_CREATE_TRIES 8
+
+static tnt_status_t tnt_shm_create_exclusive(struct tnt_shm *shm, const char *prefix, int *fd_p)
 {
-    size_t ctl_bytes = (size_t)shm->n * sizeof(struct tnt_shm_ctl);
-    size_t bytes = tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096) +
-                   (size_t)shm->n * 2 * slot_bytes;
-    tnt_status_t status;
-    int fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) {
-        /* Names are unique per job, so this is a leftover of a crashed run
-         * of the same job id that died before every rank attached. */
-        tnt_log_warn("removing stale shared-memory segment %s", shm->name);
-        shm_unlink(shm->name);
-        fd = shm_open(shm->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    char name[TNT_SHM_NAME_MAX];
+    uint8_t nonce[TNT_SHM_NONCE_BYTES];
+
+    for (int tries = 0; tries < TNT_SHM_CREATE_TRIES; tries++) {
+        if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+            return tnt_error_raise(TNT_ERR_SYSTEM,
+                                   "rank %d: cannot draw a random shared-memory segment name "
+                                   "(getrandom: %s)",
+                                   shm->global_ranks[0], strerror(errno));
+        if (tnt_shm_segment_name(prefix, nonce, name, sizeof name) != 0)
+            return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                   "rank %d: shared-memory segment prefix %s is too long",
+                                   shm->global_ranks[0], prefix);
+        int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            snprintf(shm->name, sizeof shm->name, "%s", name);
+            *fd_p = fd;
+            return TNT_OK;
+        }
+        if (errno != EEXIST)
+            return tnt_error_raise(TNT_ERR_TRANSPORT,
+                                   "rank %d: cannot create shared-memory segment /dev/shm%s: %s; "
+                                   "check that /dev/shm is mounted and writable",
+                                   shm->global_ranks[0], name, strerror(errno));
+        tnt_log_warn("shared-memory segment name /dev/shm%s already exists although it was just "
+                     "drawn at random; leaving it alone and drawing another (is another user "
+                     "creating names in /dev/shm? see docs/admin-guide.md, Security)",
+                     name);
     }
-    if (fd < 0)
-        return tnt_error_raise(TNT_ERR_TRANSPORT,
-                               "rank %d: cannot create shared-memory segment /dev/shm%s: %s; "
-                               "check that /dev/shm is mounted and writable",
-                               shm->global_ranks[0], shm->name, strerror(errno));
+    return tnt_error_raise(TNT_ERR_TRANSPORT,
+                           "rank %d: %d random shared-memory segment names in a row already "
+                           "existed in /dev/shm; someone is creating them (see "
+                           "docs/admin-guide.md, Security)",
+                           shm->global_ranks[0], TNT_SHM_CREATE_TRIES);
+}
+
+/* Local rank 0: creates the object, sizes it, reserves its pages and
+ * initialises it, all before anyone learns its name. addr: what the others
+ * are told; on failure its status (and, for a full /dev/shm, the size). */
+static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, const char *prefix,
+                                           size_t extra_bytes, tnt_shm_addr_t *addr, int *fd_p)
+{
+    size_t slots_off, extra_off;
+    size_t bytes = tnt_shm_layout(shm->n, shm->slot_bytes, extra_bytes, &slots_off, &extra_off);
+    tnt_status_t status;
+    int fd = -1;
+
+    memset(addr, 0, sizeof *addr);
+    addr->local_size = shm->n;
+    addr->segment_bytes = bytes;
+    addr->slot_bytes = shm->slot_bytes;
+    addr->small_max = shm->small_max;
+    status = tnt_shm_create_exclusive(shm, prefix, &fd);
+    if (status != TNT_OK) {
+        addr->status = status;
+        return status;
+    }
     if (ftruncate(fd, (off_t)bytes) != 0) {
-        int err = errno;
-        tnt_shm_publish_failure(shm, fd, bytes);
-        status = tnt_shm_no_space(shm, bytes, err);
-        goto err_close;
+        status = tnt_shm_no_space(shm, bytes, errno);
+        goto err_unlink;
     }
     /* ftruncate reserves nothing on tmpfs: without this, a full /dev/shm
      * (Docker's default is 64 MiB) would kill the job with SIGBUS at the
      * first large collective instead of failing here. */
     int err = posix_fallocate(fd, 0, (off_t)bytes);
     if (err != 0 && err != EOPNOTSUPP && err != EINVAL) {
-        tnt_shm_publish_failure(shm, fd, bytes);
         status = tnt_shm_no_space(shm, bytes, err);
-        goto err_close;
+        goto err_unlink;
     }
-    void *addr;
-    if (tnt_shm_map(fd, bytes, &addr) != TNT_OK) {
+    void *mem;
+    if (tnt_shm_map(fd, bytes, &mem) != TNT_OK) {
         status =
             tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
                             shm->global_ranks[0], bytes, shm->name, strerror(errno));
-        shm_unlink(shm->name);
-        goto err_close;
+        goto err_unlink;
     }
-    struct tnt_shm_header *hdr = addr;
+    struct tnt_shm_header *hdr = mem;
     /* ftruncate zero-filled everything: counters start at 0. */
     hdr->local_size = (uint32_t)shm->n;
     hdr->segment_bytes = bytes;
-    hdr->slot_bytes = slot_bytes;
+    hdr->slot_bytes = shm->slot_bytes;
     hdr->small_max = shm->small_max;
+    hdr->extra_bytes = extra_bytes;
     status = tnt_shm_init_alive(
-        shm, (struct tnt_shm_ctl *)((char *)addr + sizeof(struct tnt_shm_header)));
+        shm, (struct tnt_shm_ctl *)((char *)mem + sizeof(struct tnt_shm_header)));
     if (status != TNT_OK) {
-        munmap(addr, bytes);
-        shm_unlink(shm->name);
-        goto err_close;
+        munmap(mem, bytes);
+        goto err_unlink;
     }
     atomic_store_explicit(&hdr->attached, 1, memory_order_relaxed);
     /* Release: the fields above happen-before an attacher's acquire of magic. */
     atomic_store_explicit(&hdr->magic, TNT_SHM_MAGIC, memory_order_release);
+    shm->hdr = hdr;
+    shm->segment_bytes = bytes;
+    snprintf(addr->name, sizeof addr->name, "%s", shm->name);
+    *fd_p = fd;
+    return TNT_OK;
+
+err_unlink:
+    /* Our own name (created exclusively above), so ours to remove. */
+    shm_unlink(shm->name);
+    close(fd);
+    addr->status = status;
+    return status;
+}
+
+/* Refuses, naming the segment, anything the attacher did not expect. */
+static tnt_status_t tnt_shm_refuse(const struct tnt_shm *shm, const char *name, const char *fmt,
+                                   ...) __attribute__((format(printf, 3, 4)));
+
+static tnt_status_t tnt_shm_refuse(const struct tnt_shm *shm, const char *name, const char *fmt,
+                                   ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    return tnt_error_raise(TNT_ERR_TRANSPORT,
+                           "rank %d: refusing shared-memory segment /dev/shm%s from local rank 0 "
+                           "(rank %d): %s; another user may have replaced it (see "
+                           "docs/admin-guide.md, Security); the job cannot continue on this node",
+                           shm->global_ranks[shm->me], name, shm->global_ranks[0], why);
+}
+
+/* The other local ranks: open exactly the name local rank 0 announced and
+ * check it before mapping a byte: a regular file of this process's user,
+ * closed to group and others, exactly the announced size, whose header says
+ * what the announcement says. Nothing read from the segment sizes anything. */
+static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, const tnt_shm_addr_t *addr,
+                                           size_t extra_bytes, int *fd_p)
+{
+    char name[TNT_SHM_NAME_MAX];
+    size_t slots_off, extra_off, bytes;
+    struct stat st;
+    tnt_status_t status;
+    void *mem;
+
+    snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, addr->name);
+    snprintf(shm->name, sizeof shm->name, "%s", name);
+    if (addr->local_size != shm->n)
+        return tnt_error_raise(TNT_ERR_MISMATCH,
+                               "rank %d: shared-memory segment %s was made for %d local ranks, "
+                               "this rank expects %d; the launcher gave ranks different views "
+                               "of the node",
+                               shm->global_ranks[shm->me], name, (int)addr->local_size, shm->n);
+    if (name[0] != '/' || strchr(name + 1, '/') != NULL || addr->slot_bytes < 4096 ||
+        addr->slot_bytes % 4096 != 0 || addr->slot_bytes > ((size_t)1 << 30) ||
+        (bytes = tnt_shm_layout(shm->n, addr->slot_bytes, extra_bytes, &slots_off, &extra_off)) !=
+            addr->segment_bytes)
+        return tnt_error_raise(TNT_ERR_MISMATCH,
+                               "rank %d: local rank 0 (rank %d) announced shared-memory segment "
+                               "%s of %llu bytes with %llu-byte slots, which is not a segment "
+                               "libtnt makes for %d local ranks; are all ranks running the same "
+                               "libtnt?",
+                               shm->global_ranks[shm->me], shm->global_ranks[0], name,
+                               (unsigned long long)addr->segment_bytes,
+                               (unsigned long long)addr->slot_bytes, shm->n);
+
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return tnt_shm_refuse(shm, name,
+                                  "it does not exist (did local rank 0 die or give up?)");
+        return tnt_error_raise(TNT_ERR_TRANSPORT,
+                               "rank %d: cannot open shared-memory segment /dev/shm%s: %s",
+                               shm->global_ranks[shm->me], name, strerror(errno));
+    }
+    if (fstat(fd, &st) != 0) {
+        status = tnt_error_raise(TNT_ERR_SYSTEM, "rank %d: fstat of /dev/shm%s: %s",
+                                 shm->global_ranks[shm->me], name, strerror(errno));
+        goto err_close;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        status = tnt_shm_refuse(shm, name, "it is not a regular file");
+        goto err_close;
+    }
+    if (st.st_uid != geteuid()) {
+        status = tnt_shm_refuse(shm, name, "it belongs to uid %u, this job runs as uid %u",
+                                (unsigned)st.st_uid, (unsigned)geteuid());
+        goto err_close;
+    }
+    if ((st.st_mode & 077) != 0) {
+        status = tnt_shm_refuse(shm, name, "its mode %04o lets other users in (expected 0600)",
+                                (unsigned)(st.st_mode & 07777));
+        goto err_close;
+    }
+    if ((uint64_t)st.st_size != addr->segment_bytes) {
+        status = tnt_shm_refuse(shm, name, "it has %lld bytes, local rank 0 made %llu",
+                                (long long)st.st_size, (unsigned long long)addr->segment_bytes);
+        goto err_close;
+    }
+    if (tnt_shm_map(fd, bytes, &mem) != TNT_OK) {
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
+                            shm->global_ranks[shm->me], bytes, name, strerror(errno));
+        goto err_close;
+    }
+    struct tnt_shm_header *hdr = mem;
+    /* Acquire pairs with rank 0's release of magic (stored before it
+     * announced the name, so it is there already). */
+    if (atomic_load_explicit(&hdr->magic, memory_order_acquire) != TNT_SHM_MAGIC ||
+        hdr->local_size != (uint32_t)shm->n || hdr->segment_bytes != addr->segment_bytes ||
+        hdr->slot_bytes != addr->slot_bytes || hdr->small_max != addr->small_max ||
+        hdr->extra_bytes != extra_bytes) {
+        status = tnt_shm_refuse(shm, name,
+                                "its header does not match what local rank 0 announced (%u local "
+                                "ranks, %llu bytes, %llu-byte slots)",
+                                hdr->local_size, (unsigned long long)hdr->segment_bytes,
+                                (unsigned long long)hdr->slot_bytes);
+        munmap(mem, bytes);
+        goto err_close;
+    }
+    shm->slot_bytes = addr->slot_bytes;
+    shm->small_max = addr->small_max;
     shm->hdr = hdr;
     shm->segment_bytes = bytes;
     *fd_p = fd;
@@ -523,82 +684,6 @@ static tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, size_t slot_byte
 
 err_close:
     close(fd);
-    return status;
-}
-
-static tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, int *fd_p)
-{
-    tnt_backoff_t backoff;
-    tnt_backoff_init(&backoff, shm->timeout_s);
-    int fd = -1;
-    struct stat st;
-    struct tnt_shm_header *hdr = MAP_FAILED;
-    tnt_status_t status;
-
-    /* Local rank 0 may not have created, sized or initialised it yet. */
-    for (;;) {
-        if (fd < 0)
-            fd = shm_open(shm->name, O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0 && hdr == MAP_FAILED && fstat(fd, &st) == 0 &&
-            (size_t)st.st_size >= sizeof *hdr)
-            hdr = mmap(NULL, sizeof *hdr, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (hdr != MAP_FAILED) {
-            uint64_t magic = atomic_load_explicit(&hdr->magic, memory_order_acquire);
-            if (magic == TNT_SHM_MAGIC)
-                break;
-            if (magic == TNT_SHM_MAGIC_FAILED) {
-                /* Rank 0 unlinks the name once everyone has seen this. */
-                shm->slot_bytes = hdr->slot_bytes;
-                status = tnt_shm_no_space(shm, hdr->segment_bytes, ENOSPC);
-                atomic_fetch_add_explicit(&hdr->attached, 1, memory_order_acq_rel);
-                goto err_unmap;
-            }
-        }
-        if (fd < 0 && errno != ENOENT) {
-            status = tnt_error_raise(TNT_ERR_TRANSPORT,
-                                     "rank %d: cannot open shared-memory segment /dev/shm%s: %s",
-                                     shm->global_ranks[shm->me], shm->name, strerror(errno));
-            goto err_close;
-        }
-        if (tnt_backoff_wait(&backoff) != 0) {
-            status = tnt_error_raise(
-                TNT_ERR_TIMEOUT,
-                "rank %d: local rank 0 (rank %d) did not create shared-memory segment %s within "
-                "%g s; is it still running? see TNT_TIMEOUT",
-                shm->global_ranks[shm->me], shm->global_ranks[0], shm->name, shm->timeout_s);
-            goto err_close;
-        }
-    }
-    if (hdr->local_size != (uint32_t)shm->n) {
-        status = tnt_error_raise(TNT_ERR_MISMATCH,
-                                 "rank %d: shared-memory segment %s was made for %u local ranks, "
-                                 "this rank expects %d; the launcher gave ranks different views "
-                                 "of the node",
-                                 shm->global_ranks[shm->me], shm->name, hdr->local_size, shm->n);
-        goto err_unmap;
-    }
-    size_t bytes = hdr->segment_bytes;
-    shm->slot_bytes = hdr->slot_bytes;
-    shm->small_max = hdr->small_max;
-    munmap(hdr, sizeof *hdr);
-    hdr = MAP_FAILED;
-    void *addr;
-    if (tnt_shm_map(fd, bytes, &addr) != TNT_OK) {
-        status =
-            tnt_error_raise(TNT_ERR_NO_MEMORY, "rank %d: cannot map %zu bytes of /dev/shm%s: %s",
-                            shm->global_ranks[shm->me], bytes, shm->name, strerror(errno));
-        goto err_close;
-    }
-    shm->hdr = addr;
-    shm->segment_bytes = bytes;
-    *fd_p = fd;
-    return TNT_OK;
-
-err_unmap:
-    munmap(hdr, sizeof *hdr);
-err_close:
-    if (fd >= 0)
-        close(fd);
     return status;
 }
 
@@ -656,10 +741,10 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     if (params == NULL || shm_p == NULL || params->name == NULL || params->name[0] != '/' ||
         params->local_size < 1 || params->local_rank < 0 ||
         params->local_rank >= params->local_size || params->settings == NULL ||
-        strlen(params->name) >= sizeof(((struct tnt_shm *)0)->name))
+        params->exchange == NULL || params->extra_bytes > ((size_t)1 << 30))
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "tnt_shm_create: bad parameters (name must start with '/', "
-                               "0 <= local_rank < local_size, settings given)");
+                               "0 <= local_rank < local_size, settings and exchange given)");
 
     struct tnt_shm *shm = calloc(1, sizeof *shm);
     if (shm == NULL)
@@ -670,7 +755,6 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->watch = params->watch;
     shm->cma_allowed = params->settings->shm_cma;
     shm->probe_word = TNT_SHM_MAGIC;
-    snprintf(shm->name, sizeof shm->name, "%s", params->name);
     shm->global_ranks = calloc((size_t)shm->n, sizeof *shm->global_ranks);
     shm->pids = calloc((size_t)shm->n, sizeof *shm->pids);
     shm->srcs = calloc((size_t)shm->n, sizeof *shm->srcs);
@@ -689,14 +773,21 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     for (int op = 0; op < TNT_SHM_STREAM_OPS; op++)
         tnt_stream_auto_init(&shm->stream_auto[op], shm->stream_min);
     tnt_shm_stream_init();
+    tnt_shm_addr_t addr;
+    memset(&addr, 0, sizeof addr);
     if (shm->global_ranks == NULL || shm->pids == NULL || shm->srcs == NULL ||
         posix_memalign((void **)&shm->cma_tmp, 4096, (size_t)shm->n * shm->cma_block_bytes) != 0 ||
         posix_memalign((void **)&shm->bounce, 64, TNT_SHM_BOUNCE_BYTES) != 0) {
         status = tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_shm_create: out of memory");
+        /* The others still wait for the exchange. */
+        addr.status = status;
+        (void)params->exchange(params->exchange_arg, &addr);
         goto err_free;
     }
-    for (int j = 0; j < shm->n; j++)
+    for (int j = 0; j < shm->n; j++) {
         shm->global_ranks[j] = params->global_ranks ? params->global_ranks[j] : j;
+        shm->pids[j] = params->pids ? params->pids[j] : 0;
+    }
 
     if (shm->me == 0) {
         /* Staging per rank, both slots together: 4 MiB by default, which
@@ -714,17 +805,45 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
         shm->small_max = params->settings->shm_small_bytes != TNT_SETTINGS_BY_LAYOUT
                              ? params->settings->shm_small_bytes
                              : small_kb * 1024;
-        status = tnt_shm_create_segment(shm, shm->slot_bytes, &fd);
+        status = tnt_shm_create_segment(shm, params->name, params->extra_bytes, &addr, &fd);
+        /* Sent even when it failed: the others then fail with its reason
+         * instead of waiting for a name. */
+        tnt_status_t sent = params->exchange(params->exchange_arg, &addr);
+        if (status != TNT_OK)
+            goto err_free;
+        if (sent != TNT_OK) {
+            status = sent;
+            shm_unlink(shm->name);
+            close(fd);
+            goto err_unmap;
+        }
     } else {
-        status = tnt_shm_attach_segment(shm, &fd);
+        status = params->exchange(params->exchange_arg, &addr);
+        if (status != TNT_OK)
+            goto err_free;
+        if (addr.status == TNT_ERR_NO_MEMORY && addr.segment_bytes > 0) {
+            shm->slot_bytes = addr.slot_bytes;
+            status = tnt_shm_no_space(shm, addr.segment_bytes, ENOSPC);
+            goto err_free;
+        }
+        if (addr.status != TNT_OK) {
+            status = tnt_error_raise(addr.status < 0 ? addr.status : TNT_ERR_TRANSPORT,
+                                     "rank %d: local rank 0 (rank %d) could not create the node's "
+                                     "shared-memory segment; see its error",
+                                     shm->global_ranks[shm->me], shm->global_ranks[0]);
+            goto err_free;
+        }
+        status = tnt_shm_attach_segment(shm, &addr, params->extra_bytes, &fd);
+        if (status != TNT_OK)
+            goto err_free;
     }
-    if (status != TNT_OK)
-        goto err_free;
     close(fd); /* the mapping keeps the memory */
 
-    size_t ctl_bytes = (size_t)shm->n * sizeof(struct tnt_shm_ctl);
+    size_t slots_off = 0, extra_off = 0;
+    (void)tnt_shm_layout(shm->n, shm->slot_bytes, params->extra_bytes, &slots_off, &extra_off);
     shm->ctl = (struct tnt_shm_ctl *)((char *)shm->hdr + sizeof(struct tnt_shm_header));
-    shm->slots = (char *)shm->hdr + tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096);
+    shm->slots = (char *)shm->hdr + slots_off;
+    shm->extra = (char *)shm->hdr + extra_off;
 
     /* Hold the liveness mutex before anyone can wait for this rank. */
     if ((status = tnt_shm_alive_start(shm)) != TNT_OK)
@@ -744,8 +863,9 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     status = tnt_shm_phase(shm, "shared-memory setup");
     if (status != TNT_OK)
         goto err_unmap;
-    for (int j = 0; j < shm->n; j++)
-        shm->pids[j] = (pid_t)atomic_load_explicit(&shm->ctl[j].pid, memory_order_relaxed);
+    if (params->pids == NULL)
+        for (int j = 0; j < shm->n; j++)
+            shm->pids[j] = (pid_t)atomic_load_explicit(&shm->ctl[j].pid, memory_order_relaxed);
 
     /* Phase 2: everyone tested CMA; use it only if all can. */
     atomic_store_explicit(&mine->cma_ok, tnt_shm_probe_cma(shm), memory_order_relaxed);
@@ -781,6 +901,11 @@ err_free:
     free(shm->global_ranks);
     free(shm);
     return status;
+}
+
+void *tnt_shm_extra(tnt_shm_t *shm)
+{
+    return shm->extra;
 }
 
 void tnt_shm_destroy(tnt_shm_t *shm)

@@ -1,8 +1,10 @@
 /*
  * Shared-memory transport and the single-node collectives built on it.
- * One segment per node, created by local rank 0, attached by the others and
- * unlinked as soon as all local ranks have attached, so nothing stays in
- * /dev/shm even after kill -9. Large messages are pipelined through a bounded
+ * One segment per node, created by local rank 0 under a random name that it
+ * sends to the others over the bootstrap (transport/shm_name.h), checked by
+ * them before they map it (owner, mode, size, header), and unlinked as soon
+ * as all local ranks have attached, so nothing stays in /dev/shm even after
+ * kill -9. Large messages are pipelined through a bounded
  * staging area; each local rank reduces its own slice by reading its peers'
  * data directly, in a fixed order (local rank 0, 1, ...), so results are
  * bitwise identical everywhere. Waits back off and detect dead peers.
@@ -12,16 +14,39 @@
 
 #include <tnt/tnt.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
+#include "transport/shm_name.h"
 #include "util/settings.h"
 #include "util/slice.h"
 #include "util/watch.h"
 
 typedef struct tnt_shm tnt_shm_t;
 
+/* What local rank 0 tells the node's other ranks over the bootstrap: the
+ * segment's name and the sizes it was made with. The others open nothing
+ * else and accept the segment only if it matches this exactly. */
 typedef struct {
-    const char *name; /* unique per job and node, "/tnt-..." */
+    char name[TNT_SHM_NAME_MAX];
+    uint64_t segment_bytes;
+    uint64_t slot_bytes;
+    uint64_t small_max;
+    int32_t local_size;
+    /* TNT_OK, or why local rank 0 has no segment (it logged why); for
+     * TNT_ERR_NO_MEMORY, segment_bytes and slot_bytes say what it needed. */
+    int32_t status;
+} tnt_shm_addr_t;
+
+/* Collective over the node's ranks, called once by each inside
+ * tnt_shm_create: local rank 0 passes its addr, every other rank receives
+ * local rank 0's in addr. Returns TNT_OK, or an error it has raised. */
+typedef tnt_status_t (*tnt_shm_exchange_fn)(void *arg, tnt_shm_addr_t *addr);
+
+typedef struct {
+    /* Local rank 0 names the segment "<name>-<random hex>"; libtnt passes
+     * "/tnt-<pid>" (tnt_shm_name_prefix). */
+    const char *name;
     int local_rank;
     int local_size;
     const int *global_ranks; /* local_size entries, for error messages */
@@ -36,11 +61,24 @@ typedef struct {
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
     tnt_watch_t *watch;
+    /* How the name reaches the other local ranks (tnt_init: the bootstrap).
+     * Required. */
+    tnt_shm_exchange_fn exchange;
+    void *exchange_arg;
+    /* local_size pids from the bootstrap, by local rank: CMA reads and
+     * writes only these processes, whatever the segment says. NULL (unit
+     * tests without a bootstrap): the pids the ranks store in the segment. */
+    const pid_t *pids;
+    /* Bytes at the end of the segment for the layer above (the hang
+     * doctor's board), zeroed; every local rank must pass the same. */
+    size_t extra_bytes;
 } tnt_shm_params_t;
 
 /* Collective over the local ranks. */
 tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p);
 void tnt_shm_destroy(tnt_shm_t *shm);
+/* The params' extra_bytes inside the segment (64-byte aligned). */
+void *tnt_shm_extra(tnt_shm_t *shm);
 
 tnt_status_t tnt_shm_barrier(tnt_shm_t *shm);
 /* TNT_AVG divides by local_size. */

@@ -9,6 +9,15 @@
  *                and the collective's signature (one cache line, written
  *                only by its owner), identity line, liveness mutex
  *   slots[n][2]  per local rank two staging slots of slot_bytes each
+ *   extra        extra_bytes for the layer above (the doctor's board)
+ *
+ * Trust. Only processes of the job's user can open the segment (mode 0600,
+ * checked by every attacher together with the owner and the exact size
+ * before it maps anything), and every size an attacher uses comes from the
+ * bootstrap, compared with the header. The pids that CMA reads and writes
+ * come from the bootstrap too; the buffer addresses in ctl do not need
+ * to: whoever can write them runs as the job's user and could ptrace the
+ * ranks anyway.
  *
  * Phase protocol. Every collective is a sequence of phases, and every local
  * rank runs the same sequence (the sizes and algorithm choices depend only
@@ -53,10 +62,6 @@
 
 #define TNT_SHM_CACHE_LINE 64
 #define TNT_SHM_MAGIC      0x314d48535f544e54ull /* "TNT_SHM1" */
-/* Published instead of TNT_SHM_MAGIC when local rank 0 could not reserve
- * the segment's memory: the header then holds the size it needed, so every
- * rank fails tnt_init with the same message. */
-#define TNT_SHM_MAGIC_FAILED 0x464d48535f544e54ull /* "TNT_SHMF" */
 
 /* Ranks of one node synchronise through atomics in shared memory; a
  * lock-based (not lock-free) atomic would keep its lock in each process's
@@ -89,7 +94,8 @@ struct tnt_shm_header {
     uint32_t reserved;
     uint64_t segment_bytes;
     uint64_t slot_bytes;
-    uint64_t small_max; /* rank 0's choice, so all ranks agree */
+    uint64_t small_max;   /* rank 0's choice, so all ranks agree */
+    uint64_t extra_bytes; /* tnt_shm_params_t.extra_bytes */
     /* Each attaching rank increments it (acq_rel) after storing its pid;
      * rank 0 unlinks the name once it reads local_size. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint32_t attached;
@@ -135,6 +141,7 @@ struct tnt_shm {
     struct tnt_shm_header *hdr;
     struct tnt_shm_ctl *ctl;
     char *slots;
+    char *extra;
     size_t segment_bytes;
     size_t slot_bytes;
     int me;
@@ -164,7 +171,7 @@ struct tnt_shm {
      * out of it. TNT_SHM_STREAM: on, off, or auto, where each rank picks the
      * copy kind that has been faster lately (shm_allreduce.c). */
     size_t stream_min;
-    int stream_mode;                   /* tnt_settings_stream_t */
+    int stream_mode; /* tnt_settings_stream_t */
     /* auto, local rank 0: the choice per op and size (shm_stream_auto.h);
      * every rank: calls per op and size class, which index the plan. */
     struct tnt_stream_auto stream_auto[TNT_SHM_STREAM_OPS];
@@ -180,7 +187,7 @@ struct tnt_shm {
     pthread_mutex_t alive_lock; /* private: guards alive_state */
     pthread_cond_t alive_cond;
     int alive_state; /* 0 starting, 1 holding, 2 told to exit, -1 failed */
-    char name[256];
+    char name[TNT_SHM_NAME_MAX];
 };
 
 /* Private per-rank block for scaled copies and reduced pieces on their way
