@@ -1,22 +1,13 @@
 /*
- * The hang doctor (see doctor.h for what it promises). Verdict rule, applied
- * by every waiting rank to the same table:
- *   - "waiting": inside a collective with a heartbeat younger than
- *     DOCTOR_FRESH_NS (the wait loops beat every DOCTOR_TICK_NS);
- *   - every other rank with a known slot is a suspect: it is between
- *     collectives (has not entered the next one), or it stopped inside one;
- *     the suspect with the lowest sequence number, then the lowest rank, is
- *     named;
- *   - with no known suspect, the lowest rank nobody ever reported on is
- *     named (its whole node is silent); a node's last report stays valid
- *     after it goes quiet;
- *   - a suspect that declared a long wait (tnt_stall_pause) is not blamed.
- * The text carries only the table's values and the configured thresholds,
- * so every rank prints the same line.
+ * The hang doctor (see doctor.h for what it promises): the heartbeat board
+ * of the node, the side messages between nodes, the table every rank keeps
+ * of what every rank was last seen doing, and the warnings and verdicts,
+ * whose rule is verdict.c's (verdict.h states it).
  */
 #include "coll/doctor.h"
 
 #include "coll/multinode.h"
+#include "coll/verdict.h"
 #include "util/log.h"
 #include "util/settings.h"
 #include "util/wait.h"
@@ -38,16 +29,6 @@
 #define DOCTOR_FRESH_NS    1500000000ull /* a heartbeat this young: waiting */
 #define DOCTOR_MSG_MAX     128           /* local ranks per message */
 #define DOCTOR_RECV_ROUNDS 64            /* messages taken per refresh */
-
-/* info word: bit 0 inside a collective, bit 1 paused,
- * bits 2-4 kind, bit 5 gave up (timed out), bits 6-25 bucket + 1 (0: none), bits 26-63 fusion step + 1 (0: none). */
-#define INFO_IN          1ull
-#define INFO_PAUSED      2ull
-#define INFO_GAVE_UP     32ull /* timed out: counts as waiting from then on */
-#define INFO_KIND(i)     ((unsigned)(((i) >> 2) & 0x7))
-#define INFO_BUCKET(i)   ((i) >> 6 & 0xfffffull)
-#define INFO_STEP(i)     ((i) >> 26)
-#define INFO_FUSION_MASK (~0ull << 6)
 
 struct doctor_slot {
     /* Written only by the owner, relaxed: the slot is diagnostics, and in a
@@ -109,36 +90,6 @@ static _Atomic(struct tnt_doctor *) report_doctor;
 static struct doctor_slot *slot_of_local(const tnt_doctor_t *d, int local)
 {
     return &d->board->slots[local];
-}
-
-/* snprintf whose truncation is intended (long lists end in "..."). */
-static void format_into(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void format_into(char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n >= len && len > 4) {
-        memcpy(buf + len - 4, "...", 4);
-    }
-}
-
-static const char *kind_name(unsigned kind)
-{
-    switch (kind) {
-    case TNT_DOCTOR_ALLREDUCE:
-        return "allreduce";
-    case TNT_DOCTOR_BROADCAST:
-        return "broadcast";
-    case TNT_DOCTOR_ALLGATHER:
-        return "allgather";
-    case TNT_DOCTOR_BARRIER:
-        return "barrier";
-    default:
-        return "collective";
-    }
 }
 
 /* ---- bookkeeping ------------------------------------------------------- */
@@ -299,160 +250,28 @@ static void doctor_send(tnt_doctor_t *d, uint64_t now)
     }
 }
 
-/* Appends "0,2-5,7" for the ranks with flag set (at most len bytes). */
-static void format_ranks(const unsigned char *flag, int size, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int r = 0; r < size; r++) {
-        if (!flag[r]) {
-            continue;
-        }
-        int end = r;
-        while (end + 1 < size && flag[end + 1]) {
-            end++;
-        }
-        int n = end == r ? snprintf(buf + used, len - used, "%s%d", used ? "," : "", r)
-                         : snprintf(buf + used, len - used, "%s%d-%d", used ? "," : "", r, end);
-        if (n < 0 || (size_t)n >= len - used) {
-            if (len > 4) {
-                snprintf(buf + len - 4, 4, "...");
-            }
-            return;
-        }
-        used += (size_t)n;
-        r = end;
-    }
-}
-
-static void describe_collective(const tnt_doctor_t *d, uint64_t seq, uint64_t info, char *buf,
-                                size_t len)
-{
-    (void)d;
-    if (INFO_STEP(info) != 0) {
-        snprintf(buf, len, "%s #%llu (step %llu, bucket %llu)", kind_name(INFO_KIND(info)),
-                 (unsigned long long)seq, (unsigned long long)(INFO_STEP(info) - 1),
-                 (unsigned long long)(INFO_BUCKET(info) - 1));
-    } else {
-        snprintf(buf, len, "%s #%llu", kind_name(INFO_KIND(info)), (unsigned long long)seq);
-    }
-}
-
-/* Fills d->verdict; returns 0 when nobody is to blame (all waiting, or the
- * suspect paused), 1 otherwise. threshold_s and what go into the text. */
+/* Fills d->verdict from this rank's table (verdict.c's rule); returns 0
+ * when nobody is to blame, 1 otherwise. */
 static int doctor_verdict(tnt_doctor_t *d, uint64_t now, double threshold_s, const char *what,
                           int *reporter_p)
 {
     tnt_comm_t *comm = d->comm;
-    unsigned char *waiting = calloc((size_t)comm->size, 1);
-    int suspect = -1, silent = -1, reporter = -1;
-
-    if (waiting == NULL) {
+    struct tnt_verdict_rank *rows = calloc((size_t)comm->size, sizeof(*rows));
+    if (rows == NULL) {
         return 0;
     }
     for (int r = 0; r < comm->size; r++) {
-        if (!view_known(d, r, now)) {
-            if (silent < 0) {
-                silent = r;
-            }
-            continue;
-        }
-        if (view_waiting(d, r, now)) {
-            waiting[r] = 1;
-            if (reporter < 0) {
-                reporter = r;
-            }
-            continue;
-        }
-        if (suspect < 0 || d->view[r].seq < d->view[suspect].seq) {
-            suspect = r;
-        }
+        rows[r] = (struct tnt_verdict_rank){ .known = view_known(d, r, now),
+                                             .waiting = view_waiting(d, r, now),
+                                             .seq = d->view[r].seq,
+                                             .info = d->view[r].info,
+                                             .host = d->hosts[r],
+                                             .pid = d->pids[r] };
     }
-    int blamed = suspect >= 0 ? suspect : silent;
-    if (suspect >= 0 && (d->view[suspect].info & INFO_PAUSED)) {
-        free(waiting);
-        return 0;
-    }
-    if (blamed < 0) {
-        /* Every rank waits: they are in different collectives, or a
-         * transport lost a message. Name where each group waits. */
-        char groups[600];
-        size_t used = 0;
-        groups[0] = '\0';
-        for (int r = 0; r < comm->size && used < sizeof groups; r++) {
-            int first = 1;
-            for (int q = 0; q < r; q++) {
-                first = first && d->view[q].seq != d->view[r].seq;
-            }
-            if (!first) {
-                continue;
-            }
-            char coll[160], ranks[160];
-            unsigned char *same = calloc((size_t)comm->size, 1);
-            if (same == NULL) {
-                break;
-            }
-            for (int q = 0; q < comm->size; q++) {
-                same[q] = d->view[q].seq == d->view[r].seq;
-            }
-            format_ranks(same, comm->size, ranks, sizeof ranks);
-            free(same);
-            describe_collective(d, d->view[r].seq, d->view[r].info, coll, sizeof coll);
-            int n = snprintf(groups + used, sizeof groups - used, "%sranks %s in %s",
-                             used ? "; " : "", ranks, coll);
-            used = n < 0 ? sizeof groups : used + (size_t)n;
-        }
-        format_into(d->verdict, sizeof d->verdict,
-                    "no rank is behind, yet nothing moved %s %g s: %s; did the ranks call "
-                    "different collectives?",
-                    what, threshold_s, groups);
-        *reporter_p = reporter;
-        free(waiting);
-        return 1;
-    }
-    /* The collective the blamed rank holds up: the one the waiting ranks
-     * with the lowest sequence number are in. */
-    int wait_ref = -1;
-    for (int r = 0; r < comm->size; r++) {
-        if (waiting[r] && (wait_ref < 0 || d->view[r].seq < d->view[wait_ref].seq)) {
-            wait_ref = r;
-        }
-    }
-    char coll[160] = "a collective", ranks[256];
-    uint64_t wseq = 0;
-    if (wait_ref >= 0) {
-        wseq = d->view[wait_ref].seq;
-        describe_collective(d, wseq, d->view[wait_ref].info, coll, sizeof coll);
-        for (int r = 0; r < comm->size; r++) {
-            waiting[r] = waiting[r] && d->view[r].seq == wseq;
-        }
-    }
-    format_ranks(waiting, comm->size, ranks, sizeof ranks);
-    char who[TNT_BOOT_HOSTNAME_MAX + 64];
-    format_into(who, sizeof who, "rank %d (%s, pid %lld)", blamed, d->hosts[blamed],
-                (long long)d->pids[blamed]);
-    const struct doctor_view *b = &d->view[blamed];
-    if (suspect < 0) {
-        format_into(d->verdict, sizeof d->verdict,
-                    "%s does not answer, nor does any rank on its node, %s %g s; waiting in %s: "
-                    "ranks %s; is it stopped or its node down?",
-                    who, what, threshold_s, coll, ranks);
-    } else if ((b->info & INFO_IN) && b->seq == wseq) {
-        format_into(d->verdict, sizeof d->verdict,
-                    "%s stopped making progress inside %s %s %g s; waiting in it: ranks %s; "
-                    "is it stopped (SIGSTOP, a debugger) or starved of CPU?",
-                    who, coll, what, threshold_s, ranks);
-    } else {
-        char last[160];
-        describe_collective(d, b->seq, b->info, last, sizeof last);
-        format_into(d->verdict, sizeof d->verdict,
-                    "%s has not entered %s %s %g s (its last was %s); waiting in it: ranks %s; "
-                    "is it stuck in its own code or I/O? (kill -USR2 prints every rank's stack)",
-                    who, coll, what, threshold_s, last, ranks);
-    }
-    free(waiting);
-    *reporter_p = reporter;
-    return 1;
+    int blamed = tnt_verdict_rule(rows, comm->size, threshold_s, what, d->verdict,
+                                  sizeof d->verdict, reporter_p);
+    free(rows);
+    return blamed;
 }
 
 static void write_line(const char *text)
@@ -518,8 +337,9 @@ static tnt_status_t doctor_poll(tnt_watch_t *watch, uint64_t waited_ns)
         d->warned_seq = atomic_load_explicit(&d->mine->seq, memory_order_relaxed) + 1;
         if (reporter == comm->rank) {
             char text[900];
-            format_into(text, sizeof text, "warning: %s (the job ends at TNT_TIMEOUT = %g s)",
-                        d->verdict, d->timeout_s);
+            tnt_verdict_format(text, sizeof text,
+                               "warning: %s (the job ends at TNT_TIMEOUT = %g s)", d->verdict,
+                               d->timeout_s);
             write_line(text);
         }
     }
@@ -536,7 +356,7 @@ void tnt_doctor_where(tnt_doctor_t *d, char *buf, size_t len)
     uint64_t now = tnt_time_ns();
     char coll[160];
 
-    describe_collective(d, seq, info, coll, sizeof coll);
+    tnt_verdict_describe(seq, info, coll, sizeof coll);
     if (seq == 0) {
         snprintf(buf, len, "rank %d (%s, pid %lld): no collective yet%s", d->comm->rank,
                  d->comm->hostname, (long long)getpid(), (info & INFO_PAUSED) ? ", paused" : "");

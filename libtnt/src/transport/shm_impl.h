@@ -213,4 +213,15 @@ tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what);
 /* Turns a failed process_vm_readv into the right error. */
 tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const char *what);
 
+/* The segment's life cycle (shm_segment.c), for tnt_shm_create/destroy. */
+size_t tnt_shm_layout(int n, size_t slot_bytes, size_t extra_bytes, size_t *slots_off_p,
+                      size_t *extra_off_p);
+tnt_status_t tnt_shm_no_space(const struct tnt_shm *shm, size_t bytes, int err);
+tnt_status_t tnt_shm_unlink_when_attached(struct tnt_shm *shm);
+size_t tnt_shm_align(size_t x, size_t a);
+tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, const tnt_shm_addr_t *addr,
+                                    size_t extra_bytes, int *fd_p);
+tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, const char *prefix,
+                                    size_t extra_bytes, tnt_shm_addr_t *addr, int *fd_p);
+
 #endif
