@@ -1,7 +1,7 @@
 """The tarantella package has no import cycle, hidden or not, and every
 module imports on its own.
 
-  check_imports.py PACKAGE_DIR
+  check_imports.py PACKAGE_DIR [SOURCE_DIR]
 
 1. Static: the graph of sibling imports (``from . import x``, ``from .x
    import y``, ``import tarantella.x``), at the top of a module or inside a
@@ -9,6 +9,8 @@ module imports on its own.
    dependency (torch, for instance) but may not hide a cycle.
 2. Dynamic: ``import tarantella.<module>`` succeeds in a fresh interpreter
    for every module.
+3. With SOURCE_DIR: every module of the source tree is in PACKAGE_DIR (the
+   build lists its modules one by one).
 Exits 1 naming each cycle or failing module.
 """
 import ast
@@ -75,10 +77,16 @@ def cycles(graph):
     return out
 
 
-def main(pkg):
+def main(pkg, src=None):
     modules = sorted(f[:-3] for f in os.listdir(pkg) if f.endswith(".py") and f != "__init__.py")
-    graph = {m: sibling_imports(os.path.join(pkg, m + ".py"), set(modules)) for m in modules}
     bad = 0
+    if src is not None:
+        for f in sorted(os.listdir(src)):
+            if f.endswith(".py") and not os.path.exists(os.path.join(pkg, f)):
+                print("check_imports: %s is not in the build (%s); add it to TNT_PY_MODULES in "
+                      "python/CMakeLists.txt" % (f, pkg))
+                bad = 1
+    graph = {m: sibling_imports(os.path.join(pkg, m + ".py"), set(modules)) for m in modules}
     for cyc in cycles(graph):
         edges = ["%s -> %s (%s)" % (a, b, graph[a][b]) for a, b in zip(cyc, cyc[1:])]
         print("check_imports: import cycle: " + ", ".join(edges))
@@ -96,4 +104,5 @@ def main(pkg):
 
 
 if __name__ == "__main__":
-    sys.exit(main(os.path.abspath(sys.argv[1])))
+    sys.exit(main(os.path.abspath(sys.argv[1]),
+                  os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None))

@@ -1,6 +1,6 @@
 /*
  * Unit tests of the bootstrap interface with no launcher: several ranks as
- * threads over the in-process bootstrap (allgather, barrier, hostnames and
+ * threads over the in-process bootstrap (allgather, hostnames and
  * the launcher's local layout, a rank that never arrives, a size mismatch, an
  * abort) and the singleton a process without PMIx gets.
  */
@@ -125,7 +125,6 @@ static void body_rounds(struct rank_ctx *ctx)
     static const int local_size[] = { 3, 3, 2, 2, 3 };
     uint64_t all[MAX_RANKS];
     unsigned char varying[MAX_RANKS * ROUNDS];
-    char host[TNT_BOOT_HOSTNAME_MAX];
 
     if (info->rank != ctx->rank || info->size != ctx->size || info->is_singleton ||
         info->local_rank != local_rank[ctx->rank] || info->local_size != local_size[ctx->rank] ||
@@ -167,24 +166,18 @@ static void body_rounds(struct rank_ctx *ctx)
                 }
             }
         }
-        if (report(ctx, tnt_boot_barrier(ctx->boot), "barrier: %s", tnt_last_error())) {
-            return;
-        }
+    }
+    /* Node identity as tnt_init learns it: every rank's host, gathered. */
+    char hosts[5][TNT_BOOT_HOSTNAME_MAX];
+    if (report(ctx, tnt_boot_allgather(ctx->boot, info->hostname, hosts, sizeof(hosts[0])),
+               "hostname allgather: %s", tnt_last_error())) {
+        return;
     }
     for (int r = 0; r < ctx->size; r++) {
-        if (report(ctx, tnt_boot_peer_hostname(ctx->boot, r, host, sizeof(host)),
-                   "peer_hostname(%d): %s", r, tnt_last_error())) {
+        if (strcmp(hosts[r], two_nodes[r]) != 0) {
+            report(ctx, TNT_ERR_MISMATCH, "rank %d's host is %s", r, hosts[r]);
             return;
         }
-        if (strcmp(host, two_nodes[r]) != 0) {
-            report(ctx, TNT_ERR_MISMATCH, "rank %d's host is %s", r, host);
-            return;
-        }
-    }
-    /* Out of range: an argument error, not a crash. */
-    tnt_status_t status = tnt_boot_peer_hostname(ctx->boot, ctx->size, host, sizeof(host));
-    if (status != TNT_ERR_INVALID_ARG) {
-        report(ctx, TNT_ERR_MISMATCH, "peer_hostname(size) gave %d", status);
     }
 }
 
@@ -213,10 +206,11 @@ static void test_threads_rounds(void **state)
 
 #define SHORT_TIMEOUT_S 0.3
 
-static void body_barrier_then_allgather(struct rank_ctx *ctx)
+static void body_allgather_twice(struct rank_ctx *ctx)
 {
     uint64_t t0 = tnt_time_ns();
-    ctx->status = tnt_boot_barrier(ctx->boot);
+    int one = 1, gathered[4];
+    ctx->status = tnt_boot_allgather(ctx->boot, &one, gathered, sizeof(one));
     ctx->elapsed_s = (double)(tnt_time_ns() - t0) / 1e9;
     snprintf(ctx->message, sizeof(ctx->message), "%s", tnt_last_error());
     if (ctx->status == TNT_OK) {
@@ -243,13 +237,13 @@ static void test_threads_timeout(void **state)
     tnt_boot_threads_group_t *group;
 
     /* Ranks 0 and 1 of 3 start; rank 2 never does. */
-    run_ranks(3, 2, NULL, SHORT_TIMEOUT_S, body_barrier_then_allgather, threads, &group);
+    run_ranks(3, 2, NULL, SHORT_TIMEOUT_S, body_allgather_twice, threads, &group);
     for (int r = 0; r < 2; r++) {
         struct rank_ctx *ctx = &threads[r].ctx;
         if (ctx->status != TNT_ERR_TIMEOUT) {
             fail_msg("rank %d: status %d: %s", r, ctx->status, ctx->message);
         }
-        assert_non_null(strstr(ctx->message, "barrier #0"));
+        assert_non_null(strstr(ctx->message, "allgather #0"));
         assert_non_null(strstr(ctx->message, "rank 2 (1 of 3) did not arrive"));
         assert_null(strstr(ctx->message, "ranks"));
         /* The rank that timed out first waited its whole timeout, and nobody
@@ -296,7 +290,8 @@ static void body_abort(struct rank_ctx *ctx)
     if (ctx->rank == 1) {
         tnt_boot_abort(ctx->boot, 3, "loss is NaN at step 12");
     }
-    ctx->status = tnt_boot_barrier(ctx->boot);
+    int one = 1, gathered[3];
+    ctx->status = tnt_boot_allgather(ctx->boot, &one, gathered, sizeof(one));
     snprintf(ctx->message, sizeof(ctx->message), "%s", tnt_last_error());
 }
 
@@ -336,9 +331,7 @@ static void test_threads_arguments(void **state)
     assert_int_equal(tnt_boot_threads_create(group, 2, &boot), TNT_ERR_INVALID_ARG);
     assert_int_equal(tnt_boot_threads_create(group, 1, &boot), TNT_OK);
     assert_int_equal(tnt_boot_threads_create(group, 1, &again), TNT_ERR_INVALID_ARG);
-    assert_int_equal(tnt_boot_peer_hostname(boot, 0, host, sizeof(host)), TNT_OK);
-    assert_string_equal(host, "localhost");
-    assert_int_equal(tnt_boot_peer_hostname(boot, -1, host, sizeof(host)), TNT_ERR_INVALID_ARG);
+    assert_string_equal(tnt_boot_info(boot)->hostname, "localhost");
     assert_int_equal(tnt_boot_allgather(boot, NULL, host, 4), TNT_ERR_INVALID_ARG);
     tnt_boot_finalize(boot);
     tnt_boot_threads_group_destroy(group);
@@ -348,7 +341,6 @@ static void test_singleton(void **state)
 {
     (void)state;
     tnt_boot_t *boot;
-    char host[TNT_BOOT_HOSTNAME_MAX];
     int in[3] = { 7, 8, 9 }, out[3] = { 0 };
 
     unsetenv("PMIX_NAMESPACE");
@@ -361,10 +353,7 @@ static void test_singleton(void **state)
     assert_non_null(strstr(info->job_id, "singleton-"));
     assert_int_equal(tnt_boot_allgather(boot, in, out, sizeof(in)), TNT_OK);
     assert_memory_equal(in, out, sizeof(in));
-    assert_int_equal(tnt_boot_barrier(boot), TNT_OK);
-    assert_int_equal(tnt_boot_peer_hostname(boot, 0, host, sizeof(host)), TNT_OK);
-    assert_string_equal(host, info->hostname);
-    assert_int_equal(tnt_boot_peer_hostname(boot, 1, host, sizeof(host)), TNT_ERR_INVALID_ARG);
+    assert_true(info->hostname[0] != '\0');
     tnt_boot_finalize(boot);
 }
 

@@ -56,27 +56,6 @@ tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, siz
     return boot->ops->allgather(boot, in, out, bytes);
 }
 
-tnt_status_t tnt_boot_barrier(tnt_boot_t *boot)
-{
-    if (boot->info.size == 1) {
-        return TNT_OK;
-    }
-    return boot->ops->barrier(boot);
-}
-
-tnt_status_t tnt_boot_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_t len)
-{
-    if (rank < 0 || rank >= boot->info.size || buf == NULL || len == 0) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG, "bootstrap: no rank %d in a job of size %d",
-                               rank, boot->info.size);
-    }
-    if (rank == boot->info.rank) {
-        snprintf(buf, len, "%s", boot->info.hostname);
-        return TNT_OK;
-    }
-    return boot->ops->peer_hostname(boot, rank, buf, len);
-}
-
 void tnt_boot_abort(tnt_boot_t *boot, int exit_code, const char *message)
 {
     if (exit_code == 0) {

@@ -38,10 +38,6 @@ struct tnt_boot_ops {
     const char *name; /* "pmix", "singleton", "threads": for log messages */
     /* Collective: out receives size * bytes, rank r's block at r * bytes. */
     tnt_status_t (*allgather)(tnt_boot_t *boot, const void *in, void *out, size_t bytes);
-    tnt_status_t (*barrier)(tnt_boot_t *boot);
-    /* The host the launcher reports for another rank (0 <= rank < size,
-     * rank != own rank). */
-    tnt_status_t (*peer_hostname)(tnt_boot_t *boot, int rank, char *buf, size_t len);
     /* Asks the launcher to end the whole job (exit_code != 0). May return
      * when there is no launcher to ask; tnt_boot_abort then exits. */
     void (*abort)(tnt_boot_t *boot, int exit_code, const char *message);
@@ -77,10 +73,6 @@ tnt_status_t tnt_boot_singleton_create(const char *why, int warn, tnt_boot_t **b
 void tnt_boot_finalize(tnt_boot_t *boot);
 const struct tnt_boot_info *tnt_boot_info(const tnt_boot_t *boot);
 tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, size_t bytes);
-tnt_status_t tnt_boot_barrier(tnt_boot_t *boot);
-/* The launcher's hostname of any rank (Slurm 22.05's PMIX_NODEID is wrong for
- * peers, so node identity is derived from hostnames only). */
-tnt_status_t tnt_boot_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_t len);
 /* Ends the whole job through the launcher; boot may be NULL (before
  * tnt_init). Does not return: in a process it exits, in boot_threads.c the
  * calling thread ends. */

@@ -30,7 +30,6 @@ struct tnt_boot_pmix {
     pmix_proc_t myproc;
     double timeout_s;
     uint64_t allgather_seq; /* per-call key suffix, identical on all ranks */
-    uint64_t barrier_seq;   /* for error messages */
 };
 
 /* State of one non-blocking fence. The PMIx callback may still fire after we
@@ -257,19 +256,6 @@ static void pmix_finalize(tnt_boot_t *super)
 {
     PMIx_Finalize(NULL, 0);
     free(super);
-}
-
-static tnt_status_t pmix_peer_hostname(tnt_boot_t *super, int rank, char *buf, size_t len)
-{
-    const struct tnt_boot_pmix *boot = (const struct tnt_boot_pmix *)super;
-    pmix_status_t rc = get_hostname(boot, rank, buf, len);
-    if (rc != PMIX_SUCCESS) {
-        return tnt_error_raise(TNT_ERR_BOOTSTRAP,
-                               "bootstrap: the PMIx server has no PMIX_HOSTNAME for rank %d (%s); "
-                               "%s",
-                               rank, PMIx_Error_string(rc), launch_hint);
-    }
-    return TNT_OK;
 }
 
 static void fence_done(pmix_status_t status, void *cbdata)
@@ -533,31 +519,6 @@ static tnt_status_t pmix_allgather(tnt_boot_t *super, const void *in, void *out,
     return status;
 }
 
-static tnt_status_t pmix_barrier(tnt_boot_t *super)
-{
-    struct tnt_boot_pmix *boot = (struct tnt_boot_pmix *)super;
-    char what[64];
-    char key[64];
-    pmix_value_t value;
-    pmix_status_t rc;
-
-    snprintf(key, sizeof(key), "tnt.bar.%llu", (unsigned long long)boot->barrier_seq);
-    snprintf(what, sizeof(what), "barrier #%llu", (unsigned long long)boot->barrier_seq++);
-    /* A one-byte marker, only so that a timeout can tell who arrived. */
-    PMIX_VALUE_CONSTRUCT(&value);
-    value.type = PMIX_UINT8;
-    value.data.uint8 = 1;
-    rc = PMIx_Put(PMIX_GLOBAL, key, &value);
-    if (rc == PMIX_SUCCESS) {
-        rc = PMIx_Commit();
-    }
-    if (rc != PMIX_SUCCESS) {
-        return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap %s: PMIx_Put/Commit failed: %s", what,
-                               PMIx_Error_string(rc));
-    }
-    return fence(boot, 0, what, key);
-}
-
 /* PMIx_Abort waits for the server's answer; if the server is gone or stuck,
  * this thread ends the process anyway. */
 #define ABORT_WATCHDOG_S 10
@@ -585,8 +546,6 @@ static void pmix_abort(tnt_boot_t *super, int exit_code, const char *message)
 static const struct tnt_boot_ops pmix_ops = {
     .name = "pmix",
     .allgather = pmix_allgather,
-    .barrier = pmix_barrier,
-    .peer_hostname = pmix_peer_hostname,
     .abort = pmix_abort,
     .finalize = pmix_finalize,
 };

@@ -20,20 +20,6 @@ static tnt_status_t singleton_allgather(tnt_boot_t *boot, const void *in, void *
     return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap: a singleton has no peers to gather");
 }
 
-static tnt_status_t singleton_barrier(tnt_boot_t *boot)
-{
-    (void)boot;
-    return tnt_error_raise(TNT_ERR_BOOTSTRAP, "bootstrap: a singleton has no peers to wait for");
-}
-
-static tnt_status_t singleton_peer_hostname(tnt_boot_t *boot, int rank, char *buf, size_t len)
-{
-    (void)boot;
-    (void)buf;
-    (void)len;
-    return tnt_error_raise(TNT_ERR_INVALID_ARG, "bootstrap: a singleton has no rank %d", rank);
-}
-
 /* Nobody else to stop: tnt_boot_abort exits the process. */
 static void singleton_abort(tnt_boot_t *boot, int exit_code, const char *message)
 {
@@ -50,8 +36,6 @@ static void singleton_finalize(tnt_boot_t *boot)
 static const struct tnt_boot_ops singleton_ops = {
     .name = "singleton",
     .allgather = singleton_allgather,
-    .barrier = singleton_barrier,
-    .peer_hostname = singleton_peer_hostname,
     .abort = singleton_abort,
     .finalize = singleton_finalize,
 };

@@ -40,7 +40,7 @@ struct tnt_boot_threads_group {
     int arrived;           /* blocks in so far */
     int left_to_read;      /* while draining */
     unsigned char *joined; /* size entries: rank's block is in */
-    const char *kind;      /* "allgather" or "barrier", of the first to arrive */
+    const char *kind;      /* the operation ("allgather"), of the first to arrive */
     size_t bytes;          /* per rank, of the first to arrive */
     unsigned char *data;   /* size * bytes */
     size_t capacity;
@@ -56,7 +56,6 @@ struct tnt_boot_threads {
     struct tnt_boot super; /* first: a tnt_boot_t * is a struct tnt_boot_threads * */
     tnt_boot_threads_group_t *group;
     uint64_t allgather_seq;
-    uint64_t barrier_seq;
 };
 
 static struct timespec deadline_after(double timeout_s)
@@ -204,22 +203,6 @@ static tnt_status_t threads_allgather(tnt_boot_t *super, const void *in, void *o
     return group_round(boot, "allgather", what, in, out, bytes);
 }
 
-static tnt_status_t threads_barrier(tnt_boot_t *super)
-{
-    struct tnt_boot_threads *boot = (struct tnt_boot_threads *)super;
-    char what[64];
-    snprintf(what, sizeof(what), "barrier #%llu", (unsigned long long)boot->barrier_seq++);
-    return group_round(boot, "barrier", what, NULL, NULL, 0);
-}
-
-static tnt_status_t threads_peer_hostname(tnt_boot_t *super, int rank, char *buf, size_t len)
-{
-    struct tnt_boot_threads *boot = (struct tnt_boot_threads *)super;
-    /* Immutable after the group was created: no lock needed. */
-    snprintf(buf, len, "%s", boot->group->hostnames[rank]);
-    return TNT_OK;
-}
-
 /* The rank "dies": its peers' operations fail naming it, and its thread ends
  * like a process would. */
 static void threads_abort(tnt_boot_t *super, int exit_code, const char *message)
@@ -246,8 +229,6 @@ static void threads_finalize(tnt_boot_t *super)
 static const struct tnt_boot_ops threads_ops = {
     .name = "threads",
     .allgather = threads_allgather,
-    .barrier = threads_barrier,
-    .peer_hostname = threads_peer_hostname,
     .abort = threads_abort,
     .finalize = threads_finalize,
 };

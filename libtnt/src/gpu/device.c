@@ -56,6 +56,24 @@ static pthread_once_t g_plugin_once = PTHREAD_ONCE_INIT;
 static const struct tnt_gpu_plugin_ops *g_plugin;
 static char g_plugin_error[512];
 
+/* The host collectives the device paths use: the collective layer inside
+ * the progress section, as core/'s public calls do, without their argument
+ * checks (the buffers and arguments are libtnt's own). Not the public calls:
+ * gpu/ sits below core/. The allgather also serves the set-up. */
+static tnt_status_t host_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes_per_rank)
+{
+    if (bytes_per_rank == 0) {
+        return TNT_OK;
+    }
+    tnt_status_t status = tnt_progress_enter(comm);
+    if (status == TNT_OK) {
+        status = tnt_coll_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
+        tnt_progress_leave(comm);
+    }
+    return status;
+}
+
 #ifdef TNT_WITH_CUDA
 /* What libtnt hands to libtnt_cuda.so (plugin.h). */
 static void host_log_debug(const char *fmt, ...)
@@ -71,10 +89,6 @@ static void host_log_debug(const char *fmt, ...)
     tnt_log(TNT_LOG_DEBUG, "%s", msg);
 }
 
-/* The host collectives the device paths use: the collective layer inside
- * the progress section, as core/'s public calls do, without their argument
- * checks (the buffers and arguments are libtnt's own). Not the public calls:
- * gpu/ sits below core/. */
 static tnt_status_t host_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                    size_t count, tnt_dtype_t dtype, tnt_op_t op)
 {
@@ -97,20 +111,6 @@ static tnt_status_t host_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, in
     tnt_status_t status = tnt_progress_enter(comm);
     if (status == TNT_OK) {
         status = tnt_coll_broadcast(comm, buf, bytes, root);
-        tnt_progress_leave(comm);
-    }
-    return status;
-}
-
-static tnt_status_t host_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                   size_t bytes_per_rank)
-{
-    if (bytes_per_rank == 0) {
-        return TNT_OK;
-    }
-    tnt_status_t status = tnt_progress_enter(comm);
-    if (status == TNT_OK) {
-        status = tnt_coll_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
         tnt_progress_leave(comm);
     }
     return status;

@@ -40,9 +40,9 @@
 #define TNT_SHM_SPIN_NS  50000ull
 /* How often a slow waiter checks whether the peers it waits for are alive. */
 #define TNT_SHM_LIVENESS_NS 100000000ull
-/* Per-peer block read with process_vm_readv before it is reduced (measured
- * on this project's 2-vCPU EPYC VM: 16 KiB 3 GB/s, 64 KiB 4.5 GB/s, 256 KiB
- * 5 GB/s, 1 MiB 4 GB/s once it no longer stays in L2). */
+/* Per-peer block read with process_vm_readv before it is reduced: large
+ * enough to amortise the system call, small enough to stay in L2
+ * (docs/tuning.md, "CMA block size"). */
 #define TNT_SHM_CMA_BLOCK_MAX (256 * 1024)
 #define TNT_SHM_CMA_BLOCK_MIN (64 * 1024)
 
@@ -348,7 +348,8 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
     return TNT_OK;
 }
 
-void tnt_shm_signal(struct tnt_shm *shm)
+/* Only the release store of the next phase (tnt_shm_phase then waits). */
+static void tnt_shm_signal(struct tnt_shm *shm)
 {
     shm->phase++;
     /* Release: my slot writes and my reads of peers' slots for earlier
@@ -356,7 +357,7 @@ void tnt_shm_signal(struct tnt_shm *shm)
     atomic_store_explicit(&shm->ctl[shm->me].seq, shm->phase, memory_order_release);
 }
 
-tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
+static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
 {
     for (int j = 0; j < shm->n; j++) {
         if (j == shm->me)

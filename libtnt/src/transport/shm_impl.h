@@ -207,9 +207,6 @@ void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
 /* Finishes a phase: publishes this rank's seq (release) and waits for every
  * peer to reach it (acquire). what names the collective in error messages. */
 tnt_status_t tnt_shm_phase(struct tnt_shm *shm, const char *what);
-/* Only the release store of the next phase (callers that wait separately). */
-void tnt_shm_signal(struct tnt_shm *shm);
-tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what);
 /* Turns a failed process_vm_readv into the right error. */
 tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const char *what);
 

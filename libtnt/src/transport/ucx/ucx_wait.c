@@ -231,14 +231,10 @@ static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
  * stays runnable, notices its message at its next turn, and hands its core
  * straight to a rank that has work (sched_yield returns at once when no
  * other task wants the core, so with a core per rank this is a busy-poll).
- * Measured with 16 simulated nodes on 2 vCPUs (docs/multinode.md): 8 B
- * latency 440 us sleeping right away, 330-360 us yielding for 1 ms, CPU
- * time per allreduce down by a sixth. No pause-spin before it: 16 rounds of
- * progress plus pause loops (the generic backoff's first phase) cost
- * ~20 us of CPU per wait, which on an oversubscribed host is taken from
- * the rank being waited for (8 B at 16 simulated nodes: 670 us with them,
- * 440 us without). Pure busy-polling (TNT_UCX_SPIN_US) is the opposite:
- * it holds the core the peer needs, 1.5-10x slower on shared cores. */
+ * Yielding for a while beats sleeping at once, no pause-spin comes before
+ * it (its CPU time on an oversubscribed host is taken from the rank being
+ * waited for), and pure busy-polling (TNT_UCX_SPIN_US) holds the core the
+ * peer needs: the measurements are in docs/multinode.md. */
 static void tnt_ucx_idle(tnt_ucx_t *ucx, tnt_backoff_t *backoff, uint64_t waited_ns)
 {
     if (waited_ns < ucx->spin_ns) {
