@@ -53,8 +53,9 @@ static void args_err(char *errbuf, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
 
-    if (errbuf == NULL || errlen == 0)
+    if (errbuf == NULL || errlen == 0) {
         return;
+    }
     va_start(ap, fmt);
     vsnprintf(errbuf, errlen, fmt, ap);
     va_end(ap);
@@ -64,11 +65,13 @@ static char *args_trim(char *s)
 {
     char *end;
 
-    while (isspace((unsigned char)*s))
+    while (isspace((unsigned char)*s)) {
         s++;
+    }
     end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1]))
+    while (end > s && isspace((unsigned char)end[-1])) {
         *--end = '\0';
+    }
     return s;
 }
 
@@ -147,20 +150,27 @@ static int args_item(const char *key, const char *value, int allow_help, tnt_spa
         }
         return 0;
     }
-    if (strcmp(key, "fusion") == 0)
+    if (strcmp(key, "fusion") == 0) {
         return args_fusion(value, &config->fusion_kb, errbuf, errlen);
-    if (strcmp(key, "log") == 0)
+    }
+    if (strcmp(key, "log") == 0) {
         return args_log(value, config->log_level, sizeof config->log_level, errbuf, errlen);
-    if (strcmp(key, "pin-memory") == 0)
+    }
+    if (strcmp(key, "pin-memory") == 0) {
         return args_bool(key, value, &config->pin_memory, errbuf, errlen);
-    if (strcmp(key, "log-all") == 0)
+    }
+    if (strcmp(key, "log-all") == 0) {
         return args_bool(key, value, &config->log_all, errbuf, errlen);
-    if (strcmp(key, "output-all") == 0)
+    }
+    if (strcmp(key, "output-all") == 0) {
         return args_bool(key, value, &config->output_all, errbuf, errlen);
-    if (strcmp(key, "no-gpu") == 0)
+    }
+    if (strcmp(key, "no-gpu") == 0) {
         return args_bool(key, value, &config->no_gpu, errbuf, errlen);
-    if (strcmp(key, "verbose") == 0)
+    }
+    if (strcmp(key, "verbose") == 0) {
         return args_bool(key, value, &config->verbose, errbuf, errlen);
+    }
     if (allow_help && strcmp(key, "help") == 0) {
         if (value != NULL) {
             args_err(errbuf, errlen, "help takes no value (got help=%s)", value);
@@ -189,10 +199,11 @@ static void args_split(char *item, char **key_p, char **value_p)
     }
     *key_p = args_trim(item);
     for (p = *key_p; *p != '\0'; p++) {
-        if (*p == '_')
+        if (*p == '_') {
             *p = '-';
-        else
+        } else {
             *p = (char)tolower((unsigned char)*p);
+        }
     }
 }
 
@@ -204,8 +215,9 @@ int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errb
 
     /* Slurm hands a bare option on as NULL, "" or, through the job
      * environment of sbatch/salloc, the literal "(null)". */
-    if (arg == NULL || strcmp(arg, "(null)") == 0)
+    if (arg == NULL || strcmp(arg, "(null)") == 0) {
         arg = "";
+    }
     if (strlen(arg) >= sizeof copy) {
         args_err(errbuf, errlen, "option value too long (%zu characters; at most %zu)", strlen(arg),
                  sizeof copy - 1);
@@ -217,13 +229,15 @@ int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errb
 
         args_split(item, &key, &value);
         if (*key == '\0') {
-            if (value == NULL)
+            if (value == NULL) {
                 continue; /* "a,,b" or a trailing comma */
+            }
             args_err(errbuf, errlen, "sub-option '=%s' has no name", value);
             return -1;
         }
-        if (args_item(key, value, 1, &next, errbuf, errlen) != 0)
+        if (args_item(key, value, 1, &next, errbuf, errlen) != 0) {
             return -1;
+        }
     }
     next.enabled = 1;
     *config = next;
@@ -274,8 +288,9 @@ char *tnt_spank_config_format(const tnt_spank_config_t *config, char *buf, size_
 {
     size_t used = 0;
 
-    if (buf == NULL || len == 0)
+    if (buf == NULL || len == 0) {
         return buf;
+    }
     buf[0] = '\0';
 #define FMT_APPEND(...)                                                       \
     do {                                                                      \
@@ -287,20 +302,27 @@ char *tnt_spank_config_format(const tnt_spank_config_t *config, char *buf, size_
             used = used + (size_t)n_ < len ? used + (size_t)n_ : len - 1;     \
     } while (0)
     FMT_APPEND("pin=%s", tnt_pin_mode_name(config->pin));
-    if (config->pin_memory)
+    if (config->pin_memory) {
         FMT_APPEND("pin-memory");
-    if (config->fusion_kb >= 0)
+    }
+    if (config->fusion_kb >= 0) {
         FMT_APPEND("fusion=%ld", config->fusion_kb);
-    if (config->log_level[0] != '\0')
+    }
+    if (config->log_level[0] != '\0') {
         FMT_APPEND("log=%s", config->log_level);
-    if (config->log_all)
+    }
+    if (config->log_all) {
         FMT_APPEND("log-all");
-    if (config->output_all)
+    }
+    if (config->output_all) {
         FMT_APPEND("output-all");
-    if (config->no_gpu)
+    }
+    if (config->no_gpu) {
         FMT_APPEND("no-gpu");
-    if (config->verbose)
+    }
+    if (config->verbose) {
         FMT_APPEND("verbose");
+    }
 #undef FMT_APPEND
     return buf;
 }

@@ -35,11 +35,13 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     spank_context_t context = spank_context();
     char err[768];
 
-    if (context != S_CTX_LOCAL && context != S_CTX_REMOTE && context != S_CTX_ALLOCATOR)
+    if (context != S_CTX_LOCAL && context != S_CTX_REMOTE && context != S_CTX_ALLOCATOR) {
         return 0;
+    }
     /* Callbacks may run twice; registering the option twice would fail. */
-    if (tnt_spank_state.initialized)
+    if (tnt_spank_state.initialized) {
         return 0;
+    }
     tnt_spank_config_default(&tnt_spank_state.defaults);
     if (tnt_spank_plugstack_parse(ac, av, &tnt_spank_state.defaults, err, sizeof err) != 0) {
         slurm_error("tarantella: %s; fix the plugin's line in plugstack.conf", err);
@@ -52,8 +54,9 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
         return -1;
     }
     tnt_spank_state.initialized = 1;
-    if (context == S_CTX_LOCAL)
+    if (context == S_CTX_LOCAL) {
         return tnt_spank_srun_init(sp);
+    }
     return 0;
 }
 
@@ -85,7 +88,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-    if (spank_context() != S_CTX_REMOTE)
+    if (spank_context() != S_CTX_REMOTE) {
         return 0;
+    }
     return tnt_spank_stepd_task_init(sp);
 }

@@ -62,8 +62,9 @@ static int stepd_is_rank_step(spank_t sp)
 {
     uint32_t step_id = 0;
 
-    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS)
+    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS) {
         return 0;
+    }
     return step_id != SLURM_EXTERN_CONT && step_id != SLURM_BATCH_SCRIPT &&
            step_id != SLURM_INTERACTIVE_STEP && step_id != SLURM_PENDING_STEP;
 }
@@ -76,12 +77,13 @@ int tnt_spank_stepd_post_opt(spank_t sp)
     char err[768];
     spank_err_t rc;
 
-    if (!stepd_is_rank_step(sp))
+    if (!stepd_is_rank_step(sp)) {
         return 0;
+    }
     rc = spank_getenv(sp, TNT_SPANK_INHERITED_ENV, inherited, sizeof inherited);
-    if (rc == ESPANK_SUCCESS)
+    if (rc == ESPANK_SUCCESS) {
         inherited_p = inherited;
-    else if (rc == ESPANK_NOSPACE) {
+    } else if (rc == ESPANK_NOSPACE) {
         stepd_error("the allocation's --tarantella value is longer than %zu characters",
                     sizeof inherited - 1);
         return -1;
@@ -94,8 +96,9 @@ int tnt_spank_stepd_post_opt(spank_t sp)
         }
         own = tnt_spank_state.remote_arg_null ? "" : tnt_spank_state.remote_arg;
     }
-    if (inherited_p == NULL && own == NULL)
+    if (inherited_p == NULL && own == NULL) {
         return 0; /* not a Tarantella step: behave as if we were not loaded */
+    }
     if (tnt_spank_resolve(&tnt_spank_state.defaults, inherited_p, own, &config, err, sizeof err) !=
         0) {
         stepd_error("%s", err);
@@ -120,10 +123,12 @@ static int stepd_list_count(const char *list)
 {
     int n = 0;
 
-    if (list == NULL || *list == '\0')
+    if (list == NULL || *list == '\0') {
         return 0;
-    for (n = 1; *list != '\0'; list++)
+    }
+    for (n = 1; *list != '\0'; list++) {
         n += (*list == ',');
+    }
     return n;
 }
 
@@ -143,30 +148,36 @@ static int stepd_gpus(spank_t sp, const tnt_spank_config_t *config, int local_ra
     snprintf(desc, desclen, "gpus -");
     if (config->no_gpu) {
         snprintf(desc, desclen, "gpus hidden");
-        if (stepd_setenv(sp, "CUDA_VISIBLE_DEVICES", "") != 0)
+        if (stepd_setenv(sp, "CUDA_VISIBLE_DEVICES", "") != 0) {
             return -1;
+        }
         if (spank_getenv(sp, "ROCR_VISIBLE_DEVICES", tmp, sizeof tmp) != ESPANK_ENV_NOEXIST &&
-            stepd_setenv(sp, "ROCR_VISIBLE_DEVICES", "") != 0)
+            stepd_setenv(sp, "ROCR_VISIBLE_DEVICES", "") != 0) {
             return -1;
+        }
         return 0;
     }
     if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", visible, sizeof visible) != ESPANK_SUCCESS ||
-        visible[0] == '\0')
+        visible[0] == '\0') {
         return 0;
+    }
     n = stepd_list_count(visible);
     if (spank_getenv(sp, "SLURM_GPUS_PER_TASK", tmp, sizeof tmp) == ESPANK_SUCCESS ||
-        spank_getenv(sp, "SLURM_GPU_BIND", tmp, sizeof tmp) == ESPANK_SUCCESS)
+        spank_getenv(sp, "SLURM_GPU_BIND", tmp, sizeof tmp) == ESPANK_SUCCESS) {
         bound = 1;
+    }
     if (spank_getenv(sp, "SLURM_STEP_GPUS", step_gpus, sizeof step_gpus) == ESPANK_SUCCESS &&
-        stepd_list_count(step_gpus) > n)
+        stepd_list_count(step_gpus) > n) {
         bound = 1;
+    }
     if (n <= 1 || bound) {
         snprintf(desc, desclen, "gpus %.100s", visible);
         return 0;
     }
     entry = visible;
-    for (i = 0; i < local_rank % n; i++)
+    for (i = 0; i < local_rank % n; i++) {
         entry = strchr(entry, ',') + 1;
+    }
     snprintf(tmp, sizeof tmp, "%.*s", (int)strcspn(entry, ","), entry);
     snprintf(desc, desclen, "gpu %s", tmp);
     return stepd_setenv(sp, "CUDA_VISIBLE_DEVICES", tmp);
@@ -176,24 +187,30 @@ static int stepd_environment(spank_t sp, const tnt_spank_config_t *config, int n
 {
     char value[64];
 
-    if (stepd_setenv(sp, "TNT_PIN", tnt_pin_mode_name(config->pin)) != 0)
+    if (stepd_setenv(sp, "TNT_PIN", tnt_pin_mode_name(config->pin)) != 0) {
         return -1;
+    }
     if (config->fusion_kb >= 0) {
         snprintf(value, sizeof value, "%ld", config->fusion_kb);
-        if (stepd_setenv(sp, "TNT_FUSION_THRESHOLD_KB", value) != 0)
+        if (stepd_setenv(sp, "TNT_FUSION_THRESHOLD_KB", value) != 0) {
             return -1;
+        }
     }
-    if (config->log_level[0] != '\0' && stepd_setenv(sp, "TNT_LOG_LEVEL", config->log_level) != 0)
+    if (config->log_level[0] != '\0' && stepd_setenv(sp, "TNT_LOG_LEVEL", config->log_level) != 0) {
         return -1;
-    if (config->log_all && stepd_setenv(sp, "TNT_LOG_ON_ALL_DEVICES", "1") != 0)
+    }
+    if (config->log_all && stepd_setenv(sp, "TNT_LOG_ON_ALL_DEVICES", "1") != 0) {
         return -1;
-    if (config->output_all && stepd_setenv(sp, "TNT_OUTPUT_ON_ALL_DEVICES", "1") != 0)
+    }
+    if (config->output_all && stepd_setenv(sp, "TNT_OUTPUT_ON_ALL_DEVICES", "1") != 0) {
         return -1;
+    }
     /* One OpenMP thread per CPU of the task, unless the user chose. */
     if (spank_getenv(sp, "OMP_NUM_THREADS", value, sizeof value) == ESPANK_ENV_NOEXIST) {
         snprintf(value, sizeof value, "%d", ncpus > 0 ? ncpus : 1);
-        if (stepd_setenv(sp, "OMP_NUM_THREADS", value) != 0)
+        if (stepd_setenv(sp, "OMP_NUM_THREADS", value) != 0) {
             return -1;
+        }
     }
     return 0;
 }
@@ -217,13 +234,16 @@ static void stepd_cpu_hint(spank_t sp, hwloc_topology_t topology, int local_rank
     int node_cpus = hwloc_bitmap_weight(hwloc_topology_get_topology_cpuset(topology));
 
     if (local_rank != 0 || user_omp_threads || threads > 1 || local_size == 0 ||
-        node_cpus < 2 * (int)local_size)
+        node_cpus < 2 * (int)local_size) {
         return;
+    }
     if (spank_get_item(sp, S_STEP_CPUS_PER_TASK, &cpus_per_task) != ESPANK_SUCCESS ||
-        cpus_per_task != 1)
+        cpus_per_task != 1) {
         return;
-    if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
+    }
+    if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS) {
         snprintf(node, sizeof node, "?");
+    }
     fprintf(stderr,
             "tarantella: warning: node %s: each of the %u rank%s here has 1 CPU "
             "(--cpus-per-task=1, srun's default) but the node has %d CPUs; give each rank "
@@ -242,8 +262,9 @@ int tnt_spank_stepd_task_init(spank_t sp)
     uint32_t local_size = 0, rank = 0;
     char err[512], where[640], gpu_desc[160], node[64], host[64];
 
-    if (!config->enabled)
+    if (!config->enabled) {
         return 0;
+    }
     if (spank_get_item(sp, S_TASK_ID, &local_rank) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &local_size) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_TASK_GLOBAL_ID, &rank) != ESPANK_SUCCESS) {
@@ -282,8 +303,9 @@ int tnt_spank_stepd_task_init(spank_t sp)
             stepd_error("task %u: pin=%s: %s", rank, tnt_pin_mode_name(config->pin), err);
             goto err_bitmaps;
         }
-        if (rc == 1)
+        if (rc == 1) {
             slurm_info("tarantella: task %u: %s (CPUs are bound)", rank, err);
+        }
     }
     /* The launcher's rule (shared code): the mask's CPUs divided by the
      * local tasks sharing that mask, so pin=none never oversubscribes. */
@@ -295,16 +317,20 @@ int tnt_spank_stepd_task_init(spank_t sp)
     }
     user_omp_threads =
         spank_getenv(sp, "OMP_NUM_THREADS", gpu_desc, sizeof gpu_desc) != ESPANK_ENV_NOEXIST;
-    if (stepd_environment(sp, config, threads) != 0)
+    if (stepd_environment(sp, config, threads) != 0) {
         goto err_bitmaps;
+    }
     stepd_cpu_hint(sp, topology, local_rank, local_size, user_omp_threads, threads);
-    if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0)
+    if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0) {
         goto err_bitmaps;
+    }
     if (config->verbose) {
-        if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS)
+        if (spank_getenv(sp, "SLURMD_NODENAME", node, sizeof node) != ESPANK_SUCCESS) {
             snprintf(node, sizeof node, "?");
-        if (gethostname(host, sizeof host) != 0)
+        }
+        if (gethostname(host, sizeof host) != 0) {
             snprintf(host, sizeof host, "?");
+        }
         host[sizeof host - 1] = '\0';
         tnt_pin_describe(cpuset, nodeset, where, sizeof where);
         fprintf(stderr, "tarantella: rank %u local %d/%u node %s host %s: %s, %s, pin=%s%s\n", rank,

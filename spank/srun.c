@@ -31,8 +31,9 @@ static int srun_arg_is_option(const char *arg)
     static const char name[] = TNT_SPANK_OPTION_NAME;
     size_t len;
 
-    if (strncmp(arg, "--", 2) != 0)
+    if (strncmp(arg, "--", 2) != 0) {
         return 0;
+    }
     arg += 2;
     len = strcspn(arg, "=");
     return len >= 3 && len <= sizeof name - 1 && strncmp(arg, name, len) == 0;
@@ -52,11 +53,13 @@ static int srun_argv_has_option(void)
     char *p;
 
     fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
         return 0;
+    }
     while (len < (ssize_t)sizeof buf - 1 &&
-           (n = read(fd, buf + len, sizeof buf - 1 - (size_t)len)) > 0)
+           (n = read(fd, buf + len, sizeof buf - 1 - (size_t)len)) > 0) {
         len += n;
+    }
     close(fd);
     buf[len] = '\0';
     /* Skip argv[0]; arguments are NUL-separated. */
@@ -78,8 +81,9 @@ static int srun_argv_has_option(void)
  */
 static int srun_kill_on_bad_exit(void)
 {
-    if (getenv("SLURM_KILL_BAD_EXIT") != NULL)
+    if (getenv("SLURM_KILL_BAD_EXIT") != NULL) {
         return 0;
+    }
     if (setenv("SLURM_KILL_BAD_EXIT", "1", 1) != 0) {
         slurm_error("tarantella: cannot set SLURM_KILL_BAD_EXIT=1 in srun's environment; "
                     "run srun with -K (--kill-on-bad-exit)");
@@ -91,12 +95,14 @@ static int srun_kill_on_bad_exit(void)
 int tnt_spank_srun_init(spank_t sp)
 {
     (void)sp;
-    if (getenv(TNT_SPANK_INHERITED_ENV) == NULL && !srun_argv_has_option())
+    if (getenv(TNT_SPANK_INHERITED_ENV) == NULL && !srun_argv_has_option()) {
         return 0;
+    }
     /* Somebody chose the MPI plugin already (the user, a module file):
      * respect it; post_opt says what to do if it is not PMIx. */
-    if (getenv("SLURM_MPI_TYPE") != NULL)
+    if (getenv("SLURM_MPI_TYPE") != NULL) {
         return srun_kill_on_bad_exit();
+    }
     if (setenv("SLURM_MPI_TYPE", "pmix", 1) != 0) {
         slurm_error("tarantella: cannot set SLURM_MPI_TYPE=pmix in srun's environment; "
                     "run srun with --mpi=pmix");
@@ -113,8 +119,9 @@ int tnt_spank_srun_post_opt(spank_t sp)
     char desc[256];
 
     (void)sp;
-    if (!tnt_spank_state.config.enabled)
+    if (!tnt_spank_state.config.enabled) {
         return 0;
+    }
     mpi = getenv("SLURM_MPI_TYPE");
     if (mpi == NULL) {
         /* Not a Slurm we know: it did not export the MPI type it chose. */
@@ -128,9 +135,10 @@ int tnt_spank_srun_post_opt(spank_t sp)
                     mpi);
         return -1;
     }
-    if (tnt_spank_state.config.verbose)
+    if (tnt_spank_state.config.verbose) {
         slurm_info("tarantella: %s (mpi=%s)",
                    tnt_spank_config_format(&tnt_spank_state.config, desc, sizeof desc),
                    mpi != NULL ? mpi : "?");
+    }
     return 0;
 }

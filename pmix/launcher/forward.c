@@ -10,8 +10,9 @@ static void write_all(int fd, const char *buf, size_t len)
         ssize_t n = write(fd, buf, len);
 
         if (n < 0) {
-            if (errno == EINTR)
+            if (errno == EINTR) {
                 continue;
+            }
             return; /* stderr closed: drop the output, keep supervising */
         }
         buf += n;
@@ -22,12 +23,15 @@ static void write_all(int fd, const char *buf, size_t len)
 /* Remembers a line (without its newline) as the rank's last stderr line. */
 static void remember_line(struct rank_state *rs, const char *line, size_t len)
 {
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) {
         len--;
-    if (len == 0)
+    }
+    if (len == 0) {
         return; /* a blank line says nothing about why a rank failed */
-    if (len > LAST_LINE_MAX)
+    }
+    if (len > LAST_LINE_MAX) {
         len = LAST_LINE_MAX;
+    }
     memcpy(rs->last_line, line, len);
     rs->last_line[len] = '\0';
 }
@@ -47,8 +51,9 @@ static void flush_lines(struct rank_state *rs, int at_eof)
     }
     if ((at_eof || (start == 0 && rs->line_len == sizeof rs->line)) && start < rs->line_len) {
         write_all(STDERR_FILENO, rs->line + start, rs->line_len - start);
-        if (at_eof)
+        if (at_eof) {
             write_all(STDERR_FILENO, "\n", 1);
+        }
         remember_line(rs, rs->line + start, rs->line_len - start);
         start = rs->line_len;
     }
@@ -66,10 +71,12 @@ void tnt_launch_forward_stderr(struct rank_state *rs)
             flush_lines(rs, 0);
             continue;
         }
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && errno == EINTR) {
             continue;
-        if (n < 0 && errno == EAGAIN)
+        }
+        if (n < 0 && errno == EAGAIN) {
             return;
+        }
         flush_lines(rs, 1);
         close(rs->err_fd);
         rs->err_fd = -1;

@@ -36,16 +36,18 @@ int tnt_launch_handoff_mpirun(const struct tnt_launch_options *opts)
         FILE *out = opts->dry_run ? stdout : stderr;
 
         fprintf(out, "tarantella: %s:", opts->dry_run ? "dry run, would execute" : "executing");
-        for (int i = 0; argv[i] != NULL; i++)
+        for (int i = 0; argv[i] != NULL; i++) {
             fprintf(out, " %s", argv[i]);
+        }
         fprintf(out, "\n");
         if (opts->dry_run) {
             tnt_launch_argv_free(argv);
             return 0;
         }
     }
-    if (opts->pin_memory)
+    if (opts->pin_memory) {
         tnt_launch_warn("--pin-memory has no mpirun equivalent and is ignored with --hostfile");
+    }
     fflush(NULL);
     execv(path, argv);
     tnt_launch_error("cannot execute %s: %s", path, strerror(errno));

@@ -27,17 +27,21 @@ static int count_gpus(void)
     struct dirent *entry;
     int count = 0;
 
-    if (dir == NULL)
+    if (dir == NULL) {
         return 0;
+    }
     while ((entry = readdir(dir)) != NULL) {
         const char *p = entry->d_name;
 
-        if (strncmp(p, "nvidia", 6) != 0 || p[6] == '\0')
+        if (strncmp(p, "nvidia", 6) != 0 || p[6] == '\0') {
             continue;
-        for (p += 6; *p >= '0' && *p <= '9'; p++)
+        }
+        for (p += 6; *p >= '0' && *p <= '9'; p++) {
             ;
-        if (*p == '\0')
+        }
+        if (*p == '\0') {
             count++;
+        }
     }
     closedir(dir);
     return count;
@@ -48,12 +52,15 @@ void tnt_launch_free(struct launch *launch)
     for (int r = 0; launch->ranks != NULL && r < launch->nranks; r++) {
         struct rank_state *rs = &launch->ranks[r];
 
-        if (rs->cpuset != NULL)
+        if (rs->cpuset != NULL) {
             hwloc_bitmap_free(rs->cpuset);
-        if (rs->nodeset != NULL)
+        }
+        if (rs->nodeset != NULL) {
             hwloc_bitmap_free(rs->nodeset);
-        if (rs->err_fd >= 0)
+        }
+        if (rs->err_fd >= 0) {
             close(rs->err_fd);
+        }
         tnt_envlist_free(&rs->added);
     }
     free(launch->ranks);
@@ -64,8 +71,9 @@ void tnt_launch_free(struct launch *launch)
     free(launch->node_names);
     free(launch->exec_argv);
     free(launch->pythonpath);
-    if (launch->topology != NULL)
+    if (launch->topology != NULL) {
         hwloc_topology_destroy(launch->topology);
+    }
     tnt_launch_options_free(&launch->opts);
 }
 
@@ -93,8 +101,9 @@ static int path_in_list(const char *dir, const char *list)
         if (n > 0 && n < sizeof entry) {
             memcpy(entry, list, n);
             entry[n] = '\0';
-            if (realpath(entry, resolved) != NULL && strcmp(resolved, dir) == 0)
+            if (realpath(entry, resolved) != NULL && strcmp(resolved, dir) == 0) {
                 return 1;
+            }
         }
         list += n + (colon != NULL ? 1 : 0);
     }
@@ -115,21 +124,24 @@ static int find_python_package(char *out, size_t len)
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char *slash;
 
-    if (n <= 0)
+    if (n <= 0) {
         return -1;
+    }
     exe[n] = '\0';
     slash = strrchr(exe, '/');
-    if (slash == NULL)
+    if (slash == NULL) {
         return -1;
+    }
     *slash = '\0';
     while (*rel != '\0') {
         const char *colon = strchr(rel, ':');
         int m = colon != NULL ? (int)(colon - rel) : (int)strlen(rel);
 
-        if (rel[0] == '/')
+        if (rel[0] == '/') {
             snprintf(candidate, sizeof candidate, "%.*s", m, rel);
-        else
+        } else {
             snprintf(candidate, sizeof candidate, "%s/%.*s", exe, m, rel);
+        }
         if (realpath(candidate, resolved) != NULL) {
             snprintf(probe, sizeof probe, "%s/tarantella/__init__.py", resolved);
             if (access(probe, R_OK) == 0 && strlen(resolved) < len) {
@@ -154,11 +166,13 @@ static int plan_pythonpath(struct launch *launch)
     int oom;
 
     if (tnt_env_lookup(opts->exports, "PYTHONPATH") != NULL ||
-        find_python_package(pkg, sizeof pkg) != 0)
+        find_python_package(pkg, sizeof pkg) != 0) {
         return 0;
+    }
     if (strcmp(opts->python, TNT_LAUNCH_DEFAULT_PYTHON) == 0 &&
-        path_in_list(pkg, TNT_LAUNCH_PYTHON_SYS_PATH))
+        path_in_list(pkg, TNT_LAUNCH_PYTHON_SYS_PATH)) {
         return 0;
+    }
     launch->pythonpath = tnt_launch_pythonpath(pkg, getenv("PYTHONPATH"), &oom);
     return oom ? -1 : 0;
 }
@@ -192,22 +206,25 @@ int tnt_launch_plan(struct launch *launch)
         tnt_launch_error("out of memory");
         goto out;
     }
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
         launch->ranks[r].err_fd = -1;
+    }
     if (tnt_launch_layout(n, k, launch->node_of_rank, launch->local_rank, launch->node_first,
                           launch->node_size) != 0) {
         tnt_launch_error("cannot lay out %d ranks on %d nodes", n, k);
         goto out;
     }
-    if (gethostname(host, sizeof host) != 0)
+    if (gethostname(host, sizeof host) != 0) {
         snprintf(host, sizeof host, "localhost");
+    }
     host[sizeof host - 1] = '\0';
     for (int node = 0; node < k; node++) {
-        if (opts->simulate_nodes > 0)
+        if (opts->simulate_nodes > 0) {
             snprintf(launch->node_names[node], sizeof launch->node_names[node], "%s-node%d", host,
                      node);
-        else
+        } else {
             snprintf(launch->node_names[node], sizeof launch->node_names[node], "%s", host);
+        }
     }
 
     if (hwloc_topology_init(&launch->topology) != 0 || hwloc_topology_load(launch->topology) != 0) {
@@ -262,15 +279,17 @@ int tnt_launch_plan(struct launch *launch)
     }
     ret = 0;
 out:
-    if (allowed != NULL)
+    if (allowed != NULL) {
         hwloc_bitmap_free(allowed);
+    }
     return ret;
 }
 
 static const char *memory_policy(const struct launch *launch)
 {
-    if (launch->opts.pin_memory)
+    if (launch->opts.pin_memory) {
         return "strict";
+    }
     return launch->opts.pin == TNT_PIN_NONE ? "default" : "preferred";
 }
 
@@ -296,8 +315,9 @@ void tnt_launch_print_dry_run(const struct launch *launch)
             printf(" %.*s\"%s\"", (int)(eq - rs->added.v[i] + 1), rs->added.v[i], eq + 1);
         }
         printf(" (+ PMIX_* from the PMIx server)\n  exec:");
-        for (int i = 0; launch->exec_argv[i] != NULL; i++)
+        for (int i = 0; launch->exec_argv[i] != NULL; i++) {
             printf(" %s", launch->exec_argv[i]);
+        }
         printf("\n");
     }
 }

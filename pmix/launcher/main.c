@@ -44,12 +44,14 @@ static void set_verbosity(const struct tnt_launch_options *opts)
 {
     const char *level = opts->log_level != NULL ? opts->log_level : getenv("TNT_LOG_LEVEL");
 
-    if (level == NULL)
+    if (level == NULL) {
         return;
-    if (strcmp(level, "info") == 0)
+    }
+    if (strcmp(level, "info") == 0) {
         tnt_launch_verbosity = TNT_LAUNCH_INFO;
-    else if (strcmp(level, "debug") == 0 || strcmp(level, "trace") == 0)
+    } else if (strcmp(level, "debug") == 0 || strcmp(level, "trace") == 0) {
         tnt_launch_verbosity = TNT_LAUNCH_DEBUG;
+    }
 }
 
 static int run_job(struct launch *launch)
@@ -88,8 +90,9 @@ static int run_job(struct launch *launch)
      * be found and stopped at the end (orphans.c). */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     sv.server = tnt_launch_server_start(&job);
-    if (sv.server == NULL)
+    if (sv.server == NULL) {
         goto err_close_sigfd;
+    }
     for (int r = 0; r < launch->nranks; r++) {
         if (tnt_launch_spawn_rank(launch, sv.server, &launch->ranks[r], &child_mask) != 0) {
             sv.running = r;
@@ -149,11 +152,12 @@ int main(int argc, char **argv)
          * node; say how to use them all. */
         const char *nodes = getenv("SLURM_JOB_NUM_NODES");
 
-        if (nodes != NULL && atoi(nodes) > 1 && !launch.opts.dry_run)
+        if (nodes != NULL && atoi(nodes) > 1 && !launch.opts.dry_run) {
             tnt_launch_warn("this SLURM allocation has %s nodes, but tarantella starts every "
                             "rank on this one; to use them all: srun --tarantella -N %s "
                             "PROGRAM",
                             nodes, nodes);
+        }
     }
     if (tnt_launch_plan(&launch) != 0) {
         status = EXIT_LAUNCH_ERROR;

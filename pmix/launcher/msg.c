@@ -37,8 +37,9 @@ void tnt_launch_info(const char *fmt, ...)
 {
     va_list ap;
 
-    if (tnt_launch_verbosity < TNT_LAUNCH_INFO)
+    if (tnt_launch_verbosity < TNT_LAUNCH_INFO) {
         return;
+    }
     va_start(ap, fmt);
     emit("", fmt, ap);
     va_end(ap);
@@ -48,8 +49,9 @@ void tnt_launch_debug(const char *fmt, ...)
 {
     va_list ap;
 
-    if (tnt_launch_verbosity < TNT_LAUNCH_DEBUG)
+    if (tnt_launch_verbosity < TNT_LAUNCH_DEBUG) {
         return;
+    }
     va_start(ap, fmt);
     emit("debug: ", fmt, ap);
     va_end(ap);

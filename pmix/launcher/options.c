@@ -37,26 +37,30 @@ static int parse_long(const char *text, long min, long max, long *out)
     char *end;
     long value;
 
-    if (text == NULL || text[0] < '0' || text[0] > '9')
+    if (text == NULL || text[0] < '0' || text[0] > '9') {
         return -1;
+    }
     errno = 0;
     value = strtol(text, &end, 10);
-    if (errno != 0 || *end != '\0' || value < min || value > max)
+    if (errno != 0 || *end != '\0' || value < min || value > max) {
         return -1;
+    }
     *out = value;
     return 0;
 }
 
 static int valid_env_name(const char *text, size_t len)
 {
-    if (len == 0 || (text[0] >= '0' && text[0] <= '9'))
+    if (len == 0 || (text[0] >= '0' && text[0] <= '9')) {
         return 0;
+    }
     for (size_t i = 0; i < len; i++) {
         char c = text[i];
 
         if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '_'))
+              c == '_')) {
             return 0;
+        }
     }
     return 1;
 }
@@ -71,16 +75,19 @@ static int match_value(int argc, char **argv, int *i, const char *name, const ch
     const char *arg = argv[*i];
     size_t len = strlen(name);
 
-    if (strncmp(arg, name, len) != 0)
+    if (strncmp(arg, name, len) != 0) {
         return 0;
+    }
     if (arg[len] == '=') {
         *value = arg + len + 1;
         return 1;
     }
-    if (arg[len] != '\0')
+    if (arg[len] != '\0') {
         return 0;
-    if (*i + 1 >= argc)
+    }
+    if (*i + 1 >= argc) {
         return -1;
+    }
     *value = argv[++*i];
     return 1;
 }
@@ -90,14 +97,16 @@ static int match_short(int argc, char **argv, int *i, char letter, const char **
 {
     const char *arg = argv[*i];
 
-    if (arg[0] != '-' || arg[1] != letter)
+    if (arg[0] != '-' || arg[1] != letter) {
         return 0;
+    }
     if (arg[2] != '\0') {
         *value = arg[2] == '=' ? arg + 3 : arg + 2;
         return 1;
     }
-    if (*i + 1 >= argc)
+    if (*i + 1 >= argc) {
         return -1;
+    }
     *value = argv[++*i];
     return 1;
 }
@@ -108,14 +117,16 @@ static int add_export(struct tnt_launch_options *opts, const char *assignment, c
     const char *eq = strchr(assignment, '=');
     char **grown;
 
-    if (eq == NULL || !valid_env_name(assignment, (size_t)(eq - assignment)))
+    if (eq == NULL || !valid_env_name(assignment, (size_t)(eq - assignment))) {
         return opt_err(errbuf, errlen,
                        "invalid -x value '%s': expected VAR=VALUE with VAR made of letters, "
                        "digits and '_' (e.g. -x OMP_PROC_BIND=true)",
                        assignment);
+    }
     grown = realloc(opts->exports, (size_t)(opts->nexports + 2) * sizeof *grown);
-    if (grown == NULL)
+    if (grown == NULL) {
         return opt_err(errbuf, errlen, "out of memory while parsing -x");
+    }
     opts->exports = grown;
     /* argv strings live until exit; no copy is needed. */
     opts->exports[opts->nexports++] = (char *)assignment;
@@ -181,8 +192,9 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
             i++;
             break;
         }
-        if (arg[0] != '-' || arg[1] == '\0')
+        if (arg[0] != '-' || arg[1] == '\0') {
             break; /* the program */
+        }
 
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             opts->show_help = 1;
@@ -204,58 +216,70 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
         } else if (strcmp(arg, "--dry-run") == 0) {
             opts->dry_run = 1;
         } else if (arg[1] != '-' && (m = match_short(argc, argv, &i, 'n', &value)) != 0) {
-            if (m < 0)
+            if (m < 0) {
                 return opt_err(errbuf, errlen, "-n needs a value: the number of ranks (1 to %d)",
                                TNT_LAUNCH_MAX_RANKS);
-            if (parse_long(value, 1, TNT_LAUNCH_MAX_RANKS, &number) != 0)
+            }
+            if (parse_long(value, 1, TNT_LAUNCH_MAX_RANKS, &number) != 0) {
                 return opt_err(errbuf, errlen,
                                "invalid -n value '%s': expected a number of ranks from 1 to %d",
                                value, TNT_LAUNCH_MAX_RANKS);
+            }
             opts->nranks = (int)number;
         } else if (arg[1] != '-' && (m = match_short(argc, argv, &i, 'x', &value)) != 0) {
-            if (m < 0)
+            if (m < 0) {
                 return opt_err(errbuf, errlen, "-x needs a value: VAR=VALUE");
-            if (add_export(opts, value, errbuf, errlen) != 0)
+            }
+            if (add_export(opts, value, errbuf, errlen) != 0) {
                 return -1;
+            }
         } else if ((m = match_value(argc, argv, &i, "--log-level", &value)) != 0) {
             const char *level = NULL;
 
             /* Any case: the old launcher took INFO, DEBUG, ... */
-            for (size_t l = 0; m > 0 && l < sizeof log_levels / sizeof log_levels[0]; l++)
-                if (strcasecmp(value, log_levels[l]) == 0)
+            for (size_t l = 0; m > 0 && l < sizeof log_levels / sizeof log_levels[0]; l++) {
+                if (strcasecmp(value, log_levels[l]) == 0) {
                     level = log_levels[l];
-            if (level == NULL)
+                }
+            }
+            if (level == NULL) {
                 return opt_err(errbuf, errlen,
                                "invalid --log-level '%s': valid levels are %s (in any case)",
                                m > 0 ? value : "", TNT_LAUNCH_LOG_LEVELS);
+            }
             opts->log_level = level;
         } else if ((m = match_value(argc, argv, &i, "--fusion-threshold", &value)) != 0) {
-            if (m < 0 || parse_long(value, 0, LONG_MAX / 1024, &number) != 0)
+            if (m < 0 || parse_long(value, 0, LONG_MAX / 1024, &number) != 0) {
                 return opt_err(errbuf, errlen,
                                "invalid --fusion-threshold '%s': expected a size in KiB, a "
                                "whole number >= 0 (0 = one allreduce per tensor)",
                                m > 0 ? value : "");
+            }
             opts->fusion_threshold_kb = number;
         } else if ((m = match_value(argc, argv, &i, "--pin", &value)) != 0) {
-            if (m < 0 || tnt_pin_mode_parse(value, &opts->pin) != 0)
+            if (m < 0 || tnt_pin_mode_parse(value, &opts->pin) != 0) {
                 return opt_err(errbuf, errlen, "invalid --pin mode '%s': valid modes are %s",
                                m > 0 ? value : "", tnt_pin_mode_choices());
+            }
         } else if ((m = match_value(argc, argv, &i, "--python-interpreter", &value)) != 0) {
-            if (m < 0)
+            if (m < 0) {
                 return opt_err(errbuf, errlen,
                                "--python-interpreter needs a value: a path, "
                                "or \"\" to run the program directly");
+            }
             opts->python = value;
         } else if ((m = match_value(argc, argv, &i, "--hostfile", &value)) != 0) {
-            if (m < 0 || value[0] == '\0')
+            if (m < 0 || value[0] == '\0') {
                 return opt_err(errbuf, errlen, "--hostfile needs a file name");
+            }
             opts->hostfile = value;
         } else if ((m = match_value(argc, argv, &i, "--simulate-nodes", &value)) != 0) {
-            if (m < 0 || parse_long(value, 1, TNT_LAUNCH_MAX_RANKS, &number) != 0)
+            if (m < 0 || parse_long(value, 1, TNT_LAUNCH_MAX_RANKS, &number) != 0) {
                 return opt_err(errbuf, errlen,
                                "invalid --simulate-nodes '%s': expected a number of nodes from 1 "
                                "to the number of ranks (-n)",
                                m > 0 ? value : "");
+            }
             opts->simulate_nodes = (int)number;
         } else if (removed_option(arg, errbuf, errlen)) {
             return -1;
@@ -267,23 +291,28 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
         opts->program = argv + i;
         opts->nprogram = argc - i;
     }
-    if (opts->show_help || opts->show_version)
+    if (opts->show_help || opts->show_version) {
         return 0;
-    if (opts->nprogram == 0)
+    }
+    if (opts->nprogram == 0) {
         return opt_err(errbuf, errlen,
                        "no program given; usage: tarantella -n N [options] -- "
                        "PROGRAM [ARGS...] (see tarantella --help)");
-    if (opts->program[0][0] == '\0')
+    }
+    if (opts->program[0][0] == '\0') {
         return opt_err(errbuf, errlen, "the program name is empty");
-    if (opts->simulate_nodes > opts->nranks)
+    }
+    if (opts->simulate_nodes > opts->nranks) {
         return opt_err(errbuf, errlen,
                        "invalid --simulate-nodes %d: it must be between 1 and the number of "
                        "ranks (-n %d), so that every simulated node has a rank",
                        opts->simulate_nodes, opts->nranks);
-    if (opts->hostfile != NULL && opts->simulate_nodes > 0)
+    }
+    if (opts->hostfile != NULL && opts->simulate_nodes > 0) {
         return opt_err(errbuf, errlen,
                        "--hostfile and --simulate-nodes cannot be combined: "
                        "--simulate-nodes runs every rank on this machine");
+    }
     return 0;
 }
 

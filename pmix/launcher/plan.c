@@ -17,9 +17,11 @@ const char *tnt_env_lookup(char *const *env, const char *name)
 {
     size_t len = strlen(name);
 
-    for (int i = 0; env != NULL && env[i] != NULL; i++)
-        if (env_name_matches(env[i], name, len))
+    for (int i = 0; env != NULL && env[i] != NULL; i++) {
+        if (env_name_matches(env[i], name, len)) {
             return env[i] + len + 1;
+        }
+    }
     return NULL;
 }
 
@@ -50,8 +52,9 @@ int tnt_envlist_set(struct tnt_envlist *list, const char *name, const char *valu
     size_t len = strlen(name);
     char *entry = malloc(len + strlen(value) + 2);
 
-    if (entry == NULL)
+    if (entry == NULL) {
         return -1;
+    }
     sprintf(entry, "%s=%s", name, value);
     return envlist_store(list, entry, len);
 }
@@ -61,29 +64,34 @@ int tnt_envlist_put(struct tnt_envlist *list, const char *assignment)
     const char *eq = strchr(assignment, '=');
     char *entry;
 
-    if (eq == NULL || (entry = strdup(assignment)) == NULL)
+    if (eq == NULL || (entry = strdup(assignment)) == NULL) {
         return -1;
+    }
     return envlist_store(list, entry, (size_t)(eq - assignment));
 }
 
 int tnt_envlist_copy(struct tnt_envlist *list, char *const *env)
 {
-    for (int i = 0; env != NULL && env[i] != NULL; i++)
-        if (strchr(env[i], '=') != NULL && tnt_envlist_put(list, env[i]) != 0)
+    for (int i = 0; env != NULL && env[i] != NULL; i++) {
+        if (strchr(env[i], '=') != NULL && tnt_envlist_put(list, env[i]) != 0) {
             return -1;
+        }
+    }
     if (list->v == NULL) {
         /* An empty environment is still a valid, NULL-terminated one. */
         list->v = calloc(1, sizeof *list->v);
-        if (list->v == NULL)
+        if (list->v == NULL) {
             return -1;
+        }
     }
     return 0;
 }
 
 void tnt_envlist_free(struct tnt_envlist *list)
 {
-    for (int i = 0; i < list->n; i++)
+    for (int i = 0; i < list->n; i++) {
         free(list->v[i]);
+    }
     free(list->v);
     list->v = NULL;
     list->n = 0;
@@ -94,8 +102,9 @@ int tnt_launch_layout(int nranks, int nnodes, int *node_of_rank, int *local_rank
 {
     int rank = 0;
 
-    if (nranks < 1 || nnodes < 1 || nnodes > nranks)
+    if (nranks < 1 || nnodes < 1 || nnodes > nranks) {
         return -1;
+    }
     for (int node = 0; node < nnodes; node++) {
         int size = nranks / nnodes + (node < nranks % nnodes ? 1 : 0);
 
@@ -120,37 +129,47 @@ int tnt_launch_rank_env(const struct tnt_launch_options *opts, char *const *base
 {
     char number[32];
 
-    if (tnt_envlist_set(added, "TNT_PIN", tnt_pin_mode_name(opts->pin)) != 0)
+    if (tnt_envlist_set(added, "TNT_PIN", tnt_pin_mode_name(opts->pin)) != 0) {
         goto err_free;
-    if (opts->log_level != NULL && tnt_envlist_set(added, "TNT_LOG_LEVEL", opts->log_level) != 0)
+    }
+    if (opts->log_level != NULL && tnt_envlist_set(added, "TNT_LOG_LEVEL", opts->log_level) != 0) {
         goto err_free;
-    if (opts->log_on_all_devices && tnt_envlist_set(added, "TNT_LOG_ON_ALL_DEVICES", "1") != 0)
+    }
+    if (opts->log_on_all_devices && tnt_envlist_set(added, "TNT_LOG_ON_ALL_DEVICES", "1") != 0) {
         goto err_free;
+    }
     if (opts->output_on_all_devices &&
-        tnt_envlist_set(added, "TNT_OUTPUT_ON_ALL_DEVICES", "1") != 0)
+        tnt_envlist_set(added, "TNT_OUTPUT_ON_ALL_DEVICES", "1") != 0) {
         goto err_free;
+    }
     if (opts->fusion_threshold_kb >= 0) {
         snprintf(number, sizeof number, "%ld", opts->fusion_threshold_kb);
-        if (tnt_envlist_set(added, "TNT_FUSION_THRESHOLD_KB", number) != 0)
+        if (tnt_envlist_set(added, "TNT_FUSION_THRESHOLD_KB", number) != 0) {
             goto err_free;
+        }
     }
     if (tnt_env_lookup(base_env, "OMP_NUM_THREADS") == NULL && !exported(opts, "OMP_NUM_THREADS")) {
         snprintf(number, sizeof number, "%d", nthreads > 0 ? nthreads : 1);
-        if (tnt_envlist_set(added, "OMP_NUM_THREADS", number) != 0)
+        if (tnt_envlist_set(added, "OMP_NUM_THREADS", number) != 0) {
             goto err_free;
+        }
     }
     if (opts->no_gpu) {
-        if (tnt_envlist_set(added, "CUDA_VISIBLE_DEVICES", "") != 0)
+        if (tnt_envlist_set(added, "CUDA_VISIBLE_DEVICES", "") != 0) {
             goto err_free;
+        }
     } else if (ngpus > 0 && tnt_env_lookup(base_env, "CUDA_VISIBLE_DEVICES") == NULL &&
                !exported(opts, "CUDA_VISIBLE_DEVICES")) {
         snprintf(number, sizeof number, "%d", local_rank % ngpus);
-        if (tnt_envlist_set(added, "CUDA_VISIBLE_DEVICES", number) != 0)
+        if (tnt_envlist_set(added, "CUDA_VISIBLE_DEVICES", number) != 0) {
             goto err_free;
+        }
     }
-    for (int i = 0; i < opts->nexports; i++)
-        if (tnt_envlist_put(added, opts->exports[i]) != 0)
+    for (int i = 0; i < opts->nexports; i++) {
+        if (tnt_envlist_put(added, opts->exports[i]) != 0) {
             goto err_free;
+        }
+    }
     return 0;
 
 err_free:
@@ -172,20 +191,24 @@ char **tnt_launch_exec_argv(const struct tnt_launch_options *opts)
     char **argv = calloc((size_t)opts->nprogram + 2, sizeof *argv);
     int n = 0;
 
-    if (argv == NULL)
+    if (argv == NULL) {
         return NULL;
-    if (python)
+    }
+    if (python) {
         argv[n++] = (char *)opts->python;
-    for (int i = 0; i < opts->nprogram; i++)
+    }
+    for (int i = 0; i < opts->nprogram; i++) {
         argv[n++] = opts->program[i];
+    }
     argv[n] = NULL;
     return argv;
 }
 
 void tnt_launch_argv_free(char **argv)
 {
-    for (int i = 0; argv != NULL && argv[i] != NULL; i++)
+    for (int i = 0; argv != NULL && argv[i] != NULL; i++) {
         free(argv[i]);
+    }
     free(argv);
 }
 
@@ -201,8 +224,9 @@ char *tnt_launch_pythonpath(const char *pkg_dir, const char *current, int *oom)
         size_t n = colon != NULL ? (size_t)(colon - p) : strlen(p);
 
         /* "dir" and "dir/" name the same entry. */
-        if ((n == len || (n == len + 1 && p[len] == '/')) && strncmp(p, pkg_dir, len) == 0)
+        if ((n == len || (n == len + 1 && p[len] == '/')) && strncmp(p, pkg_dir, len) == 0) {
             return NULL;
+        }
         p = colon != NULL ? colon + 1 : NULL;
     }
     value = malloc(len + (current != NULL ? strlen(current) : 0) + 2);
@@ -210,10 +234,11 @@ char *tnt_launch_pythonpath(const char *pkg_dir, const char *current, int *oom)
         *oom = 1;
         return NULL;
     }
-    if (current != NULL && *current != '\0')
+    if (current != NULL && *current != '\0') {
         sprintf(value, "%s:%s", pkg_dir, current);
-    else
+    } else {
         strcpy(value, pkg_dir);
+    }
     return value;
 }
 
@@ -221,11 +246,13 @@ static int argv_push(char ***argv_p, int *n, const char *text)
 {
     char **grown = realloc(*argv_p, (size_t)(*n + 2) * sizeof *grown);
 
-    if (grown == NULL)
+    if (grown == NULL) {
         return -1;
+    }
     *argv_p = grown;
-    if ((grown[*n] = strdup(text)) == NULL)
+    if ((grown[*n] = strdup(text)) == NULL) {
         return -1;
+    }
     grown[++*n] = NULL;
     return 0;
 }
@@ -240,30 +267,38 @@ char **tnt_launch_mpirun_argv(const struct tnt_launch_options *opts, const char 
     snprintf(number, sizeof number, "%d", opts->nranks);
     if (argv_push(&argv, &n, mpirun) != 0 || argv_push(&argv, &n, "-np") != 0 ||
         argv_push(&argv, &n, number) != 0 || argv_push(&argv, &n, "--hostfile") != 0 ||
-        argv_push(&argv, &n, opts->hostfile) != 0)
+        argv_push(&argv, &n, opts->hostfile) != 0) {
         goto err_free;
+    }
     /* auto: OpenMPI's own default binding policy is the closest match. */
     if (opts->pin != TNT_PIN_AUTO) {
         if (argv_push(&argv, &n, "--bind-to") != 0 ||
-            argv_push(&argv, &n, tnt_pin_mode_name(opts->pin)) != 0)
+            argv_push(&argv, &n, tnt_pin_mode_name(opts->pin)) != 0) {
             goto err_free;
+        }
     }
     /* The same variables as a local launch, except the per-rank ones
      * (OMP_NUM_THREADS, the GPU index) that mpirun cannot vary by rank. */
-    if (tnt_launch_rank_env(opts, NULL, 0, 0, 0, &added) != 0)
+    if (tnt_launch_rank_env(opts, NULL, 0, 0, 0, &added) != 0) {
         goto err_free;
+    }
     for (int i = 0; i < added.n; i++) {
-        if (strncmp(added.v[i], "OMP_NUM_THREADS=", 16) == 0)
+        if (strncmp(added.v[i], "OMP_NUM_THREADS=", 16) == 0) {
             continue;
-        if (argv_push(&argv, &n, "-x") != 0 || argv_push(&argv, &n, added.v[i]) != 0)
+        }
+        if (argv_push(&argv, &n, "-x") != 0 || argv_push(&argv, &n, added.v[i]) != 0) {
             goto err_free;
+        }
     }
     program = tnt_launch_exec_argv(opts);
-    if (program == NULL)
+    if (program == NULL) {
         goto err_free;
-    for (int i = 0; program[i] != NULL; i++)
-        if (argv_push(&argv, &n, program[i]) != 0)
+    }
+    for (int i = 0; program[i] != NULL; i++) {
+        if (argv_push(&argv, &n, program[i]) != 0) {
             goto err_free;
+        }
+    }
     free(program);
     tnt_envlist_free(&added);
     return argv;

@@ -91,8 +91,9 @@ static pmix_status_t op_wait(struct op_wait *op)
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 30;
     pthread_mutex_lock(&op->lock);
-    while (!op->done && rc != ETIMEDOUT)
+    while (!op->done && rc != ETIMEDOUT) {
         rc = pthread_cond_timedwait(&op->cond, &op->lock, &deadline);
+    }
     status = op->done ? op->status : PMIX_ERR_TIMEOUT;
     pthread_mutex_unlock(&op->lock);
     return status;
@@ -104,8 +105,9 @@ static pmix_status_t upcall_client_connected(const pmix_proc_t *proc, void *serv
                                              pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
     tnt_launch_debug("rank %u connected", proc->rank);
-    if (cbfunc != NULL)
+    if (cbfunc != NULL) {
         cbfunc(PMIX_SUCCESS, cbdata);
+    }
     return PMIX_SUCCESS;
 }
 
@@ -114,8 +116,9 @@ static pmix_status_t upcall_client_finalized(const pmix_proc_t *proc, void *serv
 {
     tnt_launch_debug("rank %u finalized", proc->rank);
     /* The client blocks in PMIx_Finalize until released. */
-    if (cbfunc != NULL)
+    if (cbfunc != NULL) {
         cbfunc(PMIX_SUCCESS, cbdata);
+    }
     return PMIX_SUCCESS;
 }
 
@@ -139,13 +142,15 @@ static pmix_status_t upcall_abort(const pmix_proc_t *proc, void *server_object, 
         }
         pthread_mutex_unlock(&server->lock);
         /* Nonblocking pipe: a full pipe already holds a wake-up. */
-        if (write(server->event_fd[1], &byte, 1) < 0 && errno != EAGAIN)
+        if (write(server->event_fd[1], &byte, 1) < 0 && errno != EAGAIN) {
             tnt_launch_debug("abort wake-up write failed: %s", strerror(errno));
+        }
     }
     /* Release the caller; it exits right after, and the main loop kills
      * whatever is left of the job. */
-    if (cbfunc != NULL)
+    if (cbfunc != NULL) {
         cbfunc(PMIX_SUCCESS, cbdata);
+    }
     return PMIX_SUCCESS;
 }
 
@@ -156,8 +161,9 @@ static pmix_status_t upcall_fence_nb(const pmix_proc_t procs[], size_t nprocs,
     /* Every participant is a client of this server, so the library has
      * already collected all contributions: hand them back as the result.
      * libpmix keeps ownership of data (no release function). */
-    if (cbfunc != NULL)
+    if (cbfunc != NULL) {
         cbfunc(PMIX_SUCCESS, data, ndata, cbdata, NULL, NULL);
+    }
     return PMIX_SUCCESS;
 }
 
@@ -186,8 +192,9 @@ static void append_ranks(char *buf, size_t len, size_t *pos, int first, int coun
     for (int r = first; r < first + count && *pos < len; r++) {
         int n = snprintf(buf + *pos, len - *pos, r == first ? "%d" : ",%d", r);
 
-        if (n > 0)
+        if (n > 0) {
             *pos += (size_t)n;
+        }
     }
 }
 
@@ -230,8 +237,9 @@ static pmix_info_t *info_array(pmix_info_t *info, const char *key, size_t n)
     pmix_data_array_t *array;
 
     PMIX_DATA_ARRAY_CREATE(array, n, PMIX_INFO);
-    if (array == NULL)
+    if (array == NULL) {
         return NULL;
+    }
     PMIX_LOAD_KEY(info->key, key);
     info->value.type = PMIX_DATA_ARRAY;
     info->value.data.darray = array;
@@ -254,27 +262,31 @@ static int register_job(struct tnt_launch_server *server, const struct tnt_launc
     names = malloc(names_len);
     ppn = malloc(ppn_len);
     peers0 = ranks_string(job->node_first[0], job->node_size[0]);
-    if (names == NULL || ppn == NULL || peers0 == NULL)
+    if (names == NULL || ppn == NULL || peers0 == NULL) {
         goto err_free;
+    }
     names[0] = ppn[0] = '\0';
     for (int node = 0; node < job->nnodes; node++) {
         names_pos += (size_t)snprintf(names + names_pos, names_len - names_pos,
                                       node == 0 ? "%s" : ",%s", job->node_names[node]);
-        if (node > 0 && ppn_pos + 1 < ppn_len)
+        if (node > 0 && ppn_pos + 1 < ppn_len) {
             ppn[ppn_pos++] = ';', ppn[ppn_pos] = '\0';
+        }
         append_ranks(ppn, ppn_len, &ppn_pos, job->node_first[node], job->node_size[node]);
     }
     rc = PMIx_generate_regex(names, &node_regex);
-    if (rc == PMIX_SUCCESS)
+    if (rc == PMIX_SUCCESS) {
         rc = PMIx_generate_ppn(ppn, &proc_regex);
+    }
     if (rc != PMIX_SUCCESS) {
         tnt_launch_error("PMIx could not encode the node map (%s)", PMIx_Error_string(rc));
         goto err_free;
     }
 
     PMIX_INFO_CREATE(info, ninfo);
-    if (info == NULL)
+    if (info == NULL) {
         goto err_free;
+    }
     /* Job level. The "local" keys here describe node 0, this server's own
      * node. A client resolves node-level keys (PMIX_LOCAL_SIZE,
      * PMIX_LOCAL_PEERS) through the node arrays below by its own
@@ -314,8 +326,9 @@ static int register_job(struct tnt_launch_server *server, const struct tnt_launc
         int node = job->node_of_rank[rank];
         size_t j = 0;
 
-        if (proc_info == NULL)
+        if (proc_info == NULL) {
             goto err_free;
+        }
         /* PMIX_RANK must come first in a proc-data array. */
         info_rank(&proc_info[j++], PMIX_RANK, (pmix_rank_t)rank);
         info_u16(&proc_info[j++], PMIX_LOCAL_RANK, (uint16_t)job->local_rank[rank]);
@@ -329,10 +342,11 @@ static int register_job(struct tnt_launch_server *server, const struct tnt_launc
     /* nlocalprocs: every rank is a client of this server, simulated nodes
      * or not, so the library waits for all of them in each fence. */
     rc = PMIx_server_register_nspace(server->nspace, job->nranks, info, ninfo, op_complete, &op);
-    if (rc == PMIX_SUCCESS)
+    if (rc == PMIX_SUCCESS) {
         rc = op_wait(&op);
-    else if (rc == PMIX_OPERATION_SUCCEEDED)
+    } else if (rc == PMIX_OPERATION_SUCCEEDED) {
         rc = PMIX_SUCCESS;
+    }
     op_destroy(&op);
     if (rc != PMIX_SUCCESS) {
         tnt_launch_error("PMIx_server_register_nspace failed: %s", PMIx_Error_string(rc));
@@ -342,8 +356,9 @@ static int register_job(struct tnt_launch_server *server, const struct tnt_launc
     ret = 0;
 
 err_free:
-    if (info != NULL)
+    if (info != NULL) {
         PMIX_INFO_FREE(info, ninfo);
+    }
     free(node_regex);
     free(proc_regex);
     free(peers0);
@@ -356,15 +371,17 @@ err_free:
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    if (remove(path) != 0 && errno != ENOENT)
+    if (remove(path) != 0 && errno != ENOENT) {
         tnt_launch_warn("could not remove %s: %s", path, strerror(errno));
+    }
     return 0;
 }
 
 static void remove_tree(const char *path)
 {
-    if (path[0] != '\0')
+    if (path[0] != '\0') {
         nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    }
 }
 
 /* A private directory for the rendezvous socket and libpmix's files. Unix
@@ -374,8 +391,9 @@ static int make_tmpdir(char *dir, size_t len)
 {
     const char *base = getenv("TMPDIR");
 
-    if (base == NULL || base[0] == '\0' || strlen(base) > 60)
+    if (base == NULL || base[0] == '\0' || strlen(base) > 60) {
         base = "/tmp";
+    }
     snprintf(dir, len, "%s/tarantella.XXXXXX", base);
     if (mkdtemp(dir) == NULL) {
         tnt_launch_error("cannot create a temporary directory %s: %s; set TMPDIR to a "
@@ -406,12 +424,14 @@ tnt_launch_server_t *tnt_launch_server_start(const struct tnt_launch_job *job)
         tnt_launch_error("pipe: %s", strerror(errno));
         goto err_stop;
     }
-    if (make_tmpdir(server->tmpdir, sizeof server->tmpdir) != 0)
+    if (make_tmpdir(server->tmpdir, sizeof server->tmpdir) != 0) {
         goto err_stop;
+    }
 
     PMIX_INFO_CREATE(info, ninfo);
-    if (info == NULL)
+    if (info == NULL) {
         goto err_stop;
+    }
     info_string(&info[0], PMIX_SERVER_TMPDIR, server->tmpdir);
     info_string(&info[1], PMIX_SYSTEM_TMPDIR, server->tmpdir);
     info_string(&info[2], PMIX_SERVER_NSPACE, "tarantella-launcher");
@@ -423,8 +443,9 @@ tnt_launch_server_t *tnt_launch_server_start(const struct tnt_launch_job *job)
         goto err_stop;
     }
     server->pmix_initialized = 1;
-    if (register_job(server, job) != 0)
+    if (register_job(server, job) != 0) {
         goto err_stop;
+    }
     tnt_launch_debug("PMIx server up: namespace %s, %d ranks on %d node(s), tmpdir %s",
                      server->nspace, job->nranks, job->nnodes, server->tmpdir);
     return server;
@@ -443,10 +464,11 @@ int tnt_launch_server_setup_rank(tnt_launch_server_t *server, int rank, struct t
     PMIX_LOAD_PROCID(&proc, server->nspace, (pmix_rank_t)rank);
     op_init(&op);
     rc = PMIx_server_register_client(&proc, getuid(), getgid(), NULL, op_complete, &op);
-    if (rc == PMIX_SUCCESS)
+    if (rc == PMIX_SUCCESS) {
         rc = op_wait(&op);
-    else if (rc == PMIX_OPERATION_SUCCEEDED)
+    } else if (rc == PMIX_OPERATION_SUCCEEDED) {
         rc = PMIX_SUCCESS;
+    }
     op_destroy(&op);
     if (rc != PMIX_SUCCESS) {
         tnt_launch_error("PMIx_server_register_client(rank %d) failed: %s", rank,
@@ -455,8 +477,9 @@ int tnt_launch_server_setup_rank(tnt_launch_server_t *server, int rank, struct t
     }
     /* setup_fork grows env->v with its own (realloc-based) helpers; recount. */
     rc = PMIx_server_setup_fork(&proc, &env->v);
-    for (env->n = 0; env->v != NULL && env->v[env->n] != NULL; env->n++)
+    for (env->n = 0; env->v != NULL && env->v[env->n] != NULL; env->n++) {
         ;
+    }
     if (rc != PMIX_SUCCESS) {
         tnt_launch_error("PMIx_server_setup_fork(rank %d) failed: %s", rank, PMIx_Error_string(rc));
         return -1;
@@ -475,8 +498,9 @@ int tnt_launch_server_abort_info(tnt_launch_server_t *server, int *rank_out, int
     char drain[64];
     int aborted;
 
-    while (read(server->event_fd[0], drain, sizeof drain) > 0)
+    while (read(server->event_fd[0], drain, sizeof drain) > 0) {
         ;
+    }
     pthread_mutex_lock(&server->lock);
     aborted = server->aborted;
     if (aborted) {
@@ -490,8 +514,9 @@ int tnt_launch_server_abort_info(tnt_launch_server_t *server, int *rank_out, int
 
 void tnt_launch_server_stop(tnt_launch_server_t *server)
 {
-    if (server == NULL)
+    if (server == NULL) {
         return;
+    }
     if (server->nspace_registered) {
         struct op_wait op;
 
@@ -502,14 +527,17 @@ void tnt_launch_server_stop(tnt_launch_server_t *server)
         op_wait(&op);
         op_destroy(&op);
     }
-    if (server->pmix_initialized)
+    if (server->pmix_initialized) {
         PMIx_server_finalize();
+    }
     the_server = NULL;
     remove_tree(server->tmpdir);
-    if (server->event_fd[0] >= 0)
+    if (server->event_fd[0] >= 0) {
         close(server->event_fd[0]);
-    if (server->event_fd[1] >= 0)
+    }
+    if (server->event_fd[1] >= 0) {
         close(server->event_fd[1]);
+    }
     pthread_mutex_destroy(&server->lock);
     free(server);
 }

@@ -27,8 +27,9 @@ void tnt_launch_remove_leftover_segments(const struct launch *launch)
     DIR *dir = opendir("/dev/shm");
     struct dirent *entry;
 
-    if (dir == NULL)
+    if (dir == NULL) {
         return;
+    }
     while ((entry = readdir(dir)) != NULL) {
         for (int r = 0; r < launch->nranks; r++) {
             char pattern[TNT_SHM_NAME_MAX], path[300];
@@ -37,8 +38,9 @@ void tnt_launch_remove_leftover_segments(const struct launch *launch)
             if (launch->ranks[r].started_pid <= 0 ||
                 tnt_shm_segment_pattern(launch->ranks[r].started_pid, pattern, sizeof pattern) !=
                     0 ||
-                fnmatch(pattern, entry->d_name, 0) != 0)
+                fnmatch(pattern, entry->d_name, 0) != 0) {
                 continue;
+            }
             /* The ranks run as the launcher's user. A file of anyone else is
              * not ours to remove, whatever its name. (If it is replaced
              * between this check and the unlink, the sticky /dev/shm lets
@@ -51,8 +53,9 @@ void tnt_launch_remove_leftover_segments(const struct launch *launch)
                 break;
             }
             snprintf(path, sizeof path, "/%s", entry->d_name);
-            if (shm_unlink(path) == 0)
+            if (shm_unlink(path) == 0) {
                 tnt_launch_debug("removed %s left by rank %d", path, r);
+            }
             break;
         }
     }

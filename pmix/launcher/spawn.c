@@ -26,12 +26,14 @@ exec_rank(struct launch *launch, struct rank_state *rs, int err_write, char **en
     /* Die with the launcher, even if it is SIGKILLed, so no rank is left
      * behind; check the parent did not die before the prctl took effect. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
+    if (getppid() != parent) {
         _exit(EXIT_LAUNCH_ERROR);
+    }
     signal(SIGPIPE, SIG_DFL); /* the launcher ignores it; exec keeps SIG_IGN */
     sigprocmask(SIG_SETMASK, child_mask, NULL);
-    if (dup2(err_write, STDERR_FILENO) < 0)
+    if (dup2(err_write, STDERR_FILENO) < 0) {
         _exit(EXIT_LAUNCH_ERROR);
+    }
     if (rs->rank != 0) {
         /* Only rank 0 reads the terminal, as with mpirun. */
         int devnull = open("/dev/null", O_RDONLY);
@@ -49,8 +51,9 @@ exec_rank(struct launch *launch, struct rank_state *rs, int err_write, char **en
             fprintf(stderr, "tarantella: rank %d: %s\n", rs->rank, err);
             _exit(EXIT_LAUNCH_ERROR);
         }
-        if (rc > 0)
+        if (rc > 0) {
             fprintf(stderr, "tarantella: warning: rank %d: %s\n", rs->rank, err);
+        }
     }
     execvpe(launch->exec_argv[0], launch->exec_argv, envp);
     fprintf(stderr, "tarantella: rank %d: cannot execute %s: %s\n", rs->rank, launch->exec_argv[0],
@@ -66,8 +69,9 @@ int tnt_launch_spawn_rank(struct launch *launch, tnt_launch_server_t *server, st
     pid_t parent = getpid(), pid;
     int ret = -1;
 
-    if (tnt_envlist_copy(&env, environ) != 0)
+    if (tnt_envlist_copy(&env, environ) != 0) {
         goto err_env;
+    }
     /* Variables of an enclosing PMIx job (the launcher itself started by
      * srun or mpirun) must not leak into the ranks; PMIX_MCA_* settings
      * are the user's and stay. */
@@ -80,11 +84,14 @@ int tnt_launch_spawn_rank(struct launch *launch, tnt_launch_server_t *server, st
             i++;
         }
     }
-    if (tnt_launch_server_setup_rank(server, rs->rank, &env) != 0)
+    if (tnt_launch_server_setup_rank(server, rs->rank, &env) != 0) {
         goto err_env;
-    for (int i = 0; i < rs->added.n; i++)
-        if (tnt_envlist_put(&env, rs->added.v[i]) != 0)
+    }
+    for (int i = 0; i < rs->added.n; i++) {
+        if (tnt_envlist_put(&env, rs->added.v[i]) != 0) {
             goto err_env;
+        }
+    }
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
         tnt_launch_error("pipe: %s", strerror(errno));
         goto err_env;
@@ -95,8 +102,9 @@ int tnt_launch_spawn_rank(struct launch *launch, tnt_launch_server_t *server, st
         tnt_launch_error("cannot fork rank %d: %s", rs->rank, strerror(errno));
         goto err_pipe;
     }
-    if (pid == 0)
+    if (pid == 0) {
         exec_rank(launch, rs, pipe_fds[1], env.v, child_mask, parent);
+    }
     close(pipe_fds[1]);
     pipe_fds[1] = -1;
     fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
@@ -114,10 +122,12 @@ int tnt_launch_spawn_rank(struct launch *launch, tnt_launch_server_t *server, st
     ret = 0;
 
 err_pipe:
-    if (pipe_fds[0] >= 0)
+    if (pipe_fds[0] >= 0) {
         close(pipe_fds[0]);
-    if (pipe_fds[1] >= 0)
+    }
+    if (pipe_fds[1] >= 0) {
         close(pipe_fds[1]);
+    }
 err_env:
     tnt_envlist_free(&env);
     return ret;

@@ -28,18 +28,21 @@ static void signal_ranks(struct supervisor *sv, int sig)
     for (int r = 0; r < sv->launch->nranks; r++) {
         /* A rank that called abort exits by itself once released (its last
          * words stay its last stderr line); only SIGKILL is for it too. */
-        if (sv->failed_abort && r == sv->failed_rank && sig != SIGKILL)
+        if (sv->failed_abort && r == sv->failed_rank && sig != SIGKILL) {
             continue;
-        if (sv->launch->ranks[r].pid > 0)
+        }
+        if (sv->launch->ranks[r].pid > 0) {
             kill(sv->launch->ranks[r].pid, sig);
+        }
     }
 }
 
 void tnt_launch_stop_job(struct supervisor *sv, int sig)
 {
     signal_ranks(sv, sig);
-    if (sv->kill_at == 0)
+    if (sv->kill_at == 0) {
         sv->kill_at = tnt_launch_now_s() + STOP_GRACE_S;
+    }
 }
 
 /*
@@ -70,32 +73,38 @@ static void reap_children(struct supervisor *sv)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         struct rank_state *rs = NULL;
 
-        for (int r = 0; r < sv->launch->nranks; r++)
-            if (sv->launch->ranks[r].pid == pid)
+        for (int r = 0; r < sv->launch->nranks; r++) {
+            if (sv->launch->ranks[r].pid == pid) {
                 rs = &sv->launch->ranks[r];
-        if (rs == NULL)
+            }
+        }
+        if (rs == NULL) {
             continue; /* an orphan re-parented to us (orphans.c) */
+        }
         rs->pid = 0;
         rs->wait_status = status;
         sv->running--;
         /* Everything the rank wrote before exiting is in the pipe now. */
         tnt_launch_forward_stderr(rs);
         tnt_launch_debug("rank %d (pid %ld) ended: wait status 0x%x", rs->rank, (long)pid, status);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
             continue;
+        }
         if (sv->failed_rank >= 0) {
             const struct rank_state *first = &sv->launch->ranks[sv->failed_rank];
 
             if (!sv->failed_abort && sv->interrupt_signal == 0 && outside_signal(status) &&
                 !outside_signal(first->wait_status) &&
-                tnt_launch_now_s() - sv->failed_at <= SETTLE_S)
+                tnt_launch_now_s() - sv->failed_at <= SETTLE_S) {
                 sv->failed_rank = rs->rank;
+            }
             continue;
         }
         if (culprit == NULL || (outside_signal(status) && !outside_signal(culprit->wait_status)) ||
             (outside_signal(status) == outside_signal(culprit->wait_status) &&
-             rs->rank < culprit->rank))
+             rs->rank < culprit->rank)) {
             culprit = rs;
+        }
     }
     if (culprit != NULL && sv->failed_rank < 0 && sv->interrupt_signal == 0) {
         sv->failed_rank = culprit->rank;
@@ -109,10 +118,12 @@ static void handle_abort(struct supervisor *sv)
     int rank, status;
     char message[512];
 
-    if (!tnt_launch_server_abort_info(sv->server, &rank, &status, message, sizeof message))
+    if (!tnt_launch_server_abort_info(sv->server, &rank, &status, message, sizeof message)) {
         return;
-    if (sv->failed_rank >= 0 || sv->interrupt_signal != 0)
+    }
+    if (sv->failed_rank >= 0 || sv->interrupt_signal != 0) {
         return;
+    }
     sv->failed_rank = rank;
     sv->failed_abort = 1;
     sv->abort_status = status;
@@ -145,8 +156,9 @@ static void handle_signal(struct supervisor *sv, const struct signalfd_siginfo *
      * would interrupt their clean-up. Signals sent to the launcher alone
      * (kill, a batch system) are forwarded. */
     if (info->ssi_code == SI_KERNEL && (sig == SIGINT || sig == SIGQUIT)) {
-        if (sv->kill_at == 0)
+        if (sv->kill_at == 0) {
             sv->kill_at = tnt_launch_now_s() + STOP_GRACE_S;
+        }
     } else {
         tnt_launch_stop_job(sv, sig);
     }
@@ -197,22 +209,27 @@ int tnt_launch_supervise(struct supervisor *sv, int sigfd)
             signal_ranks(sv, SIGKILL);
             break;
         }
-        for (int i = 2; ready > 0 && i < nfds; i++)
-            if (fds[i].revents != 0)
+        for (int i = 2; ready > 0 && i < nfds; i++) {
+            if (fds[i].revents != 0) {
                 tnt_launch_forward_stderr(&sv->launch->ranks[fd_rank[i]]);
-        if (ready > 0 && fds[1].revents != 0)
+            }
+        }
+        if (ready > 0 && fds[1].revents != 0) {
             handle_abort(sv);
+        }
         if (ready > 0 && fds[0].revents != 0) {
             struct signalfd_siginfo info;
 
-            while (read(sigfd, &info, sizeof info) == (ssize_t)sizeof info)
+            while (read(sigfd, &info, sizeof info) == (ssize_t)sizeof info) {
                 handle_signal(sv, &info);
+            }
         }
     }
     /* Whatever children of the ranks still hold a pipe open cannot delay
      * the exit: take what is buffered, then close. */
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
         tnt_launch_forward_stderr(&sv->launch->ranks[r]);
+    }
     free(fds);
     free(fd_rank);
     return 0;
@@ -234,16 +251,18 @@ int tnt_launch_report(const struct supervisor *sv)
     }
     rs = &sv->launch->ranks[sv->failed_rank];
     if (sv->failed_abort && sv->abort_message[0] != '\0' &&
-        strstr(rs->last_line, sv->abort_message) != NULL)
+        strstr(rs->last_line, sv->abort_message) != NULL) {
         tail[0] = '\0'; /* the rank printed the abort's message: once is enough */
-    else if (rs->last_line[0] != '\0')
+    } else if (rs->last_line[0] != '\0') {
         snprintf(tail, sizeof tail, "; last stderr line: \"%s\"", rs->last_line);
-    else
+    } else {
         snprintf(tail, sizeof tail, "; no stderr output");
+    }
     if (sv->failed_abort) {
         status = sv->abort_status != 0 ? sv->abort_status & 0xff : 1;
-        if (status == 0)
+        if (status == 0) {
             status = 1;
+        }
         snprintf(what, sizeof what, "called abort with status %d: \"%s\"", sv->abort_status,
                  sv->abort_message);
     } else if (WIFSIGNALED(rs->wait_status)) {

@@ -155,14 +155,15 @@ static PyObject *tnt_py_init(PyObject *module, PyObject *unused)
     if (g_comm != NULL) {
         Py_RETURN_NONE;
     }
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
+    Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
     Py_END_ALLOW_THREADS
-        /* Another thread may have finished init while we waited for the lock. */
-        if (g_comm == NULL)
-    {
-        Py_BEGIN_ALLOW_THREADS status = tnt_init(&comm);
-        Py_END_ALLOW_THREADS if (status == TNT_OK)
-        {
+    /* Another thread may have finished init while we waited for the lock. */
+    if (g_comm == NULL) {
+        Py_BEGIN_ALLOW_THREADS
+            status = tnt_init(&comm);
+        Py_END_ALLOW_THREADS
+        if (status == TNT_OK) {
             g_comm = comm;
         }
     }
@@ -183,10 +184,12 @@ static PyObject *tnt_py_finalize(PyObject *module, PyObject *unused)
     /* Engines reference the communicator: destroy them first. */
     fusion_release_all();
     g_comm = NULL;
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
-    tnt_finalize(comm);
-    PyThread_release_lock(g_setup_lock);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(g_setup_lock, WAIT_LOCK);
+        tnt_finalize(comm);
+        PyThread_release_lock(g_setup_lock);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyObject *tnt_py_is_initialized(PyObject *module, PyObject *unused)
@@ -267,8 +270,10 @@ static PyObject *tnt_py_abort(PyObject *module, PyObject *args)
     PyObject *r = PyObject_CallMethod(PySys_GetObject("stdout"), "flush", NULL);
     Py_XDECREF(r);
     PyErr_Clear();
-    Py_BEGIN_ALLOW_THREADS tnt_abort(g_comm, code, message);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS
+        tnt_abort(g_comm, code, message);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
 }
 
 static PyObject *tnt_py_stall_pause(PyObject *module, PyObject *unused)
@@ -319,9 +324,10 @@ static PyObject *tnt_py_barrier(PyObject *module, PyObject *unused)
     if (g_comm == NULL) {
         return raise_not_initialized(get_state(module), "barrier");
     }
-    Py_BEGIN_ALLOW_THREADS status = tnt_barrier(g_comm);
-    Py_END_ALLOW_THREADS if (status != TNT_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_barrier(g_comm);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
         return raise_status(get_state(module), status, "barrier");
     }
     Py_RETURN_NONE;
@@ -374,8 +380,8 @@ static PyObject *tnt_py_allreduce(PyObject *module, PyObject *args)
     count = (size_t)send.len / esize;
     {
         void *out = in_place ? send.buf : recv.buf;
-        Py_BEGIN_ALLOW_THREADS status =
-            tnt_allreduce(g_comm, send.buf, out, count, (tnt_dtype_t)dtype, (tnt_op_t)op);
+        Py_BEGIN_ALLOW_THREADS
+            status = tnt_allreduce(g_comm, send.buf, out, count, (tnt_dtype_t)dtype, (tnt_op_t)op);
         Py_END_ALLOW_THREADS
     }
     if (status != TNT_OK) {
@@ -408,9 +414,10 @@ static PyObject *tnt_py_broadcast(PyObject *module, PyObject *args)
     if (get_buffer(obj, &buf, 1, "broadcast buffer") < 0) {
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS status = tnt_broadcast(g_comm, buf.buf, (size_t)buf.len, root);
-    Py_END_ALLOW_THREADS if (status != TNT_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_broadcast(g_comm, buf.buf, (size_t)buf.len, root);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
         raise_status(get_state(module), status, "broadcast");
         goto err_buf;
     }
@@ -444,9 +451,10 @@ static PyObject *tnt_py_allgather(PyObject *module, PyObject *args)
                      recv.len, tnt_size(g_comm), send.len);
         goto err_recv;
     }
-    Py_BEGIN_ALLOW_THREADS status = tnt_allgather(g_comm, send.buf, recv.buf, (size_t)send.len);
-    Py_END_ALLOW_THREADS if (status != TNT_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_allgather(g_comm, send.buf, recv.buf, (size_t)send.len);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
         raise_status(get_state(module), status, "allgather");
         goto err_recv;
     }
@@ -500,10 +508,10 @@ static PyObject *tnt_py_shard_permutation(PyObject *module, PyObject *args)
                      out.len, n);
         goto err_out;
     }
-    Py_BEGIN_ALLOW_THREADS status =
-        tnt_shard_permutation((uint64_t)n, (uint64_t)seed, (uint64_t *)out.buf);
-    Py_END_ALLOW_THREADS if (status != TNT_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_shard_permutation((uint64_t)n, (uint64_t)seed, (uint64_t *)out.buf);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
         raise_status(get_state(module), status, "shard_permutation");
         goto err_out;
     }
@@ -556,7 +564,8 @@ static PyObject *tnt_py_fusion_plan(PyObject *module, PyObject *args);
 /* ------------------------------------------------------------------------ */
 
 struct fusion_object {
-    PyObject_HEAD tnt_fusion_t *fusion;
+    PyObject_HEAD
+    tnt_fusion_t *fusion;
     size_t num_tensors;
     tnt_tensor_desc_t *descs;
     /* Buffers marked by object since the last wait(); held[i] says whether
@@ -587,9 +596,10 @@ static void fusion_destroy_engine(fusion_object *self)
 
     if (fusion != NULL) {
         self->fusion = NULL;
-        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
-        tnt_fusion_destroy(fusion);
-        PyThread_release_lock(self->lock);
+        Py_BEGIN_ALLOW_THREADS
+            PyThread_acquire_lock(self->lock, WAIT_LOCK);
+            tnt_fusion_destroy(fusion);
+            PyThread_release_lock(self->lock);
         Py_END_ALLOW_THREADS
     }
     fusion_release_views(self);
@@ -700,10 +710,10 @@ static PyObject *fusion_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         goto err_self;
     }
     /* Collective: every rank plans and the plans are compared. */
-    Py_BEGIN_ALLOW_THREADS status =
-        tnt_fusion_create(g_comm, self->descs, num, threshold, (tnt_op_t)op, &fusion);
-    Py_END_ALLOW_THREADS if (status != TNT_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_fusion_create(g_comm, self->descs, num, threshold, (tnt_op_t)op, &fusion);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
         raise_status(st, status, "Fusion");
         goto err_self;
     }
@@ -807,11 +817,12 @@ static PyObject *fusion_mark_ready(fusion_object *self, PyObject *args)
         self->held[index] = 1;
         ptr = view->buf;
     }
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
-    status = tnt_fusion_mark_ready(self->fusion, (size_t)index, ptr, scale);
-    PyThread_release_lock(self->lock);
-    Py_END_ALLOW_THREADS if (status != TNT_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        status = tnt_fusion_mark_ready(self->fusion, (size_t)index, ptr, scale);
+        PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
         if (self->held[index]) {
             PyBuffer_Release(&self->views[index]);
             self->held[index] = 0;
@@ -829,12 +840,13 @@ static PyObject *fusion_wait(fusion_object *self, PyObject *unused)
     if (self->fusion == NULL) {
         return raise_not_initialized(st, "Fusion.wait");
     }
-    Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock(self->lock, WAIT_LOCK);
-    status = tnt_fusion_wait(self->fusion);
-    PyThread_release_lock(self->lock);
+    Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        status = tnt_fusion_wait(self->fusion);
+        PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS
-        /* Whatever the outcome, libtnt no longer touches the marked buffers. */
-        fusion_release_views(self);
+    /* Whatever the outcome, libtnt no longer touches the marked buffers. */
+    fusion_release_views(self);
     if (status != TNT_OK) {
         return raise_status(st, status, "Fusion.wait");
     }
@@ -993,10 +1005,12 @@ static PyObject *tnt_py_allreduce_device(PyObject *module, PyObject *args)
         PyErr_Format(PyExc_ValueError, "allreduce_device: count %zd < 0", count);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS status = tnt_allreduce_device(
-        g_comm, (const void *)(uintptr_t)send, (void *)(uintptr_t)recv, (size_t)count,
-        (tnt_dtype_t)dtype, (tnt_op_t)op, (void *)(uintptr_t)stream);
-    Py_END_ALLOW_THREADS return device_result(module, status, "allreduce_device");
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_allreduce_device(g_comm, (const void *)(uintptr_t)send,
+                                      (void *)(uintptr_t)recv, (size_t)count, (tnt_dtype_t)dtype,
+                                      (tnt_op_t)op, (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS
+    return device_result(module, status, "allreduce_device");
 }
 
 static PyObject *tnt_py_broadcast_device(PyObject *module, PyObject *args)
@@ -1016,9 +1030,11 @@ static PyObject *tnt_py_broadcast_device(PyObject *module, PyObject *args)
         PyErr_Format(PyExc_ValueError, "broadcast_device: bytes %zd < 0", bytes);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS status = tnt_broadcast_device(
-        g_comm, (void *)(uintptr_t)buf, (size_t)bytes, root, (void *)(uintptr_t)stream);
-    Py_END_ALLOW_THREADS return device_result(module, status, "broadcast_device");
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_broadcast_device(g_comm, (void *)(uintptr_t)buf, (size_t)bytes, root,
+                                      (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS
+    return device_result(module, status, "broadcast_device");
 }
 
 static PyObject *tnt_py_allgather_device(PyObject *module, PyObject *args)
@@ -1037,10 +1053,12 @@ static PyObject *tnt_py_allgather_device(PyObject *module, PyObject *args)
         PyErr_Format(PyExc_ValueError, "allgather_device: bytes %zd < 0", bytes);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS status =
-        tnt_allgather_device(g_comm, (const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
-                             (size_t)bytes, (void *)(uintptr_t)stream);
-    Py_END_ALLOW_THREADS return device_result(module, status, "allgather_device");
+    Py_BEGIN_ALLOW_THREADS
+        status =
+            tnt_allgather_device(g_comm, (const void *)(uintptr_t)send, (void *)(uintptr_t)recv,
+                                 (size_t)bytes, (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS
+    return device_result(module, status, "allgather_device");
 }
 
 static PyObject *tnt_py_device_init(PyObject *module, PyObject *unused)
@@ -1049,8 +1067,10 @@ static PyObject *tnt_py_device_init(PyObject *module, PyObject *unused)
     if (g_comm == NULL) {
         return raise_not_initialized(get_state(module), "device_init");
     }
-    Py_BEGIN_ALLOW_THREADS status = tnt_device_init(g_comm);
-    Py_END_ALLOW_THREADS return device_result(module, status, "device_init");
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_device_init(g_comm);
+    Py_END_ALLOW_THREADS
+    return device_result(module, status, "device_init");
 }
 
 static PyObject *tnt_py_device_transport(PyObject *module, PyObject *unused)
@@ -1076,8 +1096,10 @@ static PyObject *tnt_py_device_synchronize(PyObject *module, PyObject *arg)
     if (g_comm == NULL) {
         return raise_not_initialized(get_state(module), "device_synchronize");
     }
-    Py_BEGIN_ALLOW_THREADS status = tnt_device_synchronize(g_comm, (void *)(uintptr_t)stream);
-    Py_END_ALLOW_THREADS return device_result(module, status, "device_synchronize");
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_device_synchronize(g_comm, (void *)(uintptr_t)stream);
+    Py_END_ALLOW_THREADS
+    return device_result(module, status, "device_synchronize");
 }
 
 static PyMethodDef module_methods[] = {

@@ -34,25 +34,26 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
     o->time_s = 0.5;
     o->post = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--min") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--min") == 0 && i + 1 < argc) {
             o->min_bytes = strtoull(argv[++i], NULL, 0);
-        else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc)
+        } else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) {
             o->max_bytes = strtoull(argv[++i], NULL, 0);
-        else if (strcmp(argv[i], "--volume") == 0 && i + 1 < argc)
+        } else if (strcmp(argv[i], "--volume") == 0 && i + 1 < argc) {
             o->volume = strtod(argv[++i], NULL);
-        else if (strcmp(argv[i], "--time") == 0 && i + 1 < argc)
+        } else if (strcmp(argv[i], "--time") == 0 && i + 1 < argc) {
             o->time_s = strtod(argv[++i], NULL);
-        else if (strcmp(argv[i], "--post") == 0)
+        } else if (strcmp(argv[i], "--post") == 0) {
             o->post = 1;
-        else {
+        } else {
             fprintf(stderr,
                     "usage: %s [--min BYTES] [--max BYTES] [--volume BYTES] [--time S] [--post]\n",
                     argv[0]);
             return -1;
         }
     }
-    if (o->min_bytes < 4)
+    if (o->min_bytes < 4) {
         o->min_bytes = 4;
+    }
     return 0;
 }
 
@@ -60,8 +61,9 @@ static inline int bench_parse(int argc, char **argv, struct bench_opts *o)
 static inline int bench_iterations(const struct bench_opts *o, size_t bytes, double warm_s)
 {
     double it = o->volume / (double)bytes;
-    if (warm_s > 0 && it > o->time_s / warm_s)
+    if (warm_s > 0 && it > o->time_s / warm_s) {
         it = o->time_s / warm_s;
+    }
     return it < 20 ? 20 : it > 20000 ? 20000 : (int)it;
 }
 

@@ -26,7 +26,8 @@ int main(int argc, char **argv)
     tnt_status_t s;
 
     if (mnb_parse_args(argc, argv, &label, &scale, &min_bytes, &max_bytes) != 0) {
-        fprintf(stderr, "usage: %s [--label L] [--scale X] [--min-bytes B] [--max-bytes B]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--label L] [--scale X] [--min-bytes B] [--max-bytes B]\n",
+                argv[0]);
         return 2;
     }
     if (algo == NULL || *algo == '\0') {

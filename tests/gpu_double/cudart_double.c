@@ -90,12 +90,12 @@ static cudaError_t ret(cudaError_t e)
     return e;
 }
 
-#define ENTER()                        \
-    do {                               \
-        cudaError_t e_ = enter();      \
-        if (e_ != cudaSuccess) {       \
-            return ret(e_);            \
-        }                              \
+#define ENTER()                   \
+    do {                          \
+        cudaError_t e_ = enter(); \
+        if (e_ != cudaSuccess) {  \
+            return ret(e_);       \
+        }                         \
     } while (0)
 
 int tnt_cuda_double_rank(void)
@@ -179,8 +179,8 @@ int tnt_cuda_double_is_device(const void *ptr, size_t n)
 {
     pthread_mutex_lock(&g_allocs_lock);
     const struct alloc *a = alloc_find_locked(ptr);
-    int ok = a != NULL && a->type == cudaMemoryTypeDevice &&
-             (const char *)ptr + n <= a->base + a->size;
+    int ok =
+        a != NULL && a->type == cudaMemoryTypeDevice && (const char *)ptr + n <= a->base + a->size;
     pthread_mutex_unlock(&g_allocs_lock);
     return ok;
 }
@@ -302,8 +302,7 @@ static const struct {
     { cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory" },
     { cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
     { cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal" },
-    { cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
-      "invalid resource handle" },
+    { cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
     { cudaErrorNotReady, "cudaErrorNotReady", "device not ready" },
     { cudaErrorLaunchFailure, "cudaErrorLaunchFailure",
       "unspecified launch failure (injected by the cuda double)" },
@@ -673,8 +672,9 @@ static cudaError_t copy_enqueue(void *dst, size_t dpitch, const void *src, size_
     if (w == NULL) {
         return ret(cudaErrorMemoryAllocation);
     }
-    *w = (struct copy_work){ .dst = dst, .src = src, .dpitch = dpitch, .spitch = spitch,
-                             .width = width, .height = height };
+    *w = (struct copy_work){
+        .dst = dst, .src = src, .dpitch = dpitch, .spitch = spitch, .width = width, .height = height
+    };
     pthread_mutex_lock(&g_allocs_lock);
     int pageable_src = alloc_find_locked(src) == NULL;
     pthread_mutex_unlock(&g_allocs_lock);

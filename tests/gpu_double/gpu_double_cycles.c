@@ -55,10 +55,10 @@ int main(int argc, char **argv)
         }
         cudaStream_t stream;
         tnt_status_t status = tnt_device_init(comm);
-        if (status == TNT_OK && (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0 ||
-                                 cudaMalloc((void **)&dev, sizeof(host)) != 0 ||
-                                 cudaMemcpyAsync(dev, host, sizeof(host), cudaMemcpyHostToDevice,
-                                                 stream) != 0)) {
+        if (status == TNT_OK &&
+            (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != 0 ||
+             cudaMalloc((void **)&dev, sizeof(host)) != 0 ||
+             cudaMemcpyAsync(dev, host, sizeof(host), cudaMemcpyHostToDevice, stream) != 0)) {
             fprintf(stderr, "cycle %d: CUDA set-up failed\n", cycle);
             return 1;
         }

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define SLOT_BYTES ((size_t)1 << 20)
-#define MAGIC 0x6e63636c64626c31ull /* "ncclddbl1" */
+#define MAGIC      0x6e63636c64626c31ull /* "ncclddbl1" */
 
 struct shared {
     uint64_t magic;
@@ -48,7 +48,7 @@ struct ncclComm {
     atomic_int aborted;
     atomic_int init_result; /* ncclResult_t; ncclInProgress while joining */
     atomic_int async_error;
-    atomic_int pending;     /* collectives queued and not yet run */
+    atomic_int pending; /* collectives queued and not yet run */
     int finalizing;
     unsigned local_sense;
     char name[64];
@@ -116,15 +116,24 @@ static int env_rank_is(const char *name, int rank)
 const char *ncclGetErrorString(ncclResult_t r)
 {
     switch (r) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (nccl double)";
-    case ncclSystemError: return "unhandled system error (injected by the nccl double)";
-    case ncclInternalError: return "internal error (nccl double)";
-    case ncclInvalidArgument: return "invalid argument (nccl double)";
-    case ncclInvalidUsage: return "invalid usage (nccl double)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code (nccl double)";
+    case ncclSuccess:
+        return "no error";
+    case ncclUnhandledCudaError:
+        return "unhandled cuda error (nccl double)";
+    case ncclSystemError:
+        return "unhandled system error (injected by the nccl double)";
+    case ncclInternalError:
+        return "internal error (nccl double)";
+    case ncclInvalidArgument:
+        return "invalid argument (nccl double)";
+    case ncclInvalidUsage:
+        return "invalid usage (nccl double)";
+    case ncclRemoteError:
+        return "remote process exited or there was a network error";
+    case ncclInProgress:
+        return "NCCL operation in progress";
+    default:
+        return "unknown result code (nccl double)";
     }
 }
 
@@ -330,11 +339,22 @@ struct coll_work {
 static size_t type_size(ncclDataType_t t)
 {
     switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
+    case ncclInt8:
+    case ncclUint8:
+        return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+        return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+        return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
@@ -403,30 +423,56 @@ static uint16_t float_to_bf16(float f)
 static double load(ncclDataType_t t, const char *p, size_t i)
 {
     switch (t) {
-    case ncclInt8: return ((const int8_t *)p)[i];
-    case ncclUint8: return ((const uint8_t *)p)[i];
-    case ncclInt32: return ((const int32_t *)p)[i];
-    case ncclUint32: return ((const uint32_t *)p)[i];
-    case ncclFloat16: return half_to_float(((const uint16_t *)p)[i]);
-    case ncclBfloat16: return bf16_to_float(((const uint16_t *)p)[i]);
-    case ncclFloat32: return ((const float *)p)[i];
-    case ncclFloat64: return ((const double *)p)[i];
-    default: return 0;
+    case ncclInt8:
+        return ((const int8_t *)p)[i];
+    case ncclUint8:
+        return ((const uint8_t *)p)[i];
+    case ncclInt32:
+        return ((const int32_t *)p)[i];
+    case ncclUint32:
+        return ((const uint32_t *)p)[i];
+    case ncclFloat16:
+        return half_to_float(((const uint16_t *)p)[i]);
+    case ncclBfloat16:
+        return bf16_to_float(((const uint16_t *)p)[i]);
+    case ncclFloat32:
+        return ((const float *)p)[i];
+    case ncclFloat64:
+        return ((const double *)p)[i];
+    default:
+        return 0;
     }
 }
 
 static void store(ncclDataType_t t, char *p, size_t i, double v)
 {
     switch (t) {
-    case ncclInt8: ((int8_t *)p)[i] = (int8_t)v; break;
-    case ncclUint8: ((uint8_t *)p)[i] = (uint8_t)v; break;
-    case ncclInt32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case ncclUint32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-    case ncclFloat16: ((uint16_t *)p)[i] = float_to_half((float)v); break;
-    case ncclBfloat16: ((uint16_t *)p)[i] = float_to_bf16((float)v); break;
-    case ncclFloat32: ((float *)p)[i] = (float)v; break;
-    case ncclFloat64: ((double *)p)[i] = v; break;
-    default: break;
+    case ncclInt8:
+        ((int8_t *)p)[i] = (int8_t)v;
+        break;
+    case ncclUint8:
+        ((uint8_t *)p)[i] = (uint8_t)v;
+        break;
+    case ncclInt32:
+        ((int32_t *)p)[i] = (int32_t)v;
+        break;
+    case ncclUint32:
+        ((uint32_t *)p)[i] = (uint32_t)v;
+        break;
+    case ncclFloat16:
+        ((uint16_t *)p)[i] = float_to_half((float)v);
+        break;
+    case ncclBfloat16:
+        ((uint16_t *)p)[i] = float_to_bf16((float)v);
+        break;
+    case ncclFloat32:
+        ((float *)p)[i] = (float)v;
+        break;
+    case ncclFloat64:
+        ((double *)p)[i] = v;
+        break;
+    default:
+        break;
     }
 }
 
@@ -439,12 +485,18 @@ static void reduce_int64(struct coll_work *w, char *out, size_t n)
         for (int r = 1; r < w->c->nranks; r++) {
             int64_t v = ((const int64_t *)slot(w->c, r))[i];
             switch (w->op) {
-            case ncclProd: acc = (int64_t)((uint64_t)acc * (uint64_t)v); break;
-            case ncclMin: acc = is_unsigned ? ((uint64_t)v < (uint64_t)acc ? v : acc)
-                                            : (v < acc ? v : acc); break;
-            case ncclMax: acc = is_unsigned ? ((uint64_t)v > (uint64_t)acc ? v : acc)
-                                            : (v > acc ? v : acc); break;
-            default: acc = (int64_t)((uint64_t)acc + (uint64_t)v); break;
+            case ncclProd:
+                acc = (int64_t)((uint64_t)acc * (uint64_t)v);
+                break;
+            case ncclMin:
+                acc = is_unsigned ? ((uint64_t)v < (uint64_t)acc ? v : acc) : (v < acc ? v : acc);
+                break;
+            case ncclMax:
+                acc = is_unsigned ? ((uint64_t)v > (uint64_t)acc ? v : acc) : (v > acc ? v : acc);
+                break;
+            default:
+                acc = (int64_t)((uint64_t)acc + (uint64_t)v);
+                break;
             }
         }
         if (w->op == ncclAvg) {
@@ -461,17 +513,25 @@ static void reduce_chunk(struct coll_work *w, char *out, size_t n)
         reduce_int64(w, out, n);
         return;
     }
-    int is_float = w->type == ncclFloat16 || w->type == ncclBfloat16 ||
-                   w->type == ncclFloat32 || w->type == ncclFloat64;
+    int is_float = w->type == ncclFloat16 || w->type == ncclBfloat16 || w->type == ncclFloat32 ||
+                   w->type == ncclFloat64;
     for (size_t i = 0; i < n; i++) {
         double acc = load(w->type, slot(w->c, 0), i);
         for (int r = 1; r < w->c->nranks; r++) {
             double v = load(w->type, slot(w->c, r), i);
             switch (w->op) {
-            case ncclProd: acc *= v; break;
-            case ncclMin: acc = v < acc ? v : acc; break;
-            case ncclMax: acc = v > acc ? v : acc; break;
-            default: acc += v; break;
+            case ncclProd:
+                acc *= v;
+                break;
+            case ncclMin:
+                acc = v < acc ? v : acc;
+                break;
+            case ncclMax:
+                acc = v > acc ? v : acc;
+                break;
+            default:
+                acc += v;
+                break;
             }
         }
         if (w->op == ncclAvg) {
@@ -557,8 +617,15 @@ static ncclResult_t coll_enqueue(struct ncclComm *c, enum coll kind, const void 
     if (w == NULL) {
         return ncclSystemError;
     }
-    *w = (struct coll_work){ .c = c, .kind = kind, .send = send, .recv = recv, .count = count,
-                             .esize = esize, .type = type, .op = op, .root = root };
+    *w = (struct coll_work){ .c = c,
+                             .kind = kind,
+                             .send = send,
+                             .recv = recv,
+                             .count = count,
+                             .esize = esize,
+                             .type = type,
+                             .op = op,
+                             .root = root };
     atomic_fetch_add(&c->pending, 1);
     if (tnt_cuda_double_enqueue(stream, coll_run, w) != 0) {
         atomic_fetch_sub(&c->pending, 1);

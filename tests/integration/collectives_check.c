@@ -53,14 +53,16 @@ static void check_same_everywhere(tnt_comm_t *comm, uint64_t hash, const char *w
         return;
     }
     tnt_status_t st = tnt_allgather(comm, &hash, all, sizeof hash);
-    if (st != TNT_OK)
+    if (st != TNT_OK) {
         FAIL("allgather of result hashes: %s", tnt_last_error());
-    else
-        for (int r = 1; r < size; r++)
+    } else {
+        for (int r = 1; r < size; r++) {
             if (all[r] != all[0]) {
                 FAIL("%s: rank %d's result differs from rank 0's", what, r);
                 break;
             }
+        }
+    }
     free(all);
 }
 
@@ -73,17 +75,19 @@ static void check_allreduce(tnt_comm_t *comm, tnt_dtype_t dt, tnt_op_t op, size_
              count, inplace ? "in place" : "out of place");
     cv_fill(dt, op, size, seed, rank, send, count);
     char *out = inplace ? send : recv;
-    if (!inplace)
+    if (!inplace) {
         memset(recv, 0x5a, count * es);
+    }
     tnt_status_t st = tnt_allreduce(comm, send, out, count, dt, op);
     if (st != TNT_OK) {
         FAIL("%s: %s", what, tnt_last_error());
         return;
     }
     size_t bad = cv_check(dt, op, size, seed, out, count);
-    if (bad != count)
+    if (bad != count) {
         FAIL("%s: element %zu is %g, expected %g", what, bad, cv_load(dt, out, bad),
              cv_expected(dt, op, size, seed, bad));
+    }
     check_same_everywhere(comm, cv_hash(out, count * es), what);
 }
 
@@ -92,14 +96,14 @@ int main(int argc, char **argv)
     int large = 0, kill_rank = -1;
     size_t large_count = (16u << 20) + 3;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--large") == 0)
+        if (strcmp(argv[i], "--large") == 0) {
             large = 1;
-        else if (strcmp(argv[i], "--large-count") == 0 && i + 1 < argc) {
+        } else if (strcmp(argv[i], "--large-count") == 0 && i + 1 < argc) {
             large = 1;
             large_count = strtoull(argv[++i], NULL, 0);
-        } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc)
+        } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
             kill_rank = atoi(argv[++i]);
-        else {
+        } else {
             fprintf(stderr,
                     "usage: collectives_check [--large] [--large-count N] [--kill-rank R]\n");
             return 2;
@@ -119,8 +123,9 @@ int main(int argc, char **argv)
         size_t count = 4 << 20;
         float *buf = calloc(count, sizeof *buf);
         for (int it = 0; it < 5 && buf != NULL; it++) {
-            if (rank == kill_rank && it == 2)
+            if (rank == kill_rank && it == 2) {
                 raise(SIGKILL);
+            }
             double t = now_s();
             tnt_status_t st = tnt_allreduce(comm, buf, buf, count, TNT_FLOAT32, TNT_SUM);
             if (st != TNT_OK) {
@@ -143,35 +148,42 @@ int main(int argc, char **argv)
         return 1;
     }
     uint64_t seed = 11;
-    for (int dt = 0; dt < TNT_DTYPE_LAST; dt++)
-        for (int op = 0; op < TNT_OP_LAST; op++)
-            for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+    for (int dt = 0; dt < TNT_DTYPE_LAST; dt++) {
+        for (int op = 0; op < TNT_OP_LAST; op++) {
+            for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
                 for (int inplace = 0; inplace < 2; inplace++, seed++) {
                     /* the largest count for two representative dtypes only */
-                    if (counts[c] > 100000 && dt != TNT_FLOAT32 && dt != TNT_BFLOAT16)
+                    if (counts[c] > 100000 && dt != TNT_FLOAT32 && dt != TNT_BFLOAT16) {
                         continue;
+                    }
                     check_allreduce(comm, dt, op, counts[c], inplace, seed, send, recv);
                 }
+            }
+        }
+    }
     /* a count that is one more than a multiple of the rank count */
     check_allreduce(comm, TNT_FLOAT32, TNT_SUM, (size_t)size * 1000 + 1, 1, seed++, send, recv);
 
     /* broadcast from every root */
     static const size_t bsizes[] = { 0, 1, 1000, 100003, 2000003 };
     unsigned char *bbuf = malloc(2000003);
-    for (size_t s = 0; s < 5 && bbuf != NULL; s++)
+    for (size_t s = 0; s < 5 && bbuf != NULL; s++) {
         for (int root = 0; root < size; root++) {
-            for (size_t i = 0; i < bsizes[s]; i++)
+            for (size_t i = 0; i < bsizes[s]; i++) {
                 bbuf[i] = rank == root ? (unsigned char)(i * 13 + (size_t)root) : 0;
+            }
             if (tnt_broadcast(comm, bbuf, bsizes[s], root) != TNT_OK) {
                 FAIL("broadcast %zu from %d: %s", bsizes[s], root, tnt_last_error());
                 continue;
             }
-            for (size_t i = 0; i < bsizes[s]; i++)
+            for (size_t i = 0; i < bsizes[s]; i++) {
                 if (bbuf[i] != (unsigned char)(i * 13 + (size_t)root)) {
                     FAIL("broadcast %zu from %d: byte %zu wrong", bsizes[s], root, i);
                     break;
                 }
+            }
         }
+    }
     free(bbuf);
 
     /* allgather */
@@ -179,23 +191,29 @@ int main(int argc, char **argv)
     for (size_t s = 0; s < 3; s++) {
         size_t b = gsizes[s];
         unsigned char *all = malloc(b * (size_t)size + 1);
-        for (size_t i = 0; i < b; i++)
+        for (size_t i = 0; i < b; i++) {
             send[i] = (char)(i + (size_t)rank * 5);
-        if (tnt_allgather(comm, send, all, b) != TNT_OK)
+        }
+        if (tnt_allgather(comm, send, all, b) != TNT_OK) {
             FAIL("allgather %zu: %s", b, tnt_last_error());
-        else
-            for (int r = 0; r < size; r++)
-                for (size_t i = 0; i < b; i++)
+        } else {
+            for (int r = 0; r < size; r++) {
+                for (size_t i = 0; i < b; i++) {
                     if (all[(size_t)r * b + i] != (unsigned char)(i + (size_t)r * 5)) {
                         FAIL("allgather %zu: rank %d's byte %zu wrong", b, r, i);
                         r = size;
                         break;
                     }
+                }
+            }
+        }
         free(all);
     }
-    for (int i = 0; i < 20; i++)
-        if (tnt_barrier(comm) != TNT_OK)
+    for (int i = 0; i < 20; i++) {
+        if (tnt_barrier(comm) != TNT_OK) {
             FAIL("barrier: %s", tnt_last_error());
+        }
+    }
     free(send);
     free(recv);
 
@@ -215,9 +233,10 @@ int main(int argc, char **argv)
 
     int total = 0;
     tnt_status_t st = tnt_allreduce(comm, &failures, &total, 1, TNT_INT32, TNT_SUM);
-    if (rank == 0 && st == TNT_OK)
+    if (rank == 0 && st == TNT_OK) {
         printf("collectives_check: %d ranks, %s: %d failures, %.1f s\n", size,
                large ? "with the large case" : "standard matrix", total, now_s() - t0);
+    }
     tnt_finalize(comm);
     return st == TNT_OK && total == 0 ? 0 : 1;
 }

@@ -68,10 +68,11 @@ static inline double cv_expected(tnt_dtype_t dtype, tnt_op_t op, int nranks, uin
         }
     }
     if (op == TNT_AVG) {
-        if (dtype == TNT_INT32 || dtype == TNT_INT64)
+        if (dtype == TNT_INT32 || dtype == TNT_INT64) {
             acc = (double)((int64_t)acc / nranks);
-        else
+        } else {
             acc = acc / nranks;
+        }
     }
     return acc;
 }
@@ -82,8 +83,9 @@ static inline uint16_t cv_f16_from_exact(double v)
     float f = (float)v;
     uint32_t u;
     memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) == 0)
+    if ((u & 0x7fffffffu) == 0) {
         return (uint16_t)(u >> 16);
+    }
     uint32_t exp = ((u >> 23) & 0xffu) - 127 + 15;
     return (uint16_t)(((u >> 16) & 0x8000u) | (exp << 10) | ((u >> 13) & 0x3ffu));
 }
@@ -92,8 +94,9 @@ static inline double cv_f16_to_double(uint16_t h)
 {
     uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     double sign = (h & 0x8000u) ? -1.0 : 1.0;
-    if (e == 0)
+    if (e == 0) {
         return sign * (double)m / 16777216.0;
+    }
     uint32_t u = ((e - 15 + 127) << 23) | (m << 13);
     float f;
     memcpy(&f, &u, 4);
@@ -157,17 +160,20 @@ static inline double cv_load(tnt_dtype_t dtype, const void *buf, size_t i)
 static inline void cv_fill(tnt_dtype_t dtype, tnt_op_t op, int nranks, uint64_t seed, int rank,
                            void *buf, size_t count)
 {
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         cv_store(dtype, buf, i, cv_value(op, nranks, seed, rank, i));
+    }
 }
 
 /* Index of the first wrong element, or count when all are right. */
 static inline size_t cv_check(tnt_dtype_t dtype, tnt_op_t op, int nranks, uint64_t seed,
                               const void *buf, size_t count)
 {
-    for (size_t i = 0; i < count; i++)
-        if (cv_load(dtype, buf, i) != cv_expected(dtype, op, nranks, seed, i))
+    for (size_t i = 0; i < count; i++) {
+        if (cv_load(dtype, buf, i) != cv_expected(dtype, op, nranks, seed, i)) {
             return i;
+        }
+    }
     return count;
 }
 
@@ -176,8 +182,9 @@ static inline uint64_t cv_hash(const void *buf, size_t bytes)
 {
     const unsigned char *p = buf;
     uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < bytes; i++)
+    for (size_t i = 0; i < bytes; i++) {
         h = (h ^ p[i]) * 0x100000001b3ull;
+    }
     return h;
 }
 

@@ -98,8 +98,9 @@ static void on_signal(int sig)
     int n = snprintf(line, sizeof line, "rank %s got signal %d\n",
                      getenv("PMIX_RANK") != NULL ? getenv("PMIX_RANK") : "?", sig);
 
-    if (n > 0)
+    if (n > 0) {
         (void)!write(STDERR_FILENO, line, (size_t)n);
+    }
     _exit(128 + sig);
 }
 
@@ -111,8 +112,9 @@ static void on_usr1(int sig)
                      getenv("PMIX_RANK") != NULL ? getenv("PMIX_RANK") : "?");
 
     (void)sig;
-    if (n > 0)
+    if (n > 0) {
         (void)!write(STDERR_FILENO, line, (size_t)n);
+    }
 }
 
 int main(int argc, char **argv)
@@ -134,8 +136,9 @@ int main(int argc, char **argv)
     size = atoi(argv[1]);
     nodes = atoi(argv[2]);
     simulated = nodes > 0;
-    if (!simulated)
+    if (!simulated) {
         nodes = 1;
+    }
     gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
 
@@ -150,10 +153,12 @@ int main(int argc, char **argv)
         }
         if (sscanf(argv[i], "--abort=%d", &abort_rank) == 1 ||
             sscanf(argv[i], "--exit=%d:%d", &exit_rank, &exit_code) == 2 ||
-            sscanf(argv[i], "--sleep=%lf", &sleep_s) == 1)
+            sscanf(argv[i], "--sleep=%lf", &sleep_s) == 1) {
             continue;
-        if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof name)
+        }
+        if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof name) {
             continue;
+        }
         snprintf(name, sizeof name, "%.*s", (int)(eq - argv[i]), argv[i]);
         have = getenv(name);
         EXPECT(have != NULL && strcmp(have, eq + 1) == 0, "env %s is '%s', expected '%s'", name,
@@ -190,9 +195,10 @@ int main(int argc, char **argv)
         size_t pos = 0;
 
         EXPECT(got == local_size, "rank %u: PMIX_LOCAL_SIZE %ld != %d", me.rank, got, local_size);
-        for (int l = 0; l < local_size && pos < sizeof expect_peers; l++)
+        for (int l = 0; l < local_size && pos < sizeof expect_peers; l++) {
             pos += (size_t)snprintf(expect_peers + pos, sizeof expect_peers - pos,
                                     l == 0 ? "%d" : ",%d", (int)me.rank - local + l);
+        }
         val = NULL;
         rc = PMIx_Get(&wildcard, PMIX_LOCAL_PEERS, NULL, 0, &val);
         EXPECT(rc == PMIX_SUCCESS && val->type == PMIX_STRING &&
@@ -200,8 +206,9 @@ int main(int argc, char **argv)
                "rank %u: PMIX_LOCAL_PEERS '%s', expected '%s'", me.rank,
                rc == PMIX_SUCCESS && val->type == PMIX_STRING ? val->data.string : "?",
                expect_peers);
-        if (val != NULL)
+        if (val != NULL) {
             PMIX_VALUE_RELEASE(val);
+        }
     }
 
     /* Every peer's hostname, as libtnt reads them. */
@@ -210,10 +217,11 @@ int main(int argc, char **argv)
         int pnode = 0, plocal = 0, psize = 0;
 
         node_of(r, size, nodes, &pnode, &plocal, &psize);
-        if (simulated)
+        if (simulated) {
             snprintf(expect_host, sizeof expect_host, "%s-node%d", host, pnode);
-        else
+        } else {
             snprintf(expect_host, sizeof expect_host, "%s", host);
+        }
         PMIX_LOAD_PROCID(&peer, me.nspace, (pmix_rank_t)r);
         val = NULL;
         rc = PMIx_Get(&peer, PMIX_HOSTNAME, &info, 1, &val);
@@ -222,8 +230,9 @@ int main(int argc, char **argv)
                "rank %u: PMIX_HOSTNAME of rank %d is '%s' (%s), expected '%s'", me.rank, r,
                rc == PMIX_SUCCESS && val->type == PMIX_STRING ? val->data.string : "?",
                PMIx_Error_string(rc), expect_host);
-        if (val != NULL)
+        if (val != NULL) {
             PMIX_VALUE_RELEASE(val);
+        }
     }
     PMIX_INFO_DESTRUCT(&info);
 
@@ -249,8 +258,9 @@ int main(int argc, char **argv)
         EXPECT(
             rc == PMIX_SUCCESS && val->type == PMIX_STRING && strcmp(val->data.string, expect) == 0,
             "rank %u: payload of rank %d wrong or missing (%s)", me.rank, r, PMIx_Error_string(rc));
-        if (val != NULL)
+        if (val != NULL) {
             PMIX_VALUE_RELEASE(val);
+        }
     }
     /* A second, non-collecting fence: a plain barrier. */
     rc = PMIx_Fence(NULL, 0, NULL, 0);
@@ -260,10 +270,11 @@ int main(int argc, char **argv)
         char message[64];
 
         snprintf(message, sizeof message, "drill abort from rank %u", me.rank);
-        if (abort_echo)
+        if (abort_echo) {
             fprintf(stderr, "tarantella: %s\n", message);
-        else
+        } else {
             fprintf(stderr, "rank %u aborting\n", me.rank);
+        }
         PMIx_Abort(5, message, NULL, 0);
         return 99; /* PMIx_Abort returned: the server did not kill us */
     }
@@ -277,12 +288,14 @@ int main(int argc, char **argv)
 
         printf("rank %u sleeping\n", me.rank);
         fflush(stdout);
-        while (nanosleep(&ts, &ts) != 0)
+        while (nanosleep(&ts, &ts) != 0) {
             ;
+        }
     }
     PMIx_Finalize(NULL, 0);
-    if (check_failures > 0)
+    if (check_failures > 0) {
         return 1;
+    }
     printf("rank %u ok\n", me.rank);
     return 0;
 }

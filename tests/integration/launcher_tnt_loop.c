@@ -42,16 +42,18 @@ int main(int argc, char **argv)
         return 2;
     }
     seconds = atof(argv[1]);
-    for (int i = 2; i < argc; i++)
+    for (int i = 2; i < argc; i++) {
         sscanf(argv[i], "--exit-rank=%d:%d", &exit_rank, &exit_code);
+    }
     st = tnt_init(&comm);
     if (st != TNT_OK) {
         fprintf(stderr, "tnt_init: %s\n", tnt_last_error());
         return 1;
     }
     buf = malloc(COUNT * sizeof *buf);
-    if (buf == NULL)
+    if (buf == NULL) {
         return 1;
+    }
     start = now_s();
     for (;;) {
         int rank = tnt_rank(comm), size = tnt_size(comm);
@@ -64,11 +66,13 @@ int main(int argc, char **argv)
             fprintf(stderr, "rank %d: stop vote #%ld failed: %s\n", rank, iter, tnt_last_error());
             return 1;
         }
-        if (stop)
+        if (stop) {
             break;
+        }
 
-        for (int i = 0; i < COUNT; i++)
+        for (int i = 0; i < COUNT; i++) {
             buf[i] = (float)(rank + 1) + (float)(i % 7);
+        }
         st = tnt_allreduce(comm, buf, buf, COUNT, TNT_FLOAT32, TNT_SUM);
         if (st != TNT_OK) {
             fprintf(stderr, "rank %d: allreduce #%ld failed: %s\n", rank, iter, tnt_last_error());

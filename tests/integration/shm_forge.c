@@ -27,8 +27,9 @@
 static uint64_t fnv1a(const char *s)
 {
     uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (; *s != '\0'; s++)
+    for (; *s != '\0'; s++) {
         h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+    }
     return h;
 }
 
@@ -60,8 +61,9 @@ static void forge(unsigned char *p)
 static int make(const char *name)
 {
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0666);
-    if (fd < 0)
+    if (fd < 0) {
         return 0;
+    }
     fchmod(fd, 0666); /* past the umask */
     if (ftruncate(fd, FORGED_BYTES) == 0) {
         void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

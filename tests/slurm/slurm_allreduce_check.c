@@ -40,27 +40,32 @@ static long tasks_on_node(long node)
     const char *p = getenv("SLURM_STEP_TASKS_PER_NODE");
     long index = 0;
 
-    if (p == NULL)
+    if (p == NULL) {
         return -1;
+    }
     while (*p != '\0') {
         char *end;
         long count = strtol(p, &end, 10), repeat = 1;
 
-        if (end == p)
+        if (end == p) {
             return -1;
+        }
         p = end;
         if (strncmp(p, "(x", 2) == 0) {
             repeat = strtol(p + 2, &end, 10);
             p = strchr(end, ')');
-            if (p == NULL)
+            if (p == NULL) {
                 return -1;
+            }
             p++;
         }
-        if (node < index + repeat)
+        if (node < index + repeat) {
             return count;
+        }
         index += repeat;
-        if (*p == ',')
+        if (*p == ',') {
             p++;
+        }
     }
     return -1;
 }
@@ -136,8 +141,9 @@ static void check_float_sum(tnt_comm_t *comm, size_t count)
         check_fail(rank, "out of memory");
         return;
     }
-    for (i = 0; i < count; i++)
+    for (i = 0; i < count; i++) {
         buf[i] = (float)(rank + 1) * (float)((i % 97) + 1);
+    }
     st = tnt_allreduce(comm, buf, buf, count, TNT_FLOAT32, TNT_SUM);
     if (st != TNT_OK) {
         snprintf(msg, sizeof msg, "allreduce float32 sum of %zu: %s", count, tnt_last_error());
@@ -145,8 +151,9 @@ static void check_float_sum(tnt_comm_t *comm, size_t count)
         free(buf);
         return;
     }
-    for (i = 0; i < count; i++)
+    for (i = 0; i < count; i++) {
         bad += buf[i] != ranks_sum * (float)((i % 97) + 1);
+    }
     if (bad != 0) {
         snprintf(msg, sizeof msg, "allreduce float32 sum of %zu: %zu wrong elements", count, bad);
         check_fail(rank, msg);
@@ -185,11 +192,11 @@ int main(int argc, char **argv)
     tnt_status_t st;
 
     for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--expect-size") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--expect-size") == 0 && i + 1 < argc) {
             expect_size = strtol(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--affinity") == 0)
+        } else if (strcmp(argv[i], "--affinity") == 0) {
             affinity = 1;
-        else {
+        } else {
             fprintf(stderr, "usage: %s [--expect-size N] [--affinity]\n", argv[0]);
             return 2;
         }
@@ -200,8 +207,9 @@ int main(int argc, char **argv)
         return 1;
     }
     rank = tnt_rank(comm);
-    if (affinity)
+    if (affinity) {
         print_affinity(rank);
+    }
     check_identity(comm, expect_size);
     check_float_sum(comm, 1000);
     check_float_sum(comm, (size_t)1 << 20); /* the hierarchical large-message path */
@@ -213,10 +221,11 @@ int main(int argc, char **argv)
         failures = 1;
     }
     if (rank == 0) {
-        if (failures == 0)
+        if (failures == 0) {
             printf("slurm_allreduce_check: PASSED on %d ranks\n", tnt_size(comm));
-        else
+        } else {
             printf("slurm_allreduce_check: FAILED (%lld failures)\n", (long long)failures);
+        }
     }
     fflush(stdout);
     tnt_finalize(comm);

@@ -82,8 +82,7 @@ static void test_all_active_steps_unchanged(void **state)
     double step = alpha + (wire > reduce ? wire : reduce) + (wire > reduce ? reduce : wire);
 
     (void)state;
-    assert_float_equal(tnt_mn_cost(TNT_MN_ALGO_RECURSIVE_DOUBLING, 16, m, &p), 4 * step,
-                       1e-12);
+    assert_float_equal(tnt_mn_cost(TNT_MN_ALGO_RECURSIVE_DOUBLING, 16, m, &p), 4 * step, 1e-12);
 }
 
 int main(void)

@@ -155,10 +155,12 @@ static void test_help_version(void **state)
  * there is a list) the valid choices. */
 static void expect_error(int argc, char **argv, const char *must1, const char *must2)
 {
-    if (parse(argc, argv) != -1)
+    if (parse(argc, argv) != -1) {
         fail_msg("accepted: %s %s", argv[1], argc > 2 ? argv[2] : "");
-    if (strstr(err, must1) == NULL || (must2 != NULL && strstr(err, must2) == NULL))
+    }
+    if (strstr(err, must1) == NULL || (must2 != NULL && strstr(err, must2) == NULL)) {
         fail_msg("message '%s' lacks '%s' / '%s'", err, must1, must2 ? must2 : "");
+    }
 }
 
 static void test_errors(void **state)

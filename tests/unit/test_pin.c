@@ -78,13 +78,15 @@ static void expect_pin(struct pin_fixture *f, tnt_pin_mode_t mode, int rank, int
     char err[256] = "", got_cpus[256], got_nodes[64];
 
     if (tnt_pin_compute(f->topo, f->allowed, mode, rank, size, f->cpus, f->nodes, err,
-                        sizeof err) != 0)
+                        sizeof err) != 0) {
         fail_msg("%s rank %d/%d: %s", tnt_pin_mode_name(mode), rank, size, err);
+    }
     hwloc_bitmap_list_snprintf(got_cpus, sizeof got_cpus, f->cpus);
     hwloc_bitmap_list_snprintf(got_nodes, sizeof got_nodes, f->nodes);
-    if (strcmp(got_cpus, cpus) != 0 || strcmp(got_nodes, nodes) != 0)
+    if (strcmp(got_cpus, cpus) != 0 || strcmp(got_nodes, nodes) != 0) {
         fail_msg("%s rank %d/%d: got cpus %s nodes %s, expected cpus %s nodes %s",
                  tnt_pin_mode_name(mode), rank, size, got_cpus, got_nodes, cpus, nodes);
+    }
 }
 
 static void test_mode_names(void **state)
@@ -192,17 +194,20 @@ static void test_big_restricted(void **state)
 
     /* One hyperthread per core (even PUs): cores count, not PUs. */
     hwloc_bitmap_zero(f->allowed);
-    for (unsigned pu = 0; pu < 64; pu += 2)
+    for (unsigned pu = 0; pu < 64; pu += 2) {
         hwloc_bitmap_set(f->allowed, pu);
+    }
     expect_pin(f, TNT_PIN_CORE, 0, 32, "0", "0");
     expect_pin(f, TNT_PIN_CORE, 1, 16, "4,6", "0");
     expect_pin(f, TNT_PIN_AUTO, 31, 32, "62", "3");
 
     /* A single allowed PU: everyone shares it, whatever the mode. */
     hwloc_bitmap_only(f->allowed, 37);
-    for (int mode = TNT_PIN_NONE; mode <= TNT_PIN_AUTO; mode++)
-        for (int rank = 0; rank < 5; rank++)
+    for (int mode = TNT_PIN_NONE; mode <= TNT_PIN_AUTO; mode++) {
+        for (int rank = 0; rank < 5; rank++) {
             expect_pin(f, (tnt_pin_mode_t)mode, rank, 5, "37", "2");
+        }
+    }
 }
 
 /* For every mode and task count: masks are non-empty subsets of the allowed
@@ -229,16 +234,20 @@ static void test_big_properties(void **state)
                     /* whole cores: PU pairs */
                     assert_int_equal(hwloc_bitmap_weight(f->cpus) % 2, 0);
                 }
-                if (mode == TNT_PIN_NUMA)
+                if (mode == TNT_PIN_NUMA) {
                     assert_int_equal(hwloc_bitmap_weight(f->cpus), 16);
-                if (mode == TNT_PIN_SOCKET)
+                }
+                if (mode == TNT_PIN_SOCKET) {
                     assert_int_equal(hwloc_bitmap_weight(f->cpus), 32);
+                }
                 hwloc_bitmap_or(seen, seen, f->cpus);
             }
             /* Every CPU gets used once there are enough tasks to cover the objects. */
-            if (mode != TNT_PIN_SOCKET || size >= 2)
-                if (mode != TNT_PIN_NUMA || size >= 4)
+            if (mode != TNT_PIN_SOCKET || size >= 2) {
+                if (mode != TNT_PIN_NUMA || size >= 4) {
                     assert_true(hwloc_bitmap_isequal(seen, f->allowed));
+                }
+            }
         }
     }
     hwloc_bitmap_free(seen);
@@ -286,10 +295,11 @@ static void test_big_threads(void **state)
                     sharers += hwloc_bitmap_intersects(other, f->cpus) ? 1 : 0;
                 }
                 int want = hwloc_bitmap_weight(f->cpus) / sharers;
-                if (threads(f, (tnt_pin_mode_t)mode, rank, size) != (want > 0 ? want : 1))
+                if (threads(f, (tnt_pin_mode_t)mode, rank, size) != (want > 0 ? want : 1)) {
                     fail_msg("%s rank %d/%d: %d threads, brute force says %d",
                              tnt_pin_mode_name((tnt_pin_mode_t)mode), rank, size,
                              threads(f, (tnt_pin_mode_t)mode, rank, size), want > 0 ? want : 1);
+                }
             }
         }
     }
@@ -402,28 +412,34 @@ static void test_apply_real(void **state)
         cpu_set_t set;
         int last;
 
-        if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0)
+        if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0) {
             _exit(10);
-        if (tnt_pin_get_allowed(topo, allowed, err, sizeof err) != 0)
+        }
+        if (tnt_pin_get_allowed(topo, allowed, err, sizeof err) != 0) {
             _exit(11);
+        }
         last = hwloc_bitmap_weight(allowed);
         if (tnt_pin_compute(topo, allowed, TNT_PIN_CORE, last - 1, last, cpus, nodes, err,
-                            sizeof err) != 0)
+                            sizeof err) != 0) {
             _exit(12);
+        }
         if (tnt_pin_apply(topo, cpus, nodes, 0, err, sizeof err) < 0) {
             fprintf(stderr, "apply: %s\n", err);
             _exit(13);
         }
         CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof set, &set) != 0)
+        if (sched_getaffinity(0, sizeof set, &set) != 0) {
             _exit(14);
+        }
         if (CPU_COUNT(&set) != hwloc_bitmap_weight(cpus) ||
-            !CPU_ISSET(hwloc_bitmap_first(cpus), &set))
+            !CPU_ISSET(hwloc_bitmap_first(cpus), &set)) {
             _exit(15);
+        }
         /* Re-reading the binding gives the mask just applied. */
         if (tnt_pin_get_allowed(topo, allowed, err, sizeof err) != 0 ||
-            !hwloc_bitmap_isequal(allowed, cpus))
+            !hwloc_bitmap_isequal(allowed, cpus)) {
             _exit(16);
+        }
         _exit(0);
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -453,33 +469,40 @@ static void test_apply_memory(void **state)
 
         if (hwloc_topology_init(&topo) != 0 || hwloc_topology_load(topo) != 0 ||
             tnt_pin_get_allowed(topo, allowed, err, sizeof err) != 0 ||
-            tnt_pin_compute(topo, allowed, TNT_PIN_NUMA, 0, 1, cpus, nodes, err, sizeof err) != 0)
+            tnt_pin_compute(topo, allowed, TNT_PIN_NUMA, 0, 1, cpus, nodes, err, sizeof err) != 0) {
             _exit(10);
+        }
         rc = tnt_pin_apply(topo, cpus, nodes, 1, err, sizeof err);
-        if (rc < 0 && strstr(err, "Operation not permitted") != NULL)
+        if (rc < 0 && strstr(err, "Operation not permitted") != NULL) {
             _exit(77);
+        }
         if (rc != 0) {
             fprintf(stderr, "strict: %s\n", err);
             _exit(11);
         }
         if (get_mempolicy(&policy, mask, sizeof mask * 8, NULL, 0) != 0 || policy != MPOL_BIND ||
-            (mask[0] & 1ul << hwloc_bitmap_first(nodes)) == 0)
+            (mask[0] & 1ul << hwloc_bitmap_first(nodes)) == 0) {
             _exit(12);
+        }
         /* Preferred on every node = the default policy: nothing to set, and
          * no warning. */
-        if (set_mempolicy(MPOL_DEFAULT, NULL, 0) != 0)
+        if (set_mempolicy(MPOL_DEFAULT, NULL, 0) != 0) {
             _exit(13);
+        }
         hwloc_bitmap_copy(nodes, hwloc_get_root_obj(topo)->nodeset);
-        if (tnt_pin_apply(topo, cpus, nodes, 0, err, sizeof err) != 0)
+        if (tnt_pin_apply(topo, cpus, nodes, 0, err, sizeof err) != 0) {
             _exit(14);
-        if (get_mempolicy(&policy, mask, sizeof mask * 8, NULL, 0) != 0 || policy != MPOL_DEFAULT)
+        }
+        if (get_mempolicy(&policy, mask, sizeof mask * 8, NULL, 0) != 0 || policy != MPOL_DEFAULT) {
             _exit(15);
+        }
         _exit(0);
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 77)
+    if (WEXITSTATUS(status) == 77) {
         skip();
+    }
     assert_int_equal(WEXITSTATUS(status), 0);
 }
 

@@ -55,10 +55,12 @@ static struct fmt16 ref_f16 = { 10, 5, { 0 }, 0 }, ref_bf16 = { 7, 8, { 0 }, 0 }
 static double pow2(int e)
 {
     double r = 1.0;
-    for (; e > 0; e--)
+    for (; e > 0; e--) {
         r *= 2.0;
-    for (; e < 0; e++)
+    }
+    for (; e < 0; e++) {
         r /= 2.0;
+    }
     return r;
 }
 
@@ -68,16 +70,18 @@ static double decode(const struct fmt16 *f, uint16_t h)
     int e = (h >> f->mant_bits) & ((1 << f->exp_bits) - 1);
     int m = h & ((1 << f->mant_bits) - 1);
     double sign = (h & 0x8000) ? -1.0 : 1.0;
-    if (e == 0)
+    if (e == 0) {
         return sign * m * pow2(1 - bias - f->mant_bits);
+    }
     return sign * (double)((1 << f->mant_bits) + m) * pow2(e - bias - f->mant_bits);
 }
 
 static void build(struct fmt16 *f)
 {
     uint16_t inf = (uint16_t)(((1 << f->exp_bits) - 1) << f->mant_bits);
-    for (uint32_t h = 0; h < inf; h++)
+    for (uint32_t h = 0; h < inf; h++) {
         f->table[h] = decode(f, (uint16_t)h);
+    }
     /* Inf behaves like the next value after the largest finite one. */
     f->table[inf] = f->table[inf - 1] * 2 - f->table[inf - 2];
     f->num = inf + 1;
@@ -89,15 +93,17 @@ static uint16_t encode(const struct fmt16 *f, float x)
     uint32_t u = f_bits(x);
     uint16_t sign = (u >> 31) ? 0x8000 : 0;
     double a = x < 0 ? -(double)x : (double)x;
-    if (a >= f->table[f->num - 1])
+    if (a >= f->table[f->num - 1]) {
         return sign | (uint16_t)(f->num - 1);
+    }
     int lo = 0, hi = f->num - 1; /* table[lo] <= a < table[hi] */
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (f->table[mid] <= a)
+        if (f->table[mid] <= a) {
             lo = mid;
-        else
+        } else {
             hi = mid;
+        }
     }
     double dlo = a - f->table[lo], dhi = f->table[hi] - a;
     int pick = dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) ? hi : lo);
@@ -119,8 +125,9 @@ static void test_widen_all_patterns(void **state)
     float *f = malloc(65536 * 4);
     assert_non_null(h);
     assert_non_null(f);
-    for (uint32_t i = 0; i < 65536; i++)
+    for (uint32_t i = 0; i < 65536; i++) {
         h[i] = (uint16_t)i;
+    }
     for (int d = 0; d < 2; d++) {
         tnt_reduce_widen(dtypes[d], h, f, 65536);
         uint16_t inf = (uint16_t)(fmts[d]->num - 1);
@@ -140,10 +147,11 @@ static void test_widen_all_patterns(void **state)
         assert_non_null(back);
         tnt_reduce_narrow(dtypes[d], f, back, 65536);
         for (uint32_t i = 0; i < 65536; i++) {
-            if (is_nan16(fmts[d], (uint16_t)i))
+            if (is_nan16(fmts[d], (uint16_t)i)) {
                 assert_true(is_nan16(fmts[d], back[i]));
-            else
+            } else {
                 assert_int_equal(back[i], i);
+            }
         }
         free(back);
     }
@@ -162,10 +170,11 @@ static void check_narrow(tnt_dtype_t dtype, const struct fmt16 *fmt, const float
             continue;
         }
         uint16_t want = encode(fmt, x[i]);
-        if (out[i] != want)
+        if (out[i] != want) {
             fail_msg("%s: %a (0x%08x) -> 0x%04x, expected 0x%04x",
                      dtype == TNT_FLOAT16 ? "float16" : "bfloat16", (double)x[i], f_bits(x[i]),
                      out[i], want);
+        }
     }
     free(out);
 }
@@ -190,17 +199,20 @@ static void test_narrow_rounding(void **state)
                 x[n++] = vals[k];
                 x[n++] = -vals[k];
             }
-            if (n + 8 > cap - 200000)
+            if (n + 8 > cap - 200000) {
                 break;
+            }
         }
         /* random bit patterns, including NaN and Inf */
-        for (int k = 0; k < 100000; k++)
+        for (int k = 0; k < 100000; k++) {
             x[n++] = bits_f((uint32_t)rng());
+        }
         float specials[] = { 0.0f,           -0.0f,          1.0f / 0.0f, -1.0f / 0.0f, 0.0f / 0.0f,
                              65504.0f,       65519.99f,      65520.0f,    65536.0f,     1e-8f,
                              2.9802322e-08f, 5.9604645e-08f, 3.4e38f,     3.39e38f,     1e-40f };
-        for (size_t k = 0; k < sizeof specials / sizeof *specials; k++)
+        for (size_t k = 0; k < sizeof specials / sizeof *specials; k++) {
             x[n++] = specials[k];
+        }
         check_narrow(dtypes[d], fmt, x, n);
     }
     free(x);
@@ -218,8 +230,9 @@ static void fill_random(tnt_dtype_t d, tnt_op_t op, void *buf, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint64_t r = rng();
         double v = (double)(r >> 11) / 9007199254740992.0 * 4.0 - 2.0; /* [-2, 2) */
-        if (op == TNT_PROD)
+        if (op == TNT_PROD) {
             v = 0.5 + (double)(r >> 11) / 9007199254740992.0; /* no overflow to Inf */
+        }
         switch (d) {
         case TNT_FLOAT32:
             ((float *)buf)[i] = (float)v;
@@ -257,15 +270,17 @@ static void reference(tnt_dtype_t d, tnt_op_t op, void *dst, void **srcs, int ns
         switch (d) {
         case TNT_FLOAT32: {
             float a = ((float *)srcs[0])[i];
-            for (int s = 1; s < ns; s++)
+            for (int s = 1; s < ns; s++) {
                 a = COMBINE(op, a, ((float *)srcs[s])[i]);
+            }
             ((float *)dst)[i] = divisor > 1 ? a / (float)divisor : a;
             break;
         }
         case TNT_FLOAT64: {
             double a = ((double *)srcs[0])[i];
-            for (int s = 1; s < ns; s++)
+            for (int s = 1; s < ns; s++) {
                 a = COMBINE(op, a, ((double *)srcs[s])[i]);
+            }
             ((double *)dst)[i] = divisor > 1 ? a / divisor : a;
             break;
         }
@@ -273,8 +288,9 @@ static void reference(tnt_dtype_t d, tnt_op_t op, void *dst, void **srcs, int ns
         case TNT_BFLOAT16: {
             const struct fmt16 *f = d == TNT_FLOAT16 ? &ref_f16 : &ref_bf16;
             float a = (float)decode(f, ((uint16_t *)srcs[0])[i]);
-            for (int s = 1; s < ns; s++)
+            for (int s = 1; s < ns; s++) {
                 a = COMBINE(op, a, (float)decode(f, ((uint16_t *)srcs[s])[i]));
+            }
             ((uint16_t *)dst)[i] = encode(f, divisor > 1 ? a / (float)divisor : a);
             break;
         }
@@ -321,9 +337,9 @@ static void test_all_dtypes_ops(void **state)
         assert_non_null(srcs[s]);
         assert_non_null(copy[s]);
     }
-    for (int d = 0; d < TNT_DTYPE_LAST; d++)
-        for (int op = 0; op < TNT_OP_LAST; op++)
-            for (int ns = 1; ns <= MAXS; ns++)
+    for (int d = 0; d < TNT_DTYPE_LAST; d++) {
+        for (int op = 0; op < TNT_OP_LAST; op++) {
+            for (int ns = 1; ns <= MAXS; ns++) {
                 for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
                     size_t n = counts[c], bytes = n * esize(d);
                     for (int s = 0; s < ns; s++) {
@@ -334,18 +350,21 @@ static void test_all_dtypes_ops(void **state)
                     reference(d, op, ref, srcs, ns, n, divisor);
                     /* out of place */
                     tnt_reduce_n_div(d, op, dst, (const void *const *)srcs, ns, n, divisor);
-                    if (memcmp(dst, ref, bytes) != 0)
+                    if (memcmp(dst, ref, bytes) != 0) {
                         fail_msg("dtype %d op %d sources %d count %zu", d, op, ns, n);
-                    for (int s = 0; s < ns; s++)
+                    }
+                    for (int s = 0; s < ns; s++) {
                         assert_true(memcmp(copy[s], srcs[s], bytes) == 0);
+                    }
                     /* dst aliasing the first, the second and the last source */
                     int aliases[3] = { 0, ns > 1 ? 1 : 0, ns - 1 };
                     for (int k = 0; k < 3; k++) {
                         int a = aliases[k];
                         tnt_reduce_n_div(d, op, srcs[a], (const void *const *)srcs, ns, n, divisor);
-                        if (memcmp(srcs[a], ref, bytes) != 0)
+                        if (memcmp(srcs[a], ref, bytes) != 0) {
                             fail_msg("alias %d: dtype %d op %d sources %d count %zu", a, d, op, ns,
                                      n);
+                        }
                         memcpy(srcs[a], copy[a], bytes);
                     }
                     /* tnt_reduce_n is the SUM for AVG, without division */
@@ -354,6 +373,9 @@ static void test_all_dtypes_ops(void **state)
                         assert_true(memcmp(dst, ref, bytes) == 0);
                     }
                 }
+            }
+        }
+    }
     for (int s = 0; s < MAXS; s++) {
         free(srcs[s]);
         free(copy[s]);
@@ -369,15 +391,19 @@ static void put_nans(tnt_dtype_t d, void *a, void *b, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (d == TNT_FLOAT32) {
-            if (i % 5 == 0)
+            if (i % 5 == 0) {
                 ((float *)a)[i] = NAN;
-            if (i % 3 == 0)
+            }
+            if (i % 3 == 0) {
                 ((float *)b)[i] = NAN;
+            }
         } else if (d == TNT_FLOAT64) {
-            if (i % 5 == 0)
+            if (i % 5 == 0) {
                 ((double *)a)[i] = NAN;
-            if (i % 3 == 0)
+            }
+            if (i % 3 == 0) {
                 ((double *)b)[i] = NAN;
+            }
         }
     }
 }
@@ -397,10 +423,10 @@ static void test_reduce_into_unaligned(void **state)
     assert_non_null(dst);
     assert_non_null(ref);
     assert_non_null(in_aligned);
-    for (int d = 0; d < TNT_DTYPE_LAST; d++)
-        for (int op = 0; op < TNT_OP_LAST; op++)
-            for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
-                for (int shift = 0; shift < 8; shift++)
+    for (int d = 0; d < TNT_DTYPE_LAST; d++) {
+        for (int op = 0; op < TNT_OP_LAST; op++) {
+            for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+                for (int shift = 0; shift < 8; shift++) {
                     for (int in_first = 0; in_first < 2; in_first++) {
                         size_t n = counts[c], bytes = n * esize(d);
                         int divisor = op == TNT_AVG || op == TNT_SUM ? 3 : 1;
@@ -409,17 +435,23 @@ static void test_reduce_into_unaligned(void **state)
                                                 in_first ? ref : in_aligned };
                         fill_random(d, op, in_aligned, n);
                         fill_random(d, op, dst, n);
-                        if (op == TNT_MIN || op == TNT_MAX)
+                        if (op == TNT_MIN || op == TNT_MAX) {
                             put_nans(d, in_aligned, dst, n); /* order decides */
+                        }
                         memcpy(in, in_aligned, bytes);
                         memcpy(ref, dst, bytes);
                         tnt_reduce_n_div(d, op, ref, srcs, 2, n, divisor);
                         tnt_reduce_into(d, op, dst, in, in_first, n, divisor);
-                        if (memcmp(dst, ref, bytes) != 0)
+                        if (memcmp(dst, ref, bytes) != 0) {
                             fail_msg("dtype %d op %d count %zu shift %d in_first %d", d, op, n,
                                      shift, in_first);
+                        }
                         assert_true(memcmp(in, in_aligned, bytes) == 0);
                     }
+                }
+            }
+        }
+    }
     free(in_store);
     free(in_aligned);
     free(dst);

@@ -84,8 +84,9 @@ static tnt_status_t area_exchange(void *arg, tnt_shm_addr_t *addr)
     }
     double deadline = now_s() + 30;
     while (!__atomic_load_n(&area->addr_ready, __ATOMIC_ACQUIRE)) {
-        if (now_s() > deadline)
+        if (now_s() > deadline) {
             return tnt_error_raise(TNT_ERR_TIMEOUT, "test: no segment name within 30 s");
+        }
         usleep(1000);
     }
     *addr = area->addr;
@@ -96,11 +97,14 @@ static int segments_left(void)
 {
     DIR *dir = opendir("/dev/shm");
     int found = 0;
-    if (dir == NULL)
+    if (dir == NULL) {
         return 0;
-    for (struct dirent *e; (e = readdir(dir)) != NULL;)
-        if (strncmp(e->d_name, segment_prefix + 1, strlen(segment_prefix) - 1) == 0)
+    }
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (strncmp(e->d_name, segment_prefix + 1, strlen(segment_prefix) - 1) == 0) {
             found++;
+        }
+    }
     closedir(dir);
     return found;
 }
@@ -122,12 +126,14 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
         if (pids[r] == 0) {
             alarm((unsigned)deadline_s + 5); /* belt and braces */
             int global[MAX_RANKS];
-            for (int j = 0; j < n; j++)
+            for (int j = 0; j < n; j++) {
                 global[j] = 100 + j; /* distinct from local ranks in messages */
+            }
             /* The TNT_SHM_* variables the test case set, as tnt_init reads them. */
             tnt_settings_t settings;
-            if (tnt_settings_load(&settings) != TNT_OK)
+            if (tnt_settings_load(&settings) != TNT_OK) {
                 _exit(3);
+            }
             tnt_shm_params_t params = { .name = name,
                                         .local_rank = r,
                                         .local_size = n,
@@ -155,11 +161,13 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
         if (pid > 0) {
             alive--;
             int r = 0;
-            while (r < n && pids[r] != pid)
+            while (r < n && pids[r] != pid) {
                 r++;
+            }
             if (r == victim) {
-                if (!(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL))
+                if (!(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)) {
                     failures++;
+                }
             } else if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
                 fprintf(stderr, "rank %d exited with %d (signal %d)\n", r,
                         WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1,
@@ -170,10 +178,12 @@ static int run_ranks_env(int n, rank_fn fn, void *arg, double deadline_s, double
         }
         if (now_s() > deadline) {
             fprintf(stderr, "ranks still running after %.0f s: killing them\n", deadline_s);
-            for (int r = 0; r < n; r++)
+            for (int r = 0; r < n; r++) {
                 kill(pids[r], SIGKILL);
-            while (waitpid(-1, NULL, 0) > 0)
+            }
+            while (waitpid(-1, NULL, 0) > 0) {
                 ;
+            }
             return failures + alive;
         }
         struct timespec ts = { 0, 1000000 };
@@ -202,8 +212,9 @@ static const size_t matrix_counts[] = { 0, 1, 2, 3, 7, 13, 97, 1031, 4099, 40009
  * copy through the cache in the same collectives. */
 static void mix_stream_modes(tnt_shm_t *shm, int rank, void *arg)
 {
-    if (arg != NULL && *(int *)arg)
+    if (arg != NULL && *(int *)arg) {
         shm->stream_mode = rank % 2 ? TNT_SETTINGS_STREAM_OFF : TNT_SETTINGS_STREAM_ON;
+    }
 }
 
 static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
@@ -220,8 +231,9 @@ static int allreduce_matrix(tnt_shm_t *shm, int rank, int n, void *arg)
                 size_t count = matrix_counts[c];
                 /* The biggest size only for the gradient dtypes: enough to
                  * cover the large algorithms without slowing the suite. */
-                if (count > 100000 && (dt != TNT_FLOAT32 && dt != TNT_BFLOAT16))
+                if (count > 100000 && (dt != TNT_FLOAT32 && dt != TNT_BFLOAT16)) {
                     continue;
+                }
                 for (int inplace = 0; inplace < 2; inplace++, seed++) {
                     cv_fill(dt, op, n, seed, rank, send, count);
                     memset(recv, 0x5a, count * es);
@@ -286,9 +298,11 @@ static int allreduce_random_order(tnt_shm_t *shm, int rank, int n, void *arg)
 
 static void check_hashes_equal(int n, int num)
 {
-    for (int r = 1; r < n; r++)
-        for (int c = 0; c < num; c++)
+    for (int r = 1; r < n; r++) {
+        for (int c = 0; c < num; c++) {
             assert_true(area->hashes[r][c] == area->hashes[0][c]);
+        }
+    }
 }
 
 /* Default settings (staged copies for large messages). */
@@ -390,25 +404,30 @@ static int others(tnt_shm_t *shm, int rank, int n, void *arg)
     for (size_t s = 0; s < 6; s++) {
         size_t bytes = sizes[s];
         for (int root = 0; root < n; root++) {
-            for (size_t i = 0; i < bytes; i++)
+            for (size_t i = 0; i < bytes; i++) {
                 buf[i] = rank == root ? (unsigned char)(i * 7 + (size_t)root) : 0xee;
+            }
             CHECK(tnt_shm_broadcast(shm, buf, bytes, root) == TNT_OK, "broadcast");
-            for (size_t i = 0; i < bytes; i++)
+            for (size_t i = 0; i < bytes; i++) {
                 CHECK(buf[i] == (unsigned char)(i * 7 + (size_t)root),
                       "broadcast %zu from %d: byte %zu", bytes, root, i);
+            }
         }
         /* allgather, out of place and with sendbuf inside recvbuf */
         size_t b = bytes < 200000 ? bytes : 200000;
         for (int inplace = 0; inplace < 2; inplace++) {
             unsigned char *src = inplace ? all + (size_t)rank * b : buf;
             memset(all, 0xee, b * (size_t)n);
-            for (size_t i = 0; i < b; i++)
+            for (size_t i = 0; i < b; i++) {
                 src[i] = (unsigned char)(i * 3 + (size_t)rank * 11);
+            }
             CHECK(tnt_shm_allgather(shm, src, all, b) == TNT_OK, "allgather");
-            for (int r = 0; r < n; r++)
-                for (size_t i = 0; i < b; i++)
+            for (int r = 0; r < n; r++) {
+                for (size_t i = 0; i < b; i++) {
                     CHECK(all[(size_t)r * b + i] == (unsigned char)(i * 3 + (size_t)r * 11),
                           "allgather %zu: rank %d byte %zu", b, r, i);
+                }
+            }
         }
     }
 
@@ -434,14 +453,16 @@ static int others(tnt_shm_t *shm, int rank, int n, void *arg)
                 int inplace = (int)(seed & 1);
                 void *out = inplace ? (void *)send : (void *)recv;
                 cv_fill(dt, op, n, seed, rank, send, count);
-                if (!inplace)
+                if (!inplace) {
                     memset(recv, 0x5a, count * es);
+                }
                 CHECK(tnt_shm_reduce_scatter(shm, send, out, count, dt, op) == TNT_OK, "rs");
                 tnt_slice(count, rank, n, &off, &cnt);
-                for (size_t i = 0; i < cnt; i++)
+                for (size_t i = 0; i < cnt; i++) {
                     CHECK(cv_load(dt, out, off + i) == cv_expected(dt, op, n, seed, off + i),
                           "reduce_scatter %s %s %zu: element %zu", cv_dtype_names[dt],
                           cv_op_names[op], count, off + i);
+                }
                 CHECK(tnt_shm_allgather_slices(shm, out, count, dt) == TNT_OK, "ag slices");
                 size_t wrong = cv_check(dt, op, n, seed, out, count);
                 CHECK(wrong == count, "allgather_slices %s %s %zu: element %zu", cv_dtype_names[dt],
@@ -459,8 +480,9 @@ static int others(tnt_shm_t *shm, int rank, int n, void *arg)
 static void test_other_collectives(void **state)
 {
     (void)state;
-    for (int n = 1; n <= MAX_RANKS; n++)
+    for (int n = 1; n <= MAX_RANKS; n++) {
         assert_int_equal(run_ranks(n, others, NULL), 0);
+    }
     setenv("TNT_SHM_STAGING_KB", "64", 1);
     assert_int_equal(run_ranks(3, others, NULL), 0);
     unsetenv("TNT_SHM_STAGING_KB");
@@ -492,26 +514,30 @@ static int mismatch_rank(tnt_shm_t *shm, int rank, int n, void *varg)
     size_t count = mode == 2 ? 200000 : 100;
     float *buf = malloc(2 * count * sizeof *buf);
     CHECK(buf, "malloc");
-    for (size_t i = 0; i < 2 * count; i++)
+    for (size_t i = 0; i < 2 * count; i++) {
         buf[i] = 1.0f;
+    }
     CHECK(tnt_shm_allreduce(shm, buf, buf, 10, TNT_FLOAT32, TNT_SUM) == TNT_OK, "first");
-    for (size_t i = 0; i < 2 * count; i++)
+    for (size_t i = 0; i < 2 * count; i++) {
         buf[i] = 1.0f;
+    }
     tnt_status_t st;
-    if (rank != 1)
+    if (rank != 1) {
         st = tnt_shm_allreduce(shm, buf, buf, count, TNT_FLOAT32, TNT_SUM);
-    else if (mode == 0)
+    } else if (mode == 0) {
         st = tnt_shm_barrier(shm);
-    else if (mode == 3)
+    } else if (mode == 3) {
         st = tnt_shm_allreduce(shm, buf, buf, count, TNT_INT32, TNT_SUM);
-    else
+    } else {
         st = tnt_shm_allreduce(shm, buf, buf, 2 * count, TNT_FLOAT32, TNT_SUM);
+    }
     area->status[rank] = st;
     CHECK(st == TNT_ERR_MISMATCH, "mode %d: got %s, expected a mismatch", mode,
           tnt_status_string(st));
     CHECK(strstr(tnt_last_error(), "rank 101 called") != NULL, "message: %s", tnt_last_error());
-    for (size_t i = 0; i < 2 * count; i++)
+    for (size_t i = 0; i < 2 * count; i++) {
         CHECK(buf[i] == 1.0f, "mode %d: element %zu changed to %g", mode, i, (double)buf[i]);
+    }
     return 0;
 }
 
@@ -520,8 +546,9 @@ static void test_mismatch(void **state)
     (void)state;
     for (int mode = 0; mode < 4; mode++) {
         assert_int_equal(run_ranks_env(3, mismatch_rank, &mode, 60, 20, -1), 0);
-        for (int r = 0; r < 3; r++)
+        for (int r = 0; r < 3; r++) {
             assert_int_equal(area->status[r], TNT_ERR_MISMATCH);
+        }
     }
 }
 
@@ -538,8 +565,9 @@ static int failure_rank(tnt_shm_t *shm, int rank, int n, void *varg)
     struct failure_arg *arg = varg;
     float *buf = calloc(arg->count, sizeof *buf);
     CHECK(buf, "malloc");
-    for (int it = 0; it < 3; it++)
+    for (int it = 0; it < 3; it++) {
         CHECK(tnt_shm_allreduce(shm, buf, buf, arg->count, TNT_FLOAT32, TNT_SUM) == TNT_OK, "ok");
+    }
     if (rank == arg->victim) {
         if (arg->stay_away) {
             sleep(4);
@@ -549,8 +577,9 @@ static int failure_rank(tnt_shm_t *shm, int rank, int n, void *varg)
     }
     double t0 = now_s();
     tnt_status_t st = tnt_shm_allreduce(shm, buf, buf, arg->count, TNT_FLOAT32, TNT_SUM);
-    if (st == TNT_OK) /* some may finish their part before noticing */
+    if (st == TNT_OK) { /* some may finish their part before noticing */
         st = tnt_shm_allreduce(shm, buf, buf, arg->count, TNT_FLOAT32, TNT_SUM);
+    }
     area->elapsed[rank] = now_s() - t0;
     area->status[rank] = st;
     tnt_status_t want = arg->stay_away ? TNT_ERR_TIMEOUT : TNT_ERR_PEER_FAILED;
@@ -570,15 +599,17 @@ static void test_peer_killed(void **state)
     (void)state;
     static const size_t counts[] = { 16, 100000, 1000000, 1000000 };
     for (int c = 0; c < 4; c++) {
-        if (c == 3)
+        if (c == 3) {
             setenv("TNT_SHM_CMA", "1", 1);
+        }
         struct failure_arg arg = { 2, counts[c], 0 };
         assert_int_equal(run_ranks_env(4, failure_rank, &arg, 30, 30, 2), 0);
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 4; r++) {
             if (r != 2) {
                 assert_int_equal(area->status[r], TNT_ERR_PEER_FAILED);
                 assert_true(area->elapsed[r] < 3.0);
             }
+        }
     }
     unsetenv("TNT_SHM_CMA");
 }
@@ -588,11 +619,12 @@ static void test_peer_timeout(void **state)
     (void)state;
     struct failure_arg arg = { 1, 1000, 1 };
     assert_int_equal(run_ranks_env(3, failure_rank, &arg, 30, 1.0, -1), 0);
-    for (int r = 0; r < 3; r++)
+    for (int r = 0; r < 3; r++) {
         if (r != 1) {
             assert_int_equal(area->status[r], TNT_ERR_TIMEOUT);
             assert_true(area->elapsed[r] < 3.5);
         }
+    }
 }
 
 /* A rank that never attaches: the others time out in create, rank 0 still
@@ -670,13 +702,16 @@ static int forged_attach(const char *name, enum forge_kind kind)
     tnt_status_t st = tnt_shm_create(&params, &shm);
     /* Accepted: it attached, and then waited in vain for local rank 0,
      * which this test does not run. */
-    if (st == TNT_ERR_TIMEOUT && strstr(tnt_last_error(), "shared-memory setup") != NULL)
+    if (st == TNT_ERR_TIMEOUT && strstr(tnt_last_error(), "shared-memory setup") != NULL) {
         return 0;
+    }
     fprintf(stderr, "forged %d: %s: %s\n", (int)kind, tnt_status_string(st), tnt_last_error());
-    if (st == TNT_OK)
+    if (st == TNT_OK) {
         tnt_shm_destroy(shm);
-    if (kind == FORGE_NONE)
+    }
+    if (kind == FORGE_NONE) {
         return 2;
+    }
     return (st == TNT_ERR_TRANSPORT || st == TNT_ERR_MISMATCH) && strstr(tnt_last_error(), name)
                ? 1
                : 2;
@@ -759,8 +794,9 @@ static int pidns_rank(tnt_shm_t *shm, int rank, int n, void *varg)
     struct pidns_arg *arg = varg;
     CHECK(tnt_shm_barrier(shm) == TNT_OK, "first barrier: %s", tnt_last_error());
     if (rank == 1) {
-        if (arg->victim_dies)
+        if (arg->victim_dies) {
             raise(SIGKILL);
+        }
         sleep(1);
         usleep(500000);
     }
@@ -794,42 +830,48 @@ static int run_pidns(struct pidns_arg *arg, pid_t ns_pid, double timeout_s)
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();
         assert_true(pids[r] >= 0);
-        if (pids[r] != 0)
+        if (pids[r] != 0) {
             continue;
+        }
         alarm(60);
         close(ready[0]);
         if (r == 1) {
             /* This process stays here; its next child is pid 1 of a new
              * namespace, which starts the rank as ns_pid and reaps it. */
             if (unshare(CLONE_NEWPID) != 0) {
-                if (write(ready[1], "s", 1) != 1)
+                if (write(ready[1], "s", 1) != 1) {
                     _exit(4);
+                }
                 _exit(77);
             }
             pid_t init = fork();
             if (init == 0) {
                 pid_t rank_pid = clone3_with_pid(ns_pid);
                 if (rank_pid < 0) {
-                    if (write(ready[1], "s", 1) != 1)
+                    if (write(ready[1], "s", 1) != 1) {
                         _exit(4);
+                    }
                     _exit(77);
                 }
                 if (rank_pid > 0) {
                     int ws;
-                    while (waitpid(rank_pid, &ws, 0) < 0 && errno == EINTR)
+                    while (waitpid(rank_pid, &ws, 0) < 0 && errno == EINTR) {
                         ;
+                    }
                     _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
                 }
             } else {
                 int ws;
-                while (waitpid(init, &ws, 0) < 0 && errno == EINTR)
+                while (waitpid(init, &ws, 0) < 0 && errno == EINTR) {
                     ;
+                }
                 _exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
             }
             /* The rank, pid ns_pid in its namespace. */
         }
-        if (write(ready[1], "g", 1) != 1)
+        if (write(ready[1], "g", 1) != 1) {
             _exit(4);
+        }
         close(ready[1]);
         int global[2] = { 100, 101 };
         tnt_settings_t settings;
@@ -843,8 +885,9 @@ static int run_pidns(struct pidns_arg *arg, pid_t ns_pid, double timeout_s)
                                     .exchange = area_exchange,
                                     .exchange_arg = &r };
         tnt_shm_t *shm = NULL;
-        if (tnt_shm_create(&params, &shm) != TNT_OK)
+        if (tnt_shm_create(&params, &shm) != TNT_OK) {
             _exit(2);
+        }
         int rc = pidns_rank(shm, r, 2, arg);
         tnt_shm_destroy(shm);
         _exit(rc);
@@ -857,8 +900,9 @@ static int run_pidns(struct pidns_arg *arg, pid_t ns_pid, double timeout_s)
     if (c[0] == 's' || c[1] == 's') {
         kill(pids[0], SIGKILL);
         kill(pids[1], SIGKILL);
-        while (waitpid(-1, NULL, 0) > 0)
+        while (waitpid(-1, NULL, 0) > 0) {
             ;
+        }
         shm_unlink(name);
         return -1;
     }
@@ -880,14 +924,16 @@ static int run_pidns(struct pidns_arg *arg, pid_t ns_pid, double timeout_s)
 static void test_liveness_pid_namespace(void **state)
 {
     (void)state;
-    if (geteuid() != 0)
+    if (geteuid() != 0) {
         skip();
+    }
     /* Dies, while its namespace pid is this test process: kill(pid, 0)
      * would call it alive until TNT_TIMEOUT. */
     struct pidns_arg dies = { 1 };
     int rc = run_pidns(&dies, getpid(), 20);
-    if (rc < 0)
+    if (rc < 0) {
         skip();
+    }
     assert_int_equal(rc, 0);
     assert_int_equal(area->status[0], TNT_ERR_PEER_FAILED);
     assert_true(area->elapsed[0] < 5.0);
@@ -895,9 +941,11 @@ static void test_liveness_pid_namespace(void **state)
     /* Slow, while no process here has its namespace pid: kill(pid, 0) would
      * call it dead after 0.1 s. */
     pid_t absent = 0;
-    for (pid_t p = 30000; p > 1000 && absent == 0; p--)
-        if (kill(p, 0) != 0 && errno == ESRCH)
+    for (pid_t p = 30000; p > 1000 && absent == 0; p--) {
+        if (kill(p, 0) != 0 && errno == ESRCH) {
             absent = p;
+        }
+    }
     assert_true(absent != 0);
     struct pidns_arg slow = { 0 };
     assert_int_equal(run_pidns(&slow, absent, 20), 0);
@@ -908,7 +956,7 @@ static void test_liveness_pid_namespace(void **state)
 static void test_slice_rule(void **state)
 {
     (void)state;
-    for (size_t count = 0; count < 50; count++)
+    for (size_t count = 0; count < 50; count++) {
         for (int n = 1; n <= 9; n++) {
             size_t next = 0;
             for (int r = 0; r < n; r++) {
@@ -923,13 +971,15 @@ static void test_slice_rule(void **state)
             }
             assert_int_equal(next, count);
         }
+    }
 }
 
 int main(void)
 {
     area = mmap(NULL, sizeof *area, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (area == MAP_FAILED)
+    if (area == MAP_FAILED) {
         return 1;
+    }
     snprintf(segment_prefix, sizeof segment_prefix, "/tnt-unit-shm-%d-", (int)getpid());
     unsetenv("TNT_SHM_CMA");
     unsetenv("TNT_SHM_STAGING_KB");

@@ -183,8 +183,9 @@ static void test_errors(void **state)
         c.fusion_kb = 7;
         before = c;
         assert_int_equal(tnt_spank_args_parse(cases[i].arg, &c, err, sizeof err), -1);
-        if (strstr(err, cases[i].message) == NULL)
+        if (strstr(err, cases[i].message) == NULL) {
             fail_msg("'%s': message '%s' lacks '%s'", cases[i].arg, err, cases[i].message);
+        }
         assert_memory_equal(&c, &before, sizeof c);
     }
 }

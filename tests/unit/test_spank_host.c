@@ -59,8 +59,9 @@ spank_context_t spank_context(void)
 
 spank_err_t spank_option_register(spank_t spank, struct spank_option *opt)
 {
-    if (spank != HOST_SPANK || host.num_options == 8)
+    if (spank != HOST_SPANK || host.num_options == 8) {
         return ESPANK_BAD_ARG;
+    }
     host.options[host.num_options++] = opt;
     return ESPANK_SUCCESS;
 }
@@ -70,8 +71,9 @@ spank_err_t spank_get_item(spank_t spank, spank_item_t item, ...)
     va_list ap;
     spank_err_t rc = ESPANK_SUCCESS;
 
-    if (host.items_missing)
+    if (host.items_missing) {
         return ESPANK_NOT_TASK;
+    }
     va_start(ap, item);
     switch (item) {
     case S_JOB_STEPID:
@@ -87,10 +89,11 @@ spank_err_t spank_get_item(spank_t spank, spank_item_t item, ...)
         *va_arg(ap, uint32_t *) = host.global_id;
         break;
     case S_STEP_CPUS_PER_TASK:
-        if (host.cpus_per_task == 0)
+        if (host.cpus_per_task == 0) {
             rc = ESPANK_BAD_ARG;
-        else
+        } else {
             *va_arg(ap, uint32_t *) = host.cpus_per_task;
+        }
         break;
     default:
         rc = ESPANK_BAD_ARG;
@@ -104,9 +107,11 @@ static int host_env_find(const char *var)
     size_t len = strlen(var);
     int i;
 
-    for (i = 0; i < 64; i++)
-        if (host.env[i] != NULL && strncmp(host.env[i], var, len) == 0 && host.env[i][len] == '=')
+    for (i = 0; i < 64; i++) {
+        if (host.env[i] != NULL && strncmp(host.env[i], var, len) == 0 && host.env[i][len] == '=') {
             return i;
+        }
+    }
     return -1;
 }
 
@@ -124,9 +129,11 @@ static void host_env_set(const char *var, const char *val)
 
     assert_non_null(entry);
     sprintf(entry, "%s=%s", var, val);
-    if (i < 0)
-        for (i = 0; i < 64 && host.env[i] != NULL; i++)
+    if (i < 0) {
+        for (i = 0; i < 64 && host.env[i] != NULL; i++) {
             ;
+        }
+    }
     assert_true(i < 64);
     free(host.env[i]);
     host.env[i] = entry;
@@ -136,8 +143,9 @@ static int host_env_count(void)
 {
     int i, n = 0;
 
-    for (i = 0; i < 64; i++)
+    for (i = 0; i < 64; i++) {
         n += host.env[i] != NULL;
+    }
     return n;
 }
 
@@ -145,29 +153,37 @@ spank_err_t spank_getenv(spank_t spank, const char *var, char *buf, int len)
 {
     const char *v;
 
-    if (spank != HOST_SPANK || len <= 0)
+    if (spank != HOST_SPANK || len <= 0) {
         return ESPANK_BAD_ARG;
-    if (host.context != S_CTX_REMOTE)
+    }
+    if (host.context != S_CTX_REMOTE) {
         return ESPANK_NOT_REMOTE;
+    }
     v = host_env_get(var);
-    if (v == NULL)
+    if (v == NULL) {
         return ESPANK_ENV_NOEXIST;
-    if (strlen(v) >= (size_t)len)
+    }
+    if (strlen(v) >= (size_t)len) {
         return ESPANK_NOSPACE;
+    }
     memcpy(buf, v, strlen(v) + 1);
     return ESPANK_SUCCESS;
 }
 
 spank_err_t spank_setenv(spank_t spank, const char *var, const char *val, int overwrite)
 {
-    if (spank != HOST_SPANK || var == NULL || val == NULL)
+    if (spank != HOST_SPANK || var == NULL || val == NULL) {
         return ESPANK_BAD_ARG;
-    if (host.context != S_CTX_REMOTE)
+    }
+    if (host.context != S_CTX_REMOTE) {
         return ESPANK_NOT_REMOTE;
-    if (host.setenv_fails)
+    }
+    if (host.setenv_fails) {
         return ESPANK_ERROR;
-    if (!overwrite && host_env_get(var) != NULL)
+    }
+    if (!overwrite && host_env_get(var) != NULL) {
         return ESPANK_ENV_EXISTS;
+    }
     host_env_set(var, val);
     return ESPANK_SUCCESS;
 }
@@ -214,16 +230,18 @@ static int setup(void **state)
     int i;
 
     (void)state;
-    for (i = 0; i < 64; i++)
+    for (i = 0; i < 64; i++) {
         free(host.env[i]);
+    }
     memset(&host, 0, sizeof host);
     host.local_count = 1;
     /* srun reads these from its own process environment. */
     unsetenv("SLURM_MPI_TYPE");
     unsetenv(INHERITED);
     plugin.dl = dlopen(TNT_SPANK_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
-    if (plugin.dl == NULL)
+    if (plugin.dl == NULL) {
         fail_msg("dlopen %s: %s", TNT_SPANK_PLUGIN_PATH, dlerror());
+    }
     *(void **)&plugin.init = dlsym(plugin.dl, "slurm_spank_init");
     *(void **)&plugin.post_opt = dlsym(plugin.dl, "slurm_spank_init_post_opt");
     *(void **)&plugin.task_init = dlsym(plugin.dl, "slurm_spank_task_init");
@@ -256,10 +274,12 @@ static int option_cb(const char *arg, int remote)
 
 static void assert_error_contains(const char *needle)
 {
-    if (strstr(host.last_error, needle) == NULL)
+    if (strstr(host.last_error, needle) == NULL) {
         fail_msg("last error '%s' lacks '%s'", host.last_error, needle);
-    if (strncmp(host.last_error, "tarantella: ", 12) != 0)
+    }
+    if (strncmp(host.last_error, "tarantella: ", 12) != 0) {
         fail_msg("error '%s' does not start with 'tarantella: '", host.last_error);
+    }
 }
 
 static void assert_env(const char *var, const char *expected)
@@ -267,12 +287,14 @@ static void assert_env(const char *var, const char *expected)
     const char *v = host_env_get(var);
 
     if (expected == NULL) {
-        if (v != NULL)
+        if (v != NULL) {
             fail_msg("%s=%s set, expected unset", var, v);
+        }
         return;
     }
-    if (v == NULL)
+    if (v == NULL) {
         fail_msg("%s unset, expected %s", var, expected);
+    }
     assert_string_equal(v, expected);
 }
 
@@ -410,14 +432,16 @@ static void test_help_exits(void **state)
             dup2(fds[1], STDOUT_FILENO);
             close(fds[0]);
             host.context = contexts[i];
-            if (plugin.init(HOST_SPANK, 0, NULL) != 0)
+            if (plugin.init(HOST_SPANK, 0, NULL) != 0) {
                 _exit(3);
+            }
             option_cb("help", 0);
             _exit(4); /* not reached when help exits */
         }
         close(fds[1]);
-        while ((n = read(fds[0], out + len, sizeof out - 1 - (size_t)len)) > 0)
+        while ((n = read(fds[0], out + len, sizeof out - 1 - (size_t)len)) > 0) {
             len += n;
+        }
         out[len] = '\0';
         close(fds[0]);
         assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -637,24 +661,29 @@ static void test_remote_pin_core(void **state)
     pid_t pid;
 
     (void)state;
-    if (before < 2)
+    if (before < 2) {
         skip();
+    }
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         host.context = S_CTX_REMOTE;
         if (plugin.init(HOST_SPANK, 0, NULL) != 0 || option_cb("pin=core,verbose", 1) != 0 ||
-            plugin.post_opt(HOST_SPANK, 0, NULL) != 0)
+            plugin.post_opt(HOST_SPANK, 0, NULL) != 0) {
             _exit(3);
+        }
         host.task_id = 1;
         host.local_count = 2;
-        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0)
+        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0) {
             _exit(4);
-        if (allowed_cpus() < 1 || allowed_cpus() >= before)
+        }
+        if (allowed_cpus() < 1 || allowed_cpus() >= before) {
             _exit(5);
+        }
         if (host_env_get("OMP_NUM_THREADS") == NULL ||
-            atol(host_env_get("OMP_NUM_THREADS")) != allowed_cpus())
+            atol(host_env_get("OMP_NUM_THREADS")) != allowed_cpus()) {
             _exit(6);
+        }
         _exit(0);
     }
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -679,29 +708,36 @@ static int cpu_hint_child(int one_cpu)
     assert_true(pid >= 0);
     if (pid == 0) {
         if (one_cpu) {
-            if (sched_getaffinity(0, sizeof set, &set) != 0)
+            if (sched_getaffinity(0, sizeof set, &set) != 0) {
                 _exit(2);
-            for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+            }
+            for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++) {
                 ;
+            }
             CPU_ZERO(&set);
             CPU_SET(cpu, &set);
-            if (sched_setaffinity(0, sizeof set, &set) != 0)
+            if (sched_setaffinity(0, sizeof set, &set) != 0) {
                 _exit(3);
+            }
         }
         err = tmpfile();
-        if (err == NULL || dup2(fileno(err), STDERR_FILENO) < 0)
+        if (err == NULL || dup2(fileno(err), STDERR_FILENO) < 0) {
             _exit(4);
-        if (remote_step("pin=none") != 0)
+        }
+        if (remote_step("pin=none") != 0) {
             _exit(5);
+        }
         host.cpus_per_task = 1;
         host.task_id = 0;
         host.local_count = 1;
-        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0)
+        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0) {
             _exit(6);
+        }
         /* The hint and OMP_NUM_THREADS must agree on the CPUs the rank has. */
         if (host_env_get("OMP_NUM_THREADS") == NULL ||
-            atol(host_env_get("OMP_NUM_THREADS")) != (one_cpu ? 1 : allowed_cpus()))
+            atol(host_env_get("OMP_NUM_THREADS")) != (one_cpu ? 1 : allowed_cpus())) {
             _exit(7);
+        }
         fflush(stderr);
         rewind(err);
         len = fread(text, 1, sizeof text - 1, err);
@@ -719,8 +755,9 @@ static int cpu_hint_child(int one_cpu)
 static void test_remote_cpu_hint_only_for_one_cpu(void **state)
 {
     (void)state;
-    if (allowed_cpus() < 2)
+    if (allowed_cpus() < 2) {
         skip();
+    }
     assert_int_equal(cpu_hint_child(0), 0);
     assert_int_equal(cpu_hint_child(1), 1);
 }
@@ -775,29 +812,36 @@ static int cpu_hint_child(int one_cpu)
     assert_true(pid >= 0);
     if (pid == 0) {
         if (one_cpu) {
-            if (sched_getaffinity(0, sizeof set, &set) != 0)
+            if (sched_getaffinity(0, sizeof set, &set) != 0) {
                 _exit(2);
-            for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++)
+            }
+            for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &set); cpu++) {
                 ;
+            }
             CPU_ZERO(&set);
             CPU_SET(cpu, &set);
-            if (sched_setaffinity(0, sizeof set, &set) != 0)
+            if (sched_setaffinity(0, sizeof set, &set) != 0) {
                 _exit(3);
+            }
         }
         err = tmpfile();
-        if (err == NULL || dup2(fileno(err), STDERR_FILENO) < 0)
+        if (err == NULL || dup2(fileno(err), STDERR_FILENO) < 0) {
             _exit(4);
-        if (remote_step("pin=none") != 0)
+        }
+        if (remote_step("pin=none") != 0) {
             _exit(5);
+        }
         host.cpus_per_task = 1;
         host.task_id = 0;
         host.local_count = 1;
-        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0)
+        if (plugin.task_init(HOST_SPANK, 0, NULL) != 0) {
             _exit(6);
+        }
         /* The hint and OMP_NUM_THREADS must agree on the CPUs the rank has. */
         if (host_env_get("OMP_NUM_THREADS") == NULL ||
-            atol(host_env_get("OMP_NUM_THREADS")) != (one_cpu ? 1 : allowed_cpus()))
+            atol(host_env_get("OMP_NUM_THREADS")) != (one_cpu ? 1 : allowed_cpus())) {
             _exit(7);
+        }
         fflush(stderr);
         rewind(err);
         len = fread(text, 1, sizeof text - 1, err);
@@ -815,8 +859,9 @@ static int cpu_hint_child(int one_cpu)
 static void test_remote_cpu_hint_only_for_one_cpu(void **state)
 {
     (void)state;
-    if (allowed_cpus() < 2)
+    if (allowed_cpus() < 2) {
         skip();
+    }
     assert_int_equal(cpu_hint_child(0), 0);
     assert_int_equal(cpu_hint_child(1), 1);
 }

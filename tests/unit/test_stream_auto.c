@@ -55,9 +55,11 @@ static int chooser_call(struct chooser *ch, size_t bytes, const double cost[2], 
     const int kind = ch->planned[c];
     ch->calls[c]++;
     ch->planned[c] = tnt_stream_auto_pick(&ch->a, bytes);
-    for (int d = 0; d < TNT_STREAM_AUTO_CLASSES; d++)
-        if (ch->calls[d] == 0)
+    for (int d = 0; d < TNT_STREAM_AUTO_CLASSES; d++) {
+        if (ch->calls[d] == 0) {
             ch->planned[d] = tnt_stream_auto_first(&ch->a, d);
+        }
+    }
     tnt_stream_auto_learn(&ch->a, bytes, kind, (uint64_t)(factor * cost[kind] * (double)bytes));
     return kind;
 }
@@ -71,8 +73,9 @@ static struct run simulate(struct chooser *ch, size_t bytes, const double cost[2
         int kind = chooser_call(ch, bytes, cost, 1.0);
         r.calls[kind]++;
         r.time_ns += cost[kind] * (double)bytes;
-        if (r.first_switch > calls && tnt_stream_auto_current(&ch->a, bytes) == faster)
+        if (r.first_switch > calls && tnt_stream_auto_current(&ch->a, bytes) == faster) {
             r.first_switch = i;
+        }
     }
     return r;
 }
@@ -189,15 +192,17 @@ static void test_first_calls(void **state)
     assert_int_equal(chooser_call(&ch, 8 * MIB, cost, 1.0), TNT_STREAM_KIND_CACHED);
     assert_int_equal(tnt_stream_auto_current(&ch.a, 8 * MIB), TNT_STREAM_KIND_CACHED);
     unsigned tries[2] = { 0, 0 };
-    for (int i = 0; i < 400; i++)
+    for (int i = 0; i < 400; i++) {
         tries[i / 200] += chooser_call(&ch, 8 * MIB, cost, 1.0) == TNT_STREAM_KIND_STREAMED;
+    }
     assert_true(tries[0] >= 2 && tries[0] <= 200 / (2 * TNT_STREAM_AUTO_PERIOD_MIN) + 1);
     assert_true(tries[1] >= 1 && tries[1] <= tries[0]);
 
     /* 64 MiB, never used: cached from the first call, tries as rare. */
     unsigned streamed = 0;
-    for (int i = 0; i < 200; i++)
+    for (int i = 0; i < 200; i++) {
         streamed += chooser_call(&ch, 64 * MIB, cost, 1.0) == TNT_STREAM_KIND_STREAMED;
+    }
     assert_true(streamed <= tries[1]);
 }
 

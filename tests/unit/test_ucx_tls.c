@@ -19,9 +19,8 @@
 static void test_tcp_included(void **state)
 {
     static const char *const with_tcp[] = {
-        NULL,     "",        "all",         "tcp",          "tcp,self",  "rc,sm,tcp,self",
-        "TCP",    "ALL,self", "rc,tcp:aux", "^rc,sm",       "^ib",       "^rc_mlx5,ud",
-        "sm,all",
+        NULL,       "",           "all",    "tcp", "tcp,self",    "rc,sm,tcp,self", "TCP",
+        "ALL,self", "rc,tcp:aux", "^rc,sm", "^ib", "^rc_mlx5,ud", "sm,all",
     };
     (void)state;
     for (size_t i = 0; i < sizeof(with_tcp) / sizeof(with_tcp[0]); i++) {
@@ -34,7 +33,7 @@ static void test_tcp_included(void **state)
 static void test_tcp_left_out(void **state)
 {
     static const char *const without_tcp[] = {
-        "rc,sm,self", "dc,sm,self", "ud,self", "^tcp", "^tcp,sm", "^rc,tcp:aux",
+        "rc,sm,self", "dc,sm,self", "ud,self", "^tcp",   "^tcp,sm",    "^rc,tcp:aux",
         "sm",         "self",       "tcpx",    "rc_tcp", "posix,self",
     };
     (void)state;
@@ -52,8 +51,13 @@ static void test_tcp_only_transports(void **state)
 {
     static const char *const tcp_only[] = { "tcp/lo", "tcp/eth0", "tcp/eth0,tcp/ib0" };
     static const char *const not_only[] = {
-        "",          "rc_mlx5/mlx5_0:1", "rc_mlx5/mlx5_0:1,ud_mlx5/mlx5_0:1", "tcp/eth0,rc_mlx5/mlx5_0:1",
-        "posix/memory,cma/memory", "dc_mlx5/mlx5_0:1,tcp/eth0", "tcpx/eth0",
+        "",
+        "rc_mlx5/mlx5_0:1",
+        "rc_mlx5/mlx5_0:1,ud_mlx5/mlx5_0:1",
+        "tcp/eth0,rc_mlx5/mlx5_0:1",
+        "posix/memory,cma/memory",
+        "dc_mlx5/mlx5_0:1,tcp/eth0",
+        "tcpx/eth0",
     };
     (void)state;
     for (size_t i = 0; i < sizeof(tcp_only) / sizeof(tcp_only[0]); i++) {

@@ -46,7 +46,7 @@ struct tnt_request {
      * before status (the release store above orders it); a fixed buffer
      * because posting must not allocate. */
     char error[TNT_REQUEST_ERROR_MAX];
-    int error_printed; /* error was printed where it was raised */
+    int error_printed;        /* error was printed where it was raised */
     int heap_allocated;       /* freed by tnt_wait() when set */
     tnt_comm_t *comm;         /* set by tnt_progress_post() */
     struct tnt_request *next; /* queue link, owned by the progress queue */

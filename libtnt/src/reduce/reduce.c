@@ -145,7 +145,7 @@ static inline tnt_half_t tnt_float_to_bf16(float f)
         }                                                                                          \
     }                                                                                              \
     /* Sources at any address (a transport's receive buffer): a typedef may                    \
-     * lower the alignment GCC assumes, so these loads are legal unaligned ones. */           \
+     * lower the alignment GCC assumes, so these loads are legal unaligned ones. */   \
     typedef T tnt_unaligned_##name __attribute__((aligned(1)));                                    \
     static void tnt_k2u_##name(T *restrict dst, const tnt_unaligned_##name *restrict a,            \
                                const tnt_unaligned_##name *restrict b, size_t n)                   \
@@ -253,26 +253,30 @@ static const tnt_kacc16_fn tnt_kacc16_table[2][TNT_OP_LAST] = {
 
 static void tnt_div_f32(float *restrict buf, size_t n, float d)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         buf[i] = buf[i] / d;
+    }
 }
 
 static void tnt_div_f64(double *restrict buf, size_t n, double d)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         buf[i] = buf[i] / d;
+    }
 }
 
 static void tnt_mul_f32(float *restrict buf, size_t n, float s)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         buf[i] = buf[i] * s;
+    }
 }
 
 static void tnt_mul_f64(double *restrict buf, size_t n, double s)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         buf[i] = buf[i] * s;
+    }
 }
 
 /* ---- public entry points ----------------------------------------------- */
@@ -289,10 +293,12 @@ static void tnt_reduce_n_16(tnt_dtype_t dtype, tnt_op_t op, tnt_half_t *dst,
     for (size_t base = 0; base < count; base += TNT_REDUCE_BLOCK) {
         size_t n = count - base < TNT_REDUCE_BLOCK ? count - base : TNT_REDUCE_BLOCK;
         widen(acc, (const tnt_half_t *)srcs[0] + base, n);
-        for (int s = 1; s < num_srcs; s++)
+        for (int s = 1; s < num_srcs; s++) {
             kacc(acc, (const tnt_half_t *)srcs[s] + base, n);
-        if (divisor > 1)
+        }
+        if (divisor > 1) {
             tnt_div_f32(acc, n, (float)divisor);
+        }
         narrow(dst + base, acc, n);
     }
 }
@@ -307,16 +313,18 @@ void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *con
                       int num_srcs, size_t count, int divisor)
 {
     size_t esize = tnt_dtype_size(dtype);
-    if (esize == 0 || (unsigned)op >= TNT_OP_LAST || num_srcs < 1 || count == 0)
+    if (esize == 0 || (unsigned)op >= TNT_OP_LAST || num_srcs < 1 || count == 0) {
         return;
+    }
     if (dtype == TNT_FLOAT16 || dtype == TNT_BFLOAT16) {
         tnt_reduce_n_16(dtype, op, dst, srcs, num_srcs, count, divisor);
         return;
     }
 
     if (num_srcs == 1) {
-        if (dst != srcs[0])
+        if (dst != srcs[0]) {
             memmove(dst, srcs[0], count * esize);
+        }
     } else if (num_srcs == 2 && !tnt_ranges_overlap(dst, srcs[0], count * esize) &&
                !tnt_ranges_overlap(dst, srcs[1], count * esize)) {
         /* The common two-rank case: one pass, no accumulator. */
@@ -330,13 +338,15 @@ void tnt_reduce_n_div(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *con
             size_t n = count - base < TNT_REDUCE_BLOCK ? count - base : TNT_REDUCE_BLOCK;
             size_t off = base * esize;
             k2(acc, (const char *)srcs[0] + off, (const char *)srcs[1] + off, n);
-            for (int s = 2; s < num_srcs; s++)
+            for (int s = 2; s < num_srcs; s++) {
                 kacc(acc, (const char *)srcs[s] + off, n);
+            }
             memcpy((char *)dst + off, acc, n * esize);
         }
     }
-    if (divisor > 1)
+    if (divisor > 1) {
         tnt_reduce_divide(dtype, dst, count, divisor);
+    }
 }
 
 void tnt_reduce_into(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *in, int in_first,
@@ -348,8 +358,9 @@ void tnt_reduce_into(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *in, 
     _Alignas(64) unsigned char block[TNT_REDUCE_BLOCK * 8];
     tnt_k2_fn k2u;
 
-    if (esize == 0 || (unsigned)op >= TNT_OP_LAST || count == 0)
+    if (esize == 0 || (unsigned)op >= TNT_OP_LAST || count == 0) {
         return;
+    }
     k2u = tnt_k2u_table[dtype][op];
     for (size_t base = 0; base < count; base += TNT_REDUCE_BLOCK) {
         size_t n = count - base < TNT_REDUCE_BLOCK ? count - base : TNT_REDUCE_BLOCK;
@@ -367,8 +378,9 @@ void tnt_reduce_into(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *in, 
             continue;
         }
         k2u(block, in_first ? s : d, in_first ? d : s, n);
-        if (divisor > 1)
+        if (divisor > 1) {
             tnt_reduce_divide(dtype, block, n, divisor);
+        }
         memcpy(d, block, n * esize);
     }
 }
@@ -381,8 +393,9 @@ void tnt_reduce_n(tnt_dtype_t dtype, tnt_op_t op, void *dst, const void *const *
 
 void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor)
 {
-    if (divisor == 1 || divisor == 0)
+    if (divisor == 1 || divisor == 0) {
         return;
+    }
     switch (dtype) {
     case TNT_FLOAT32:
         tnt_div_f32(buf, count, (float)divisor);
@@ -392,14 +405,16 @@ void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor)
         break;
     case TNT_INT32: {
         int32_t *p = buf;
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; i < count; i++) {
             p[i] = (int32_t)(p[i] / divisor);
+        }
         break;
     }
     case TNT_INT64: {
         int64_t *p = buf;
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; i < count; i++) {
             p[i] = p[i] / divisor;
+        }
         break;
     }
     case TNT_FLOAT16:
@@ -421,8 +436,9 @@ static double tnt_round_half_away(double x)
 
 void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale)
 {
-    if (scale == 1.0)
+    if (scale == 1.0) {
         return;
+    }
     switch (dtype) {
     case TNT_FLOAT32:
         tnt_mul_f32(buf, count, (float)scale);
@@ -433,14 +449,16 @@ void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale)
     case TNT_INT32: {
         /* Integers: product in double, rounded half away from zero. */
         int32_t *p = buf;
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; i < count; i++) {
             p[i] = (int32_t)tnt_round_half_away((double)p[i] * scale);
+        }
         break;
     }
     case TNT_INT64: {
         int64_t *p = buf;
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; i < count; i++) {
             p[i] = (int64_t)tnt_round_half_away((double)p[i] * scale);
+        }
         break;
     }
     case TNT_FLOAT16:
@@ -463,18 +481,20 @@ void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale)
 
 void tnt_reduce_widen(tnt_dtype_t dtype, const void *src, float *dst, size_t count)
 {
-    if (dtype == TNT_FLOAT16)
+    if (dtype == TNT_FLOAT16) {
         tnt_widen_f16(dst, src, count);
-    else if (dtype == TNT_BFLOAT16)
+    } else if (dtype == TNT_BFLOAT16) {
         tnt_widen_bf16(dst, src, count);
+    }
 }
 
 void tnt_reduce_narrow(tnt_dtype_t dtype, const float *src, void *dst, size_t count)
 {
-    if (dtype == TNT_FLOAT16)
+    if (dtype == TNT_FLOAT16) {
         tnt_narrow_f16(dst, src, count);
-    else if (dtype == TNT_BFLOAT16)
+    } else if (dtype == TNT_BFLOAT16) {
         tnt_narrow_bf16(dst, src, count);
+    }
 }
 
 void tnt_reduce_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void *restrict src,
@@ -486,13 +506,15 @@ void tnt_reduce_copy_scaled(tnt_dtype_t dtype, void *restrict dst, const void *r
         float *restrict d = dst;
         const float *restrict s = src;
         const float f = (float)scale;
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; i < count; i++) {
             d[i] = s[i] * f;
+        }
     } else if (dtype == TNT_FLOAT64) {
         double *restrict d = dst;
         const double *restrict s = src;
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; i < count; i++) {
             d[i] = s[i] * scale;
+        }
     } else {
         memcpy(dst, src, count * tnt_dtype_size(dtype));
         tnt_reduce_scale(dtype, dst, count, scale);

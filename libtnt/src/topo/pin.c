@@ -26,8 +26,9 @@ static void pin_err(char *errbuf, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
 
-    if (errbuf == NULL || errlen == 0)
+    if (errbuf == NULL || errlen == 0) {
         return;
+    }
     va_start(ap, fmt);
     vsnprintf(errbuf, errlen, fmt, ap);
     va_end(ap);
@@ -35,8 +36,9 @@ static void pin_err(char *errbuf, size_t errlen, const char *fmt, ...)
 
 int tnt_pin_mode_parse(const char *name, tnt_pin_mode_t *mode_p)
 {
-    if (name == NULL)
+    if (name == NULL) {
         return -1;
+    }
     for (int i = 0; i < PIN_MODE_COUNT; i++) {
         if (strcmp(name, pin_mode_names[i]) == 0) {
             *mode_p = (tnt_pin_mode_t)i;
@@ -48,8 +50,9 @@ int tnt_pin_mode_parse(const char *name, tnt_pin_mode_t *mode_p)
 
 const char *tnt_pin_mode_name(tnt_pin_mode_t mode)
 {
-    if ((int)mode < 0 || (int)mode >= PIN_MODE_COUNT)
+    if ((int)mode < 0 || (int)mode >= PIN_MODE_COUNT) {
         return "?";
+    }
     return pin_mode_names[mode];
 }
 
@@ -72,8 +75,9 @@ int tnt_pin_get_allowed(hwloc_topology_t topology, hwloc_cpuset_t allowed_out, c
      * thread, so the thread binding is an equivalent fallback where the
      * process query is not supported. Without either, every allowed CPU. */
     if (hwloc_get_cpubind(topology, bound, HWLOC_CPUBIND_PROCESS) != 0 &&
-        hwloc_get_cpubind(topology, bound, HWLOC_CPUBIND_THREAD) != 0)
+        hwloc_get_cpubind(topology, bound, HWLOC_CPUBIND_THREAD) != 0) {
         hwloc_bitmap_copy(bound, hwloc_topology_get_allowed_cpuset(topology));
+    }
     hwloc_bitmap_and(bound, bound, hwloc_topology_get_allowed_cpuset(topology));
     if (hwloc_bitmap_iszero(bound)) {
         pin_err(errbuf, errlen,
@@ -102,8 +106,9 @@ static int pin_collect(hwloc_topology_t topology, hwloc_obj_type_t type,
     int count = 0;
 
     if (total <= 0) {
-        if (type == HWLOC_OBJ_CORE)
+        if (type == HWLOC_OBJ_CORE) {
             return pin_collect(topology, HWLOC_OBJ_PU, allowed, sets_p);
+        }
         /* No package or NUMA level: the machine is the single object. */
         sets = calloc(1, sizeof *sets);
         if (sets == NULL || (sets[0] = hwloc_bitmap_dup(allowed)) == NULL) {
@@ -114,16 +119,19 @@ static int pin_collect(hwloc_topology_t topology, hwloc_obj_type_t type,
         return 1;
     }
     sets = calloc((size_t)total, sizeof *sets);
-    if (sets == NULL)
+    if (sets == NULL) {
         return -1;
+    }
     for (int i = 0; i < total; i++) {
         hwloc_obj_t obj = hwloc_get_obj_by_type(topology, type, (unsigned)i);
 
-        if (obj == NULL || obj->cpuset == NULL || !hwloc_bitmap_intersects(obj->cpuset, allowed))
+        if (obj == NULL || obj->cpuset == NULL || !hwloc_bitmap_intersects(obj->cpuset, allowed)) {
             continue;
+        }
         sets[count] = hwloc_bitmap_alloc();
-        if (sets[count] == NULL)
+        if (sets[count] == NULL) {
             goto err_free_sets;
+        }
         hwloc_bitmap_and(sets[count], obj->cpuset, allowed);
         count++;
     }
@@ -131,16 +139,18 @@ static int pin_collect(hwloc_topology_t topology, hwloc_obj_type_t type,
     return count;
 
 err_free_sets:
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < count; i++) {
         hwloc_bitmap_free(sets[i]);
+    }
     free(sets);
     return -1;
 }
 
 static void pin_free_sets(hwloc_bitmap_t *sets, int count)
 {
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < count; i++) {
         hwloc_bitmap_free(sets[i]);
+    }
     free(sets);
 }
 
@@ -156,11 +166,13 @@ static void pin_nodes_of(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
     for (int i = 0; i < count; i++) {
         hwloc_obj_t node = hwloc_get_obj_by_type(topology, HWLOC_OBJ_NUMANODE, (unsigned)i);
 
-        if (node != NULL && node->cpuset != NULL && hwloc_bitmap_intersects(node->cpuset, cpuset))
+        if (node != NULL && node->cpuset != NULL && hwloc_bitmap_intersects(node->cpuset, cpuset)) {
             hwloc_bitmap_set(nodeset, node->os_index);
+        }
     }
-    if (hwloc_bitmap_iszero(nodeset))
+    if (hwloc_bitmap_iszero(nodeset)) {
         hwloc_bitmap_copy(nodeset, hwloc_get_root_obj(topology)->nodeset);
+    }
 }
 
 static int pin_count_cores(hwloc_topology_t topology, hwloc_const_cpuset_t allowed)
@@ -173,8 +185,9 @@ static int pin_count_cores(hwloc_topology_t topology, hwloc_const_cpuset_t allow
     for (int i = 0; i < total; i++) {
         hwloc_obj_t obj = hwloc_get_obj_by_type(topology, type, (unsigned)i);
 
-        if (obj != NULL && obj->cpuset != NULL && hwloc_bitmap_intersects(obj->cpuset, allowed))
+        if (obj != NULL && obj->cpuset != NULL && hwloc_bitmap_intersects(obj->cpuset, allowed)) {
             count++;
+        }
     }
     return count;
 }
@@ -204,8 +217,9 @@ int tnt_pin_compute(hwloc_topology_t topology, hwloc_const_cpuset_t allowed, tnt
         pin_err(errbuf, errlen, "no allowed CPU is part of the topology (allowed set empty?)");
         goto err_free_bitmaps;
     }
-    if (mode == TNT_PIN_AUTO)
+    if (mode == TNT_PIN_AUTO) {
         mode = pin_count_cores(topology, usable) >= local_size ? TNT_PIN_CORE : TNT_PIN_NUMA;
+    }
 
     switch (mode) {
     case TNT_PIN_NONE:
@@ -241,18 +255,21 @@ int tnt_pin_compute(hwloc_topology_t topology, hwloc_const_cpuset_t allowed, tnt
      * product form with 64-bit arithmetic, so large counts cannot overflow. */
     first = (int)((long long)local_rank * count / local_size);
     last = (int)((long long)(local_rank + 1) * count / local_size);
-    if (mode != TNT_PIN_CORE || last <= first)
+    if (mode != TNT_PIN_CORE || last <= first) {
         last = first + 1; /* one object per task; shared when k < n */
+    }
     hwloc_bitmap_zero(result);
-    for (int i = first; i < last; i++)
+    for (int i = first; i < last; i++) {
         hwloc_bitmap_or(result, result, sets[i]);
+    }
 
 done:
     pin_nodes_of(topology, result, nodeset_out);
     hwloc_bitmap_copy(cpuset_out, result);
     ret = 0;
-    if (sets != NULL)
+    if (sets != NULL) {
         pin_free_sets(sets, count);
+    }
 err_free_bitmaps:
     hwloc_bitmap_free(result);
     hwloc_bitmap_free(usable);
@@ -265,13 +282,15 @@ static int pin_count_objects(hwloc_topology_t topology, hwloc_obj_type_t type,
     int total = hwloc_get_nbobjs_by_type(topology, type);
     int count = 0;
 
-    if (total <= 0)
+    if (total <= 0) {
         return type == HWLOC_OBJ_CORE ? pin_count_objects(topology, HWLOC_OBJ_PU, allowed) : 1;
+    }
     for (int i = 0; i < total; i++) {
         hwloc_obj_t obj = hwloc_get_obj_by_type(topology, type, (unsigned)i);
 
-        if (obj != NULL && obj->cpuset != NULL && hwloc_bitmap_intersects(obj->cpuset, allowed))
+        if (obj != NULL && obj->cpuset != NULL && hwloc_bitmap_intersects(obj->cpuset, allowed)) {
             count++;
+        }
     }
     return count;
 }
@@ -289,8 +308,9 @@ int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed
         goto out;
     }
     if (tnt_pin_compute(topology, allowed, mode, local_rank, local_size, cpus, nodes, errbuf,
-                        errlen) != 0)
+                        errlen) != 0) {
         goto out;
+    }
     weight = hwloc_bitmap_weight(cpus);
     usable = hwloc_bitmap_alloc();
     if (usable == NULL) {
@@ -298,8 +318,9 @@ int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed
         goto out;
     }
     hwloc_bitmap_and(usable, allowed, hwloc_topology_get_topology_cpuset(topology));
-    if (mode == TNT_PIN_AUTO)
+    if (mode == TNT_PIN_AUTO) {
         mode = pin_count_cores(topology, usable) >= local_size ? TNT_PIN_CORE : TNT_PIN_NUMA;
+    }
     switch (mode) {
     case TNT_PIN_SOCKET:
         k = pin_count_objects(topology, HWLOC_OBJ_PACKAGE, usable);
@@ -314,8 +335,9 @@ int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed
         k = 1;
         break; /* none: one object, the whole allowed set */
     }
-    if (k < 1)
+    if (k < 1) {
         k = 1;
+    }
     if (mode == TNT_PIN_CORE && n <= k) {
         sharers = 1; /* disjoint core groups */
     } else {
@@ -325,15 +347,19 @@ int tnt_pin_thread_count(hwloc_topology_t topology, hwloc_const_cpuset_t allowed
         sharers = ((j + 1) * n + k - 1) / k - (j * n + k - 1) / k;
     }
     ret = (int)(weight / (sharers > 0 ? sharers : 1));
-    if (ret < 1)
+    if (ret < 1) {
         ret = 1;
+    }
 out:
-    if (usable != NULL)
+    if (usable != NULL) {
         hwloc_bitmap_free(usable);
-    if (nodes != NULL)
+    }
+    if (nodes != NULL) {
         hwloc_bitmap_free(nodes);
-    if (cpus != NULL)
+    }
+    if (cpus != NULL) {
         hwloc_bitmap_free(cpus);
+    }
     return ret;
 }
 
@@ -372,8 +398,9 @@ int tnt_pin_apply(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
         pin_err(errbuf, errlen, "cannot bind to CPUs %s: %s", cpus, strerror(errno));
         return -1;
     }
-    if (nodeset == NULL || hwloc_bitmap_iszero(nodeset))
+    if (nodeset == NULL || hwloc_bitmap_iszero(nodeset)) {
         return 0;
+    }
 
     if (strict_memory) {
         if (pin_set_mempolicy(MPOL_BIND, nodeset) != 0) {
@@ -387,10 +414,12 @@ int tnt_pin_apply(hwloc_topology_t topology, hwloc_const_cpuset_t cpuset,
         return 0;
     }
     /* Preferring every node is the default policy already. */
-    if (hwloc_bitmap_isincluded(hwloc_get_root_obj(topology)->nodeset, nodeset))
+    if (hwloc_bitmap_isincluded(hwloc_get_root_obj(topology)->nodeset, nodeset)) {
         return 0;
-    if (hwloc_bitmap_weight(nodeset) > 1 && pin_set_mempolicy(MPOL_PREFERRED_MANY, nodeset) == 0)
+    }
+    if (hwloc_bitmap_weight(nodeset) > 1 && pin_set_mempolicy(MPOL_PREFERRED_MANY, nodeset) == 0) {
         return 0;
+    }
     /* Single node, or a kernel older than 5.15 without MPOL_PREFERRED_MANY:
      * prefer the first node of the set. */
     first_node = hwloc_bitmap_alloc();
@@ -417,14 +446,16 @@ char *tnt_pin_describe(hwloc_const_cpuset_t cpuset, hwloc_const_nodeset_t nodese
     char cpus[256], nodes[128];
     int weight;
 
-    if (buf == NULL || len == 0)
+    if (buf == NULL || len == 0) {
         return buf;
+    }
     hwloc_bitmap_list_snprintf(cpus, sizeof cpus, cpuset);
     weight = hwloc_bitmap_weight(cpuset);
-    if (nodeset != NULL)
+    if (nodeset != NULL) {
         hwloc_bitmap_list_snprintf(nodes, sizeof nodes, nodeset);
-    else
+    } else {
         snprintf(nodes, sizeof nodes, "-");
+    }
     snprintf(buf, len, "cpus %s (%d), numa %s", cpus, weight, nodes);
     return buf;
 }

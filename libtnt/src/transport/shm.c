@@ -76,8 +76,9 @@ static int tnt_shm_peer_alive(struct tnt_shm *shm, int peer)
 /* For messages: the bootstrap's pid, or (unit tests) the segment's. */
 static pid_t tnt_shm_peer_pid(const struct tnt_shm *shm, int peer)
 {
-    if (shm->pids[peer] != 0)
+    if (shm->pids[peer] != 0) {
         return shm->pids[peer];
+    }
     return (pid_t)atomic_load_explicit(&shm->ctl[peer].pid, memory_order_relaxed);
 }
 
@@ -113,8 +114,9 @@ static void *tnt_shm_alive_main(void *arg)
     pthread_mutex_lock(&shm->alive_lock);
     shm->alive_state = rc == 0 ? 1 : -1;
     pthread_cond_broadcast(&shm->alive_cond);
-    while (shm->alive_state == 1)
+    while (shm->alive_state == 1) {
         pthread_cond_wait(&shm->alive_cond, &shm->alive_lock);
+    }
     pthread_mutex_unlock(&shm->alive_lock);
     return NULL;
 }
@@ -125,28 +127,33 @@ static tnt_status_t tnt_shm_alive_start(struct tnt_shm *shm)
     int rc;
 
     shm->alive_state = 0;
-    if ((rc = pthread_mutex_init(&shm->alive_lock, NULL)) != 0)
+    if ((rc = pthread_mutex_init(&shm->alive_lock, NULL)) != 0) {
         goto err;
-    if ((rc = pthread_cond_init(&shm->alive_cond, NULL)) != 0)
+    }
+    if ((rc = pthread_cond_init(&shm->alive_cond, NULL)) != 0) {
         goto err_lock;
+    }
     /* Signals stay with the application's threads. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     rc = pthread_create(&shm->alive_thread, NULL, tnt_shm_alive_main, shm);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
+    if (rc != 0) {
         goto err_cond;
+    }
     shm->alive_started = 1;
     pthread_mutex_lock(&shm->alive_lock);
-    while (shm->alive_state == 0)
+    while (shm->alive_state == 0) {
         pthread_cond_wait(&shm->alive_cond, &shm->alive_lock);
+    }
     int state = shm->alive_state;
     pthread_mutex_unlock(&shm->alive_lock);
-    if (state != 1)
+    if (state != 1) {
         return tnt_error_raise(TNT_ERR_SYSTEM,
                                "rank %d: cannot take the liveness mutex in shared-memory segment "
                                "%s; is another process using this job's segment?",
                                shm->global_ranks[shm->me], shm->name);
+    }
     return TNT_OK;
 
 err_cond:
@@ -164,8 +171,9 @@ err:
  * it when the thread exits). */
 static void tnt_shm_alive_stop(struct tnt_shm *shm)
 {
-    if (!shm->alive_started)
+    if (!shm->alive_started) {
         return;
+    }
     pthread_mutex_lock(&shm->alive_lock);
     shm->alive_state = 2;
     pthread_cond_broadcast(&shm->alive_cond);
@@ -248,8 +256,9 @@ static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm)
         differ |= atomic_load_explicit(&sig->what, memory_order_relaxed) != what ||
                   atomic_load_explicit(&sig->count, memory_order_relaxed) != count;
     }
-    if (!differ)
+    if (!differ) {
         return TNT_OK;
+    }
 
     /* Slow path: describe local rank 0's call and each one that differs. */
     char text[768], one[160];
@@ -262,8 +271,9 @@ static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm)
         const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
         uint64_t w = atomic_load_explicit(&sig->what, memory_order_relaxed);
         uint64_t c = atomic_load_explicit(&sig->count, memory_order_relaxed);
-        if (j != 0 && w == what0 && c == count0)
+        if (j != 0 && w == what0 && c == count0) {
             continue;
+        }
         tnt_shm_sig_format(one, sizeof one, w, c);
         int wrote = snprintf(text + used, sizeof text - used, "%srank %d called %s",
                              used ? ", " : "", shm->global_ranks[j], one);
@@ -284,8 +294,9 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
      * target (slot data, buffer addresses, its reads of my slots) happens-
      * before what this rank does after the load returns. */
     for (int i = 0; i < TNT_SHM_FAST_POLLS; i++) {
-        if (atomic_load_explicit(seq, memory_order_acquire) >= target)
+        if (atomic_load_explicit(seq, memory_order_acquire) >= target) {
             return TNT_OK;
+        }
         tnt_cpu_relax();
     }
     /* Medium wait: a peer still copying or reducing its part of a large
@@ -304,15 +315,17 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
     uint64_t start = tnt_time_ns();
     uint64_t yield_until = start + TNT_SHM_YIELD_NS;
     for (uint32_t i = 1;; i++) {
-        if (atomic_load_explicit(seq, memory_order_acquire) >= target)
+        if (atomic_load_explicit(seq, memory_order_acquire) >= target) {
             return TNT_OK;
+        }
         if ((i & 63) != 0 && shm->spin_ns > 0) {
             tnt_cpu_relax();
             continue;
         }
         uint64_t now = tnt_time_ns();
-        if (now >= yield_until)
+        if (now >= yield_until) {
             break;
+        }
         sched_yield();
     }
 
@@ -331,8 +344,9 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
             return shm->broken;
         }
         int32_t failed = atomic_load_explicit(&shm->hdr->failed, memory_order_relaxed);
-        if (failed > 0)
+        if (failed > 0) {
             return tnt_shm_peer_failed(shm, failed - 1, what);
+        }
         uint64_t now = tnt_time_ns();
         tnt_status_t verdict = tnt_watch_poll(shm->watch, now - start);
         if (verdict != TNT_OK) {
@@ -341,8 +355,9 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         }
         if (now >= next_check) {
             next_check = now + TNT_SHM_LIVENESS_NS;
-            if (!tnt_shm_peer_alive(shm, peer))
+            if (!tnt_shm_peer_alive(shm, peer)) {
                 return tnt_shm_peer_failed(shm, peer, what);
+            }
         }
     }
     return TNT_OK;
@@ -360,11 +375,13 @@ static void tnt_shm_signal(struct tnt_shm *shm)
 static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
 {
     for (int j = 0; j < shm->n; j++) {
-        if (j == shm->me)
+        if (j == shm->me) {
             continue;
+        }
         tnt_status_t status = tnt_shm_wait_peer(shm, j, shm->phase, what);
-        if (status != TNT_OK)
+        if (status != TNT_OK) {
             return status;
+        }
     }
     if (shm->sig_pending) {
         shm->sig_pending = 0;
@@ -381,8 +398,9 @@ tnt_status_t tnt_shm_phase(struct tnt_shm *shm, const char *what)
 
 tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const char *what)
 {
-    if (err == ESRCH || !tnt_shm_peer_alive(shm, peer))
+    if (err == ESRCH || !tnt_shm_peer_alive(shm, peer)) {
         return tnt_shm_peer_failed(shm, peer, what);
+    }
     shm->broken = tnt_error_raise(
         TNT_ERR_TRANSPORT,
         "rank %d: reading local rank %d's buffer (rank %d) with process_vm_readv failed "
@@ -396,19 +414,22 @@ tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const cha
  * only when all of them could (ptrace rules, seccomp and Yama may forbid it). */
 static int tnt_shm_probe_cma(struct tnt_shm *shm)
 {
-    if (!shm->cma_allowed)
+    if (!shm->cma_allowed) {
         return 0;
+    }
     for (int j = 0; j < shm->n; j++) {
-        if (j == shm->me)
+        if (j == shm->me) {
             continue;
+        }
         uint64_t word = 0;
         struct iovec local = { &word, sizeof word };
         struct iovec remote = { (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[j].probe,
                                                                         memory_order_relaxed),
                                 sizeof word };
         if (process_vm_readv(shm->pids[j], &local, 1, &remote, 1, 0) != (ssize_t)sizeof word ||
-            word != TNT_SHM_MAGIC)
+            word != TNT_SHM_MAGIC) {
             return 0;
+        }
     }
     return 1;
 }
@@ -421,14 +442,16 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     if (params == NULL || shm_p == NULL || params->name == NULL || params->name[0] != '/' ||
         params->local_size < 1 || params->local_rank < 0 ||
         params->local_rank >= params->local_size || params->settings == NULL ||
-        params->exchange == NULL || params->extra_bytes > ((size_t)1 << 30))
+        params->exchange == NULL || params->extra_bytes > ((size_t)1 << 30)) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "tnt_shm_create: bad parameters (name must start with '/', "
                                "0 <= local_rank < local_size, settings and exchange given)");
+    }
 
     struct tnt_shm *shm = calloc(1, sizeof *shm);
-    if (shm == NULL)
+    if (shm == NULL) {
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_shm_create: out of memory");
+    }
     shm->me = params->local_rank;
     shm->n = params->local_size;
     shm->timeout_s = params->timeout_s;
@@ -441,17 +464,20 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     /* 256 KiB blocks read fastest here (fewer system calls), as long as the
      * n - 1 of them stay within about half of a 1 MiB L2. */
     shm->cma_block_bytes = shm->n > 1 ? (512u * 1024 / (size_t)(shm->n - 1)) / 4096 * 4096 : 4096;
-    if (shm->cma_block_bytes > TNT_SHM_CMA_BLOCK_MAX)
+    if (shm->cma_block_bytes > TNT_SHM_CMA_BLOCK_MAX) {
         shm->cma_block_bytes = TNT_SHM_CMA_BLOCK_MAX;
-    if (shm->cma_block_bytes < TNT_SHM_CMA_BLOCK_MIN)
+    }
+    if (shm->cma_block_bytes < TNT_SHM_CMA_BLOCK_MIN) {
         shm->cma_block_bytes = TNT_SHM_CMA_BLOCK_MIN;
+    }
     /* Spinning only pays when no local rank has to share a core. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     shm->spin_ns = cpus >= shm->n ? TNT_SHM_SPIN_NS : 0;
     shm->stream_min = params->settings->shm_stream_bytes;
     shm->stream_mode = (int)params->settings->shm_stream;
-    for (int op = 0; op < TNT_SHM_STREAM_OPS; op++)
+    for (int op = 0; op < TNT_SHM_STREAM_OPS; op++) {
         tnt_stream_auto_init(&shm->stream_auto[op], shm->stream_min);
+    }
     tnt_shm_stream_init();
     tnt_shm_addr_t addr;
     memset(&addr, 0, sizeof addr);
@@ -489,8 +515,9 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
         /* Sent even when it failed: the others then fail with its reason
          * instead of waiting for a name. */
         tnt_status_t sent = params->exchange(params->exchange_arg, &addr);
-        if (status != TNT_OK)
+        if (status != TNT_OK) {
             goto err_free;
+        }
         if (sent != TNT_OK) {
             status = sent;
             shm_unlink(shm->name);
@@ -499,8 +526,9 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
         }
     } else {
         status = params->exchange(params->exchange_arg, &addr);
-        if (status != TNT_OK)
+        if (status != TNT_OK) {
             goto err_free;
+        }
         if (addr.status == TNT_ERR_NO_MEMORY && addr.segment_bytes > 0) {
             shm->slot_bytes = addr.slot_bytes;
             status = tnt_shm_no_space(shm, addr.segment_bytes, ENOSPC);
@@ -514,8 +542,9 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
             goto err_free;
         }
         status = tnt_shm_attach_segment(shm, &addr, params->extra_bytes, &fd);
-        if (status != TNT_OK)
+        if (status != TNT_OK) {
             goto err_free;
+        }
     }
     close(fd); /* the mapping keeps the memory */
 
@@ -526,39 +555,47 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->extra = (char *)shm->hdr + extra_off;
 
     /* Hold the liveness mutex before anyone can wait for this rank. */
-    if ((status = tnt_shm_alive_start(shm)) != TNT_OK)
+    if ((status = tnt_shm_alive_start(shm)) != TNT_OK) {
         goto err_unmap;
+    }
     struct tnt_shm_ctl *mine = &shm->ctl[shm->me];
     atomic_store_explicit(&mine->pid, (int32_t)getpid(), memory_order_relaxed);
     atomic_store_explicit(&mine->probe, (uint64_t)(uintptr_t)&shm->probe_word,
                           memory_order_relaxed);
-    if (shm->me != 0)
+    if (shm->me != 0) {
         /* acq_rel: the stores above happen-before rank 0's acquire of the
          * count, and the count itself is a read-modify-write chain. */
         atomic_fetch_add_explicit(&shm->hdr->attached, 1, memory_order_acq_rel);
-    else if ((status = tnt_shm_unlink_when_attached(shm)) != TNT_OK)
+    } else if ((status = tnt_shm_unlink_when_attached(shm)) != TNT_OK) {
         goto err_unmap;
+    }
 
     /* Phase 1: everyone attached and published pid and probe address. */
     status = tnt_shm_phase(shm, "shared-memory setup");
-    if (status != TNT_OK)
+    if (status != TNT_OK) {
         goto err_unmap;
-    if (params->pids == NULL)
-        for (int j = 0; j < shm->n; j++)
+    }
+    if (params->pids == NULL) {
+        for (int j = 0; j < shm->n; j++) {
             shm->pids[j] = (pid_t)atomic_load_explicit(&shm->ctl[j].pid, memory_order_relaxed);
+        }
+    }
 
     /* Phase 2: everyone tested CMA; use it only if all can. */
     atomic_store_explicit(&mine->cma_ok, tnt_shm_probe_cma(shm), memory_order_relaxed);
     status = tnt_shm_phase(shm, "shared-memory setup");
-    if (status != TNT_OK)
+    if (status != TNT_OK) {
         goto err_unmap;
+    }
     shm->use_cma = shm->n > 1;
-    for (int j = 0; j < shm->n; j++)
+    for (int j = 0; j < shm->n; j++) {
         shm->use_cma &= atomic_load_explicit(&shm->ctl[j].cma_ok, memory_order_relaxed) != 0;
+    }
     /* Phase 3: nobody reads probe words any more (they live in this struct). */
     status = tnt_shm_phase(shm, "shared-memory setup");
-    if (status != TNT_OK)
+    if (status != TNT_OK) {
         goto err_unmap;
+    }
 
     tnt_log_debug("shm %s: %d local ranks, %zu KiB staging per rank, CMA %s, streaming %s from "
                   "%zu KiB (%s)",
@@ -590,8 +627,9 @@ void *tnt_shm_extra(tnt_shm_t *shm)
 
 void tnt_shm_destroy(tnt_shm_t *shm)
 {
-    if (shm == NULL)
+    if (shm == NULL) {
         return;
+    }
     tnt_shm_alive_stop(shm);
     munmap(shm->hdr, shm->segment_bytes);
     free(shm->bounce);
@@ -613,8 +651,9 @@ static tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
 tnt_status_t tnt_shm_barrier(tnt_shm_t *shm)
 {
     tnt_status_t status = tnt_shm_begin(shm);
-    if (status != TNT_OK || shm->n == 1)
+    if (status != TNT_OK || shm->n == 1) {
         return status;
+    }
     tnt_shm_expect(shm, TNT_SHM_KIND_BARRIER, 0, 0, 0);
     return tnt_shm_phase(shm, "barrier");
 }
@@ -623,20 +662,23 @@ tnt_status_t tnt_shm_barrier(tnt_shm_t *shm)
  * the address is published, then the root waits until all have read. */
 static tnt_status_t tnt_shm_broadcast_cma(struct tnt_shm *shm, void *buf, size_t bytes, int root)
 {
-    if (shm->me == root)
+    if (shm->me == root) {
         atomic_store_explicit(&shm->ctl[root].sendbuf, (uint64_t)(uintptr_t)buf,
                               memory_order_relaxed);
+    }
     tnt_status_t status = tnt_shm_phase(shm, "broadcast");
-    if (status != TNT_OK)
+    if (status != TNT_OK) {
         return status;
+    }
     if (shm->me != root) {
         struct iovec local = { buf, bytes };
         struct iovec remote = { (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[root].sendbuf,
                                                                         memory_order_relaxed),
                                 bytes };
         ssize_t got = process_vm_readv(shm->pids[root], &local, 1, &remote, 1, 0);
-        if (got != (ssize_t)bytes)
+        if (got != (ssize_t)bytes) {
             return tnt_shm_cma_error(shm, root, got < 0 ? errno : EIO, "broadcast");
+        }
     }
     return tnt_shm_phase(shm, "broadcast");
 }
@@ -648,28 +690,35 @@ static tnt_status_t tnt_shm_broadcast_cma(struct tnt_shm *shm, void *buf, size_t
 tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root)
 {
     tnt_status_t status = tnt_shm_begin(shm);
-    if (status != TNT_OK)
+    if (status != TNT_OK) {
         return status;
-    if (root < 0 || root >= shm->n || (buf == NULL && bytes > 0))
+    }
+    if (root < 0 || root >= shm->n || (buf == NULL && bytes > 0)) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "rank %d: broadcast: bad root local rank %d or NULL buffer",
                                shm->global_ranks[shm->me], root);
-    if (shm->n == 1 || bytes == 0)
+    }
+    if (shm->n == 1 || bytes == 0) {
         return TNT_OK;
+    }
     tnt_shm_expect(shm, TNT_SHM_KIND_BROADCAST, bytes, 0, (unsigned)root);
-    if (shm->use_cma && bytes >= TNT_SHM_BCAST_CMA_MIN)
+    if (shm->use_cma && bytes >= TNT_SHM_BCAST_CMA_MIN) {
         return tnt_shm_broadcast_cma(shm, buf, bytes, root);
+    }
 
     /* Pipelined through the root's two slots, one phase per chunk. */
     for (size_t done = 0; done < bytes; done += shm->slot_bytes) {
         size_t len = bytes - done < shm->slot_bytes ? bytes - done : shm->slot_bytes;
-        if (shm->me == root)
+        if (shm->me == root) {
             memcpy(tnt_shm_slot(shm, root, shm->phase + 1), (char *)buf + done, len);
+        }
         status = tnt_shm_phase(shm, "broadcast");
-        if (status != TNT_OK)
+        if (status != TNT_OK) {
             return status;
-        if (shm->me != root)
+        }
+        if (shm->me != root) {
             memcpy((char *)buf + done, tnt_shm_slot(shm, root, shm->phase), len);
+        }
     }
     return TNT_OK;
 }
@@ -678,16 +727,20 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
                                size_t bytes_per_rank)
 {
     tnt_status_t status = tnt_shm_begin(shm);
-    if (status != TNT_OK)
+    if (status != TNT_OK) {
         return status;
-    if (bytes_per_rank > 0 && (sendbuf == NULL || recvbuf == NULL))
+    }
+    if (bytes_per_rank > 0 && (sendbuf == NULL || recvbuf == NULL)) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "rank %d: allgather: NULL buffer",
                                shm->global_ranks[shm->me]);
+    }
     char *own = (char *)recvbuf + (size_t)shm->me * bytes_per_rank;
-    if (bytes_per_rank > 0 && own != sendbuf)
+    if (bytes_per_rank > 0 && own != sendbuf) {
         memmove(own, sendbuf, bytes_per_rank);
-    if (shm->n == 1 || bytes_per_rank == 0)
+    }
+    if (shm->n == 1 || bytes_per_rank == 0) {
         return TNT_OK;
+    }
     tnt_shm_expect(shm, TNT_SHM_KIND_ALLGATHER, bytes_per_rank, 0, 0);
 
     /* Each rank publishes a chunk of its block per phase; everyone copies
@@ -698,12 +751,15 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
             bytes_per_rank - done < shm->slot_bytes ? bytes_per_rank - done : shm->slot_bytes;
         memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), own + done, len);
         status = tnt_shm_phase(shm, "allgather");
-        if (status != TNT_OK)
+        if (status != TNT_OK) {
             return status;
-        for (int j = 0; j < shm->n; j++)
-            if (j != shm->me)
+        }
+        for (int j = 0; j < shm->n; j++) {
+            if (j != shm->me) {
                 memcpy((char *)recvbuf + (size_t)j * bytes_per_rank + done,
                        tnt_shm_slot(shm, j, shm->phase), len);
+            }
+        }
     }
     return TNT_OK;
 }

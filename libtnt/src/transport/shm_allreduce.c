@@ -60,16 +60,19 @@ static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
                                        tnt_op_t op, enum tnt_shm_kind kind, const char *what)
 {
     shm->num_collectives++;
-    if (shm->broken != TNT_OK)
+    if (shm->broken != TNT_OK) {
         return shm->broken;
+    }
     if (tnt_dtype_size(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
-        (count > 0 && (sendbuf == NULL || recvbuf == NULL)))
+        (count > 0 && (sendbuf == NULL || recvbuf == NULL))) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "rank %d: %s: bad dtype %d, op %d or NULL buffer",
                                shm->global_ranks[shm->me], what, (int)dtype, (int)op);
+    }
     /* Every path below starts with a phase when there is anything to do. */
-    if (shm->n > 1 && count > 0)
+    if (shm->n > 1 && count > 0) {
         tnt_shm_expect(shm, kind, count, (unsigned)dtype, (unsigned)op);
+    }
     return TNT_OK;
 }
 
@@ -100,10 +103,12 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
     tnt_reduce_copy_scaled(dtype, tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, count,
                            scale);
     tnt_status_t status = tnt_shm_phase(shm, "allreduce");
-    if (status != TNT_OK)
+    if (status != TNT_OK) {
         return status;
-    for (int j = 0; j < shm->n; j++)
+    }
+    for (int j = 0; j < shm->n; j++) {
         shm->srcs[j] = tnt_shm_slot(shm, j, shm->phase);
+    }
     tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count, op == TNT_AVG ? shm->n : 1);
     return TNT_OK;
 }
@@ -133,37 +138,43 @@ static tnt_status_t tnt_shm_reduce_staged(struct tnt_shm *shm, const char *sendb
         char *in = tnt_shm_slot(shm, me, shm->phase + 1);
         for (int j = 0; j < n; j++) {
             tnt_slice(count, j, n, &off, &cnt);
-            if ((j != me || scale != 1.0) && k0 < cnt)
+            if ((j != me || scale != 1.0) && k0 < cnt) {
                 tnt_reduce_copy_scaled(dtype, in + (size_t)j * piece * es,
                                        sendbuf + (off + k0) * es, tnt_shm_min(piece, cnt - k0),
                                        scale);
+            }
         }
-        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK) {
             return status;
+        }
 
         /* Reduce my piece from every rank's slot (my own straight from
          * sendbuf), in local-rank order. */
         if (k0 < my_cnt) {
-            for (int j = 0; j < n; j++)
+            for (int j = 0; j < n; j++) {
                 shm->srcs[j] = j == me && scale == 1.0
                                    ? sendbuf + (my_off + k0) * es
                                    : tnt_shm_slot(shm, j, shm->phase) + (size_t)me * piece * es;
+            }
             void *dst = allgather_result ? tnt_shm_slot(shm, me, shm->phase + 1)
                                          : recvbuf + (my_off + k0) * es;
             tnt_reduce_n_div(dtype, op, dst, shm->srcs, n, tnt_shm_min(piece, my_cnt - k0),
                              divisor);
         }
-        if (!allgather_result)
+        if (!allgather_result) {
             continue;
-        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+        }
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK) {
             return status;
+        }
 
         /* Copy out every rank's reduced piece (mine included). */
         for (int j = 0; j < n; j++) {
             tnt_slice(count, j, n, &off, &cnt);
-            if (k0 < cnt)
+            if (k0 < cnt) {
                 memcpy(recvbuf + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
                        tnt_shm_min(piece, cnt - k0) * es);
+            }
         }
     }
     return TNT_OK;
@@ -197,19 +208,22 @@ static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sen
         char *in = tnt_shm_slot(shm, me, shm->phase + 1);
         for (int j = 0; j < n; j++) {
             tnt_slice(count, j, n, &off, &cnt);
-            if (k0 >= cnt)
+            if (k0 >= cnt) {
                 continue;
+            }
             size_t len = tnt_shm_min(piece, cnt - k0);
-            if (j != me)
+            if (j != me) {
                 tnt_shm_stream_copy_scaled(dtype, in + (size_t)j * piece * es,
                                            sendbuf + (off + k0) * es, len, scale, shm->bounce,
                                            TNT_SHM_BOUNCE_BYTES);
-            else if (scale != 1.0)
+            } else if (scale != 1.0) {
                 tnt_reduce_copy_scaled(dtype, in + (size_t)j * piece * es,
                                        sendbuf + (off + k0) * es, len, scale);
+            }
         }
-        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK) {
             return status;
+        }
 
         /* Reduce my piece in local-rank order straight into recvbuf (only
          * this rank touches its own slice of recvbuf, and in place the own
@@ -221,27 +235,32 @@ static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sen
             for (size_t b = 0; b < len; b += block) {
                 const size_t blen = tnt_shm_min(block, len - b);
                 const size_t pos = my_off + k0 + b;
-                for (int j = 0; j < n; j++)
+                for (int j = 0; j < n; j++) {
                     shm->srcs[j] = j == me && scale == 1.0 ? sendbuf + pos * es
                                                            : tnt_shm_slot(shm, j, shm->phase) +
                                                                  ((size_t)me * piece + b) * es;
+                }
                 tnt_reduce_n_div(dtype, op, recvbuf + pos * es, shm->srcs, n, blen, divisor);
-                if (allgather_result)
+                if (allgather_result) {
                     tnt_shm_stream_copy(out + b * es, recvbuf + pos * es, blen * es);
+                }
             }
         }
-        if (!allgather_result)
+        if (!allgather_result) {
             continue;
-        if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+        }
+        if ((status = tnt_shm_phase(shm, what)) != TNT_OK) {
             return status;
+        }
 
         /* Copy out the other ranks' reduced pieces, streamed: recvbuf is
          * written once here and not read again by this collective. */
         for (int j = 0; j < n; j++) {
             tnt_slice(count, j, n, &off, &cnt);
-            if (j != me && k0 < cnt)
+            if (j != me && k0 < cnt) {
                 tnt_shm_stream_copy(recvbuf + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
                                     tnt_shm_min(piece, cnt - k0) * es);
+            }
         }
     }
     return TNT_OK;
@@ -259,10 +278,12 @@ static tnt_status_t tnt_shm_reduce_streamed(struct tnt_shm *shm, const char *sen
  * 0 waited for before it could start call k: no read sees a later plan. */
 static int tnt_shm_stream_kind(struct tnt_shm *shm, enum tnt_shm_stream_op op, size_t bytes)
 {
-    if (bytes < shm->stream_min || shm->stream_mode == TNT_SETTINGS_STREAM_OFF)
+    if (bytes < shm->stream_min || shm->stream_mode == TNT_SETTINGS_STREAM_OFF) {
         return TNT_STREAM_KIND_CACHED;
-    if (shm->stream_mode == TNT_SETTINGS_STREAM_ON)
+    }
+    if (shm->stream_mode == TNT_SETTINGS_STREAM_ON) {
         return TNT_STREAM_KIND_STREAMED;
+    }
     struct tnt_stream_auto *a = &shm->stream_auto[op];
     const int c = tnt_stream_auto_class_of(a, bytes);
     const uint32_t call = shm->stream_calls[op][c]++;
@@ -276,11 +297,13 @@ static int tnt_shm_stream_kind(struct tnt_shm *shm, enum tnt_shm_stream_op op, s
                               memory_order_relaxed);
         /* The first call of a size class not used yet starts from what the
          * nearest learned class chose (entry 0, read at call 0). */
-        for (int d = 0; d < TNT_STREAM_AUTO_CLASSES; d++)
-            if (shm->stream_calls[op][d] == 0)
+        for (int d = 0; d < TNT_STREAM_AUTO_CLASSES; d++) {
+            if (shm->stream_calls[op][d] == 0) {
                 atomic_store_explicit(&shm->ctl[0].stream_cached[op][d][0],
                                       tnt_stream_auto_first(a, d) == TNT_STREAM_KIND_CACHED,
                                       memory_order_relaxed);
+            }
+        }
     }
     return kind;
 }
@@ -290,8 +313,9 @@ static void tnt_shm_stream_learn(struct tnt_shm *shm, enum tnt_shm_stream_op op,
                                  int kind, uint64_t t0, tnt_status_t status)
 {
     if (shm->me == 0 && status == TNT_OK && bytes >= shm->stream_min &&
-        shm->stream_mode == TNT_SETTINGS_STREAM_AUTO)
+        shm->stream_mode == TNT_SETTINGS_STREAM_AUTO) {
         tnt_stream_auto_learn(&shm->stream_auto[op], bytes, kind, tnt_time_ns() - t0);
+    }
 }
 
 /* ---- CMA --------------------------------------------------------------- */
@@ -302,8 +326,9 @@ static tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local,
     struct iovec liov = { local, bytes };
     struct iovec riov = { (void *)(uintptr_t)remote, bytes };
     ssize_t got = process_vm_readv(shm->pids[peer], &liov, 1, &riov, 1, 0);
-    if (got == (ssize_t)bytes)
+    if (got == (ssize_t)bytes) {
         return TNT_OK;
+    }
     return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
 }
 
@@ -313,8 +338,9 @@ static tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void 
     struct iovec liov = { (void *)local, bytes };
     struct iovec riov = { (void *)(uintptr_t)remote, bytes };
     ssize_t got = process_vm_writev(shm->pids[peer], &liov, 1, &riov, 1, 0);
-    if (got == (ssize_t)bytes)
+    if (got == (ssize_t)bytes) {
         return TNT_OK;
+    }
     return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
 }
 
@@ -344,12 +370,14 @@ static tnt_status_t tnt_shm_gather_slices_cma(struct tnt_shm *shm, char *buf, si
     tnt_status_t status;
     for (int j = 0; j < shm->n; j++) {
         tnt_slice(count, j, shm->n, &off, &cnt);
-        if (j == shm->me || cnt == 0)
+        if (j == shm->me || cnt == 0) {
             continue;
+        }
         status = tnt_shm_cma_read(shm, j, buf + off * es, tnt_shm_peer_buf(shm, j, 1) + off * es,
                                   cnt * es, what);
-        if (status != TNT_OK)
+        if (status != TNT_OK) {
             return status;
+        }
     }
     return tnt_shm_phase(shm, what);
 }
@@ -366,8 +394,9 @@ static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf,
     tnt_status_t status;
 
     tnt_shm_publish(shm, sendbuf, recvbuf);
-    if ((status = tnt_shm_phase(shm, what)) != TNT_OK)
+    if ((status = tnt_shm_phase(shm, what)) != TNT_OK) {
         return status;
+    }
 
     /* Peers do not write their slice `me` of recvbuf (even in place) until
      * they have seen this rank finish the next phase, so it is stable. */
@@ -383,24 +412,28 @@ static tnt_status_t tnt_shm_reduce_cma(struct tnt_shm *shm, const char *sendbuf,
             char *tmp = shm->cma_tmp + (size_t)j * shm->cma_block_bytes;
             status =
                 tnt_shm_cma_read(shm, j, tmp, tnt_shm_peer_buf(shm, j, 0) + pos, len * es, what);
-            if (status != TNT_OK)
+            if (status != TNT_OK) {
                 return status;
+            }
             shm->srcs[j] = tmp;
         }
         tnt_reduce_n_div(dtype, op, recvbuf + pos, shm->srcs, n, len, divisor);
-        if (!allgather_result)
+        if (!allgather_result) {
             continue;
+        }
         /* Push the block, still in this core's cache, into every peer's
          * recvbuf: that saves the peers a read of it from memory later.
          * Only this rank writes slice `me` of the peers' recvbufs, and no
          * peer reads it (in place, only this rank read it, just above). */
         for (int j = 0; j < n; j++) {
-            if (j == me)
+            if (j == me) {
                 continue;
+            }
             status = tnt_shm_cma_write(shm, j, recvbuf + pos, tnt_shm_peer_buf(shm, j, 1) + pos,
                                        len * es, what);
-            if (status != TNT_OK)
+            if (status != TNT_OK) {
                 return status;
+            }
         }
     }
     /* Every slice is reduced and delivered, and nobody reads this rank's
@@ -421,26 +454,30 @@ tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void 
 {
     tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op,
                                              TNT_SHM_KIND_ALLREDUCE, "allreduce");
-    if (status != TNT_OK || count == 0)
+    if (status != TNT_OK || count == 0) {
         return status;
+    }
     size_t bytes = count * tnt_dtype_size(dtype);
     if (shm->n == 1) {
-        if (sendbuf != recvbuf)
+        if (sendbuf != recvbuf) {
             tnt_reduce_copy_scaled(dtype, recvbuf, sendbuf, count, scale);
-        else
+        } else {
             tnt_reduce_scale(dtype, recvbuf, count, scale);
+        }
         return TNT_OK;
     }
-    if (bytes <= shm->small_max && bytes <= shm->slot_bytes)
+    if (bytes <= shm->small_max && bytes <= shm->slot_bytes) {
         return tnt_shm_allreduce_small(shm, sendbuf, recvbuf, count, dtype, op, scale);
+    }
     if (shm->use_cma && bytes >= TNT_SHM_CMA_MIN) {
         /* CMA reads the peers' buffers directly, so there is no copy to
          * scale on: scale into recvbuf first and reduce that in place. */
         if (scale != 1.0) {
-            if (sendbuf != recvbuf)
+            if (sendbuf != recvbuf) {
                 tnt_reduce_copy_scaled(dtype, recvbuf, sendbuf, count, scale);
-            else
+            } else {
                 tnt_reduce_scale(dtype, recvbuf, count, scale);
+            }
             sendbuf = recvbuf;
         }
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 1, "allreduce");
@@ -448,12 +485,13 @@ tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void 
     /* Timed (vDSO clock, no system call) for TNT_SHM_STREAM=auto. */
     const int kind = tnt_shm_stream_kind(shm, TNT_SHM_STREAM_ALLREDUCE, bytes);
     const uint64_t t0 = tnt_time_ns();
-    if (kind == TNT_STREAM_KIND_STREAMED)
-        status = tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
-                                         "allreduce");
-    else
-        status = tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1,
-                                       "allreduce");
+    if (kind == TNT_STREAM_KIND_STREAMED) {
+        status =
+            tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, scale, 1, "allreduce");
+    } else {
+        status =
+            tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, scale, 1, "allreduce");
+    }
     tnt_shm_stream_learn(shm, TNT_SHM_STREAM_ALLREDUCE, bytes, kind, t0, status);
     return status;
 }
@@ -463,24 +501,28 @@ tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *r
 {
     tnt_status_t status = tnt_shm_check_args(shm, sendbuf, recvbuf, count, dtype, op,
                                              TNT_SHM_KIND_REDUCE_SCATTER, "reduce_scatter");
-    if (status != TNT_OK || count == 0)
+    if (status != TNT_OK || count == 0) {
         return status;
+    }
     size_t es = tnt_dtype_size(dtype);
     if (shm->n == 1) {
-        if (sendbuf != recvbuf)
+        if (sendbuf != recvbuf) {
             memcpy(recvbuf, sendbuf, count * es);
+        }
         return TNT_OK;
     }
-    if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN)
+    if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN) {
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
+    }
     const int kind = tnt_shm_stream_kind(shm, TNT_SHM_STREAM_REDUCE_SCATTER, count * es);
     const uint64_t t0 = tnt_time_ns();
-    if (kind == TNT_STREAM_KIND_STREAMED)
+    if (kind == TNT_STREAM_KIND_STREAMED) {
         status = tnt_shm_reduce_streamed(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0,
                                          "reduce_scatter");
-    else
+    } else {
         status = tnt_shm_reduce_staged(shm, sendbuf, recvbuf, count, dtype, op, 1.0, 0,
                                        "reduce_scatter");
+    }
     tnt_shm_stream_learn(shm, TNT_SHM_STREAM_REDUCE_SCATTER, count * es, kind, t0, status);
     return status;
 }
@@ -489,14 +531,16 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
 {
     tnt_status_t status = tnt_shm_check_args(shm, buf, buf, count, dtype, TNT_SUM,
                                              TNT_SHM_KIND_ALLGATHER_SLICES, "allgather_slices");
-    if (status != TNT_OK || count == 0 || shm->n == 1)
+    if (status != TNT_OK || count == 0 || shm->n == 1) {
         return status;
+    }
     const size_t es = tnt_dtype_size(dtype);
     char *b = buf;
     if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN) {
         tnt_shm_publish(shm, buf, buf);
-        if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK)
+        if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK) {
             return status;
+        }
         return tnt_shm_gather_slices_cma(shm, b, count, es, "allgather_slices");
     }
 
@@ -510,16 +554,19 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
     tnt_slice(count, shm->me, shm->n, &my_off, &my_cnt);
     tnt_slice(count, 0, shm->n, &off, &max_cnt);
     for (size_t k0 = 0; k0 < max_cnt; k0 += piece) {
-        if (k0 < my_cnt)
+        if (k0 < my_cnt) {
             copy(tnt_shm_slot(shm, shm->me, shm->phase + 1), b + (my_off + k0) * es,
                  tnt_shm_min(piece, my_cnt - k0) * es);
-        if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK)
+        }
+        if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK) {
             return status;
+        }
         for (int j = 0; j < shm->n; j++) {
             tnt_slice(count, j, shm->n, &off, &cnt);
-            if (j != shm->me && k0 < cnt)
+            if (j != shm->me && k0 < cnt) {
                 copy(b + (off + k0) * es, tnt_shm_slot(shm, j, shm->phase),
                      tnt_shm_min(piece, cnt - k0) * es);
+            }
         }
     }
     tnt_shm_stream_learn(shm, TNT_SHM_STREAM_ALLGATHER_SLICES, count * es, kind, t0, TNT_OK);

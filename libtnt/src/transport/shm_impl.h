@@ -218,7 +218,7 @@ tnt_status_t tnt_shm_unlink_when_attached(struct tnt_shm *shm);
 size_t tnt_shm_align(size_t x, size_t a);
 tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, const tnt_shm_addr_t *addr,
                                     size_t extra_bytes, int *fd_p);
-tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, const char *prefix,
-                                    size_t extra_bytes, tnt_shm_addr_t *addr, int *fd_p);
+tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, const char *prefix, size_t extra_bytes,
+                                    tnt_shm_addr_t *addr, int *fd_p);
 
 #endif

@@ -30,8 +30,9 @@ size_t tnt_shm_align(size_t x, size_t a)
 static tnt_status_t tnt_shm_map(int fd, size_t bytes, void **addr_p)
 {
     void *addr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (addr == MAP_FAILED)
+    if (addr == MAP_FAILED) {
         return TNT_ERR_NO_MEMORY;
+    }
     *addr_p = addr;
     return TNT_OK;
 }
@@ -44,8 +45,9 @@ size_t tnt_shm_layout(int n, size_t slot_bytes, size_t extra_bytes, size_t *slot
 {
     size_t ctl_bytes = (size_t)n * sizeof(struct tnt_shm_ctl);
     size_t slots_off = tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096);
-    if (slot_bytes > (SIZE_MAX / 4 - slots_off - extra_bytes) / 2 / (size_t)n)
+    if (slot_bytes > (SIZE_MAX / 4 - slots_off - extra_bytes) / 2 / (size_t)n) {
         return 0;
+    }
     size_t extra_off = slots_off + (size_t)n * 2 * slot_bytes;
     *slots_off_p = slots_off;
     *extra_off_p = extra_off;
@@ -70,17 +72,21 @@ static tnt_status_t tnt_shm_init_alive(struct tnt_shm *shm, struct tnt_shm_ctl *
 {
     pthread_mutexattr_t attr;
     int rc = pthread_mutexattr_init(&attr);
-    if (rc == 0)
+    if (rc == 0) {
         rc = pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-    if (rc == 0)
+    }
+    if (rc == 0) {
         rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    for (int j = 0; j < shm->n && rc == 0; j++)
+    }
+    for (int j = 0; j < shm->n && rc == 0; j++) {
         rc = pthread_mutex_init(&ctl[j].alive, &attr);
+    }
     pthread_mutexattr_destroy(&attr);
-    if (rc != 0)
+    if (rc != 0) {
         return tnt_error_raise(TNT_ERR_SYSTEM,
                                "rank %d: cannot create robust process-shared mutexes: %s",
                                shm->global_ranks[0], strerror(rc));
+    }
     return TNT_OK;
 }
 
@@ -96,26 +102,29 @@ static tnt_status_t tnt_shm_create_exclusive(struct tnt_shm *shm, const char *pr
     uint8_t nonce[TNT_SHM_NONCE_BYTES];
 
     for (int tries = 0; tries < TNT_SHM_CREATE_TRIES; tries++) {
-        if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
+        if (getrandom(nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) {
             return tnt_error_raise(TNT_ERR_SYSTEM,
                                    "rank %d: cannot draw a random shared-memory segment name "
                                    "(getrandom: %s)",
                                    shm->global_ranks[0], strerror(errno));
-        if (tnt_shm_segment_name(prefix, nonce, name, sizeof name) != 0)
+        }
+        if (tnt_shm_segment_name(prefix, nonce, name, sizeof name) != 0) {
             return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                    "rank %d: shared-memory segment prefix %s is too long",
                                    shm->global_ranks[0], prefix);
+        }
         int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
         if (fd >= 0) {
             snprintf(shm->name, sizeof shm->name, "%s", name);
             *fd_p = fd;
             return TNT_OK;
         }
-        if (errno != EEXIST)
+        if (errno != EEXIST) {
             return tnt_error_raise(TNT_ERR_TRANSPORT,
                                    "rank %d: cannot create shared-memory segment /dev/shm%s: %s; "
                                    "check that /dev/shm is mounted and writable",
                                    shm->global_ranks[0], name, strerror(errno));
+        }
         tnt_log_warn("shared-memory segment name /dev/shm%s already exists although it was just "
                      "drawn at random; leaving it alone and drawing another (is another user "
                      "creating names in /dev/shm? see docs/admin-guide.md, Security)",
@@ -131,8 +140,8 @@ static tnt_status_t tnt_shm_create_exclusive(struct tnt_shm *shm, const char *pr
 /* Local rank 0: creates the object, sizes it, reserves its pages and
  * initialises it, all before anyone learns its name. addr: what the others
  * are told; on failure its status (and, for a full /dev/shm, the size). */
-tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, const char *prefix,
-                                    size_t extra_bytes, tnt_shm_addr_t *addr, int *fd_p)
+tnt_status_t tnt_shm_create_segment(struct tnt_shm *shm, const char *prefix, size_t extra_bytes,
+                                    tnt_shm_addr_t *addr, int *fd_p)
 {
     size_t slots_off, extra_off;
     size_t bytes = tnt_shm_layout(shm->n, shm->slot_bytes, extra_bytes, &slots_off, &extra_off);
@@ -232,16 +241,17 @@ tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, const tnt_shm_addr_t *a
 
     snprintf(name, sizeof name, "%.*s", (int)sizeof name - 1, addr->name);
     snprintf(shm->name, sizeof shm->name, "%s", name);
-    if (addr->local_size != shm->n)
+    if (addr->local_size != shm->n) {
         return tnt_error_raise(TNT_ERR_MISMATCH,
                                "rank %d: shared-memory segment %s was made for %d local ranks, "
                                "this rank expects %d; the launcher gave ranks different views "
                                "of the node",
                                shm->global_ranks[shm->me], name, (int)addr->local_size, shm->n);
+    }
     if (name[0] != '/' || strchr(name + 1, '/') != NULL || addr->slot_bytes < 4096 ||
         addr->slot_bytes % 4096 != 0 || addr->slot_bytes > ((size_t)1 << 30) ||
         (bytes = tnt_shm_layout(shm->n, addr->slot_bytes, extra_bytes, &slots_off, &extra_off)) !=
-            addr->segment_bytes)
+            addr->segment_bytes) {
         return tnt_error_raise(TNT_ERR_MISMATCH,
                                "rank %d: local rank 0 (rank %d) announced shared-memory segment "
                                "%s of %llu bytes with %llu-byte slots, which is not a segment "
@@ -250,12 +260,14 @@ tnt_status_t tnt_shm_attach_segment(struct tnt_shm *shm, const tnt_shm_addr_t *a
                                shm->global_ranks[shm->me], shm->global_ranks[0], name,
                                (unsigned long long)addr->segment_bytes,
                                (unsigned long long)addr->slot_bytes, shm->n);
+    }
 
     int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
     if (fd < 0) {
-        if (errno == ENOENT)
+        if (errno == ENOENT) {
             return tnt_shm_refuse(shm, name,
                                   "it does not exist (did local rank 0 die or give up?)");
+        }
         return tnt_error_raise(TNT_ERR_TRANSPORT,
                                "rank %d: cannot open shared-memory segment /dev/shm%s: %s",
                                shm->global_ranks[shm->me], name, strerror(errno));

@@ -34,12 +34,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TNT_STREAM_AUTO_CLASSES 8 /* powers of 4 from min_bytes; larger share the last */
-#define TNT_STREAM_AUTO_HISTORY 3 /* calls of the current kind in its estimate */
+#define TNT_STREAM_AUTO_CLASSES    8 /* powers of 4 from min_bytes; larger share the last */
+#define TNT_STREAM_AUTO_HISTORY    3 /* calls of the current kind in its estimate */
 #define TNT_STREAM_AUTO_PERIOD_MIN 8u
 #define TNT_STREAM_AUTO_PERIOD_MAX 256u
-#define TNT_STREAM_AUTO_TRY_COST 0.01 /* share of the time tries may cost */
-#define TNT_STREAM_AUTO_SLOWDOWN 1.5  /* current kind this much slower: try the other now */
+#define TNT_STREAM_AUTO_TRY_COST   0.01 /* share of the time tries may cost */
+#define TNT_STREAM_AUTO_SLOWDOWN   1.5  /* current kind this much slower: try the other now */
 
 enum { TNT_STREAM_KIND_CACHED = 0, TNT_STREAM_KIND_STREAMED = 1 };
 

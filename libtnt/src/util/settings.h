@@ -79,13 +79,13 @@ typedef struct tnt_settings {
     size_t multinode_rd_max_bytes;      /* TNT_MULTINODE_RD_MAX_KB, or TNT_SETTINGS_BY_LAYOUT */
     size_t multinode_chunk_bytes;       /* TNT_MULTINODE_CHUNK_KB */
     tnt_settings_arrival_t multinode_reduce_on_arrival; /* TNT_MULTINODE_REDUCE_ON_ARRIVAL */
-    uint64_t multinode_latency_ns;      /* TNT_MULTINODE_LATENCY_NS; 0 = built-in */
-    uint64_t multinode_link_mbps;       /* TNT_MULTINODE_LINK_MBPS; 0 = built-in */
-    uint64_t ucx_spin_us;               /* TNT_UCX_SPIN_US */
-    uint64_t ucx_yield_us;              /* TNT_UCX_YIELD_US */
-    size_t ucx_tcp_seg_bytes;           /* TNT_UCX_TCP_SEG_KB; 0 = UCX's default */
-    tnt_settings_gpu_t gpu_transport;   /* TNT_GPU_TRANSPORT */
-    size_t gpu_staging_bytes;           /* TNT_GPU_STAGING_KB: one chunk of the host-staged path */
+    uint64_t multinode_latency_ns;                      /* TNT_MULTINODE_LATENCY_NS; 0 = built-in */
+    uint64_t multinode_link_mbps;                       /* TNT_MULTINODE_LINK_MBPS; 0 = built-in */
+    uint64_t ucx_spin_us;                               /* TNT_UCX_SPIN_US */
+    uint64_t ucx_yield_us;                              /* TNT_UCX_YIELD_US */
+    size_t ucx_tcp_seg_bytes;                           /* TNT_UCX_TCP_SEG_KB; 0 = UCX's default */
+    tnt_settings_gpu_t gpu_transport;                   /* TNT_GPU_TRANSPORT */
+    size_t gpu_staging_bytes; /* TNT_GPU_STAGING_KB: one chunk of the host-staged path */
 } tnt_settings_t;
 
 /* Every field at its default. */

@@ -135,10 +135,9 @@ tnt_status_t tnt_mn_allreduce_ring(const tnt_mn_group_op_t *g)
                  * last reduce-scatter step completes the block: divide
                  * there. Reducing on arrival is safe: no send reads this
                  * block until this item is done (see above). */
-                status = tnt_mn_recv_reduce(g, slot, left, tnt_ucx_tag(g->seq, left, tag_step),
-                                            base + it.recv_off, it.recv_len,
-                                            it.step == n - 2 ? g->divisor : 1, 1, 1,
-                                            &ops[2 * slot]);
+                status = tnt_mn_recv_reduce(
+                    g, slot, left, tnt_ucx_tag(g->seq, left, tag_step), base + it.recv_off,
+                    it.recv_len, it.step == n - 2 ? g->divisor : 1, 1, 1, &ops[2 * slot]);
             } else if (it.recv_len > 0) {
                 status = tnt_ucx_irecv(net->ucx, left, tnt_ucx_tag(g->seq, left, tag_step),
                                        base + it.recv_off, it.recv_len, &ops[2 * slot]);

@@ -66,10 +66,10 @@ tnt_status_t tnt_mn_exchange(const tnt_mn_group_op_t *g, const tnt_mn_xfer_t *x)
             size_t sl = xfer_len(send_len, posted, chunk);
 
             if (rl > 0 && x->reduce) {
-                status = tnt_mn_recv_reduce(g, slot, recv_rank,
-                                            tnt_ucx_tag(g->seq, recv_rank, step),
-                                            base + x->recv_off + posted * chunk, rl, x->divisor,
-                                            x->recv_first, !same_region, &ops[2 * slot]);
+                status =
+                    tnt_mn_recv_reduce(g, slot, recv_rank, tnt_ucx_tag(g->seq, recv_rank, step),
+                                       base + x->recv_off + posted * chunk, rl, x->divisor,
+                                       x->recv_first, !same_region, &ops[2 * slot]);
             } else if (rl > 0) {
                 status = tnt_ucx_irecv(net->ucx, recv_rank, tnt_ucx_tag(g->seq, recv_rank, step),
                                        base + x->recv_off + posted * chunk, rl, &ops[2 * slot]);

@@ -46,7 +46,7 @@ typedef struct tnt_net tnt_net_t;
 typedef struct {
     unsigned char *dst;
     unsigned char *spill;
-    uint64_t *split; /* bit e: element e is split; tnt_mn_arrival_words(chunk) words */
+    uint64_t *split;           /* bit e: element e is split; tnt_mn_arrival_words(chunk) words */
     size_t split_lo, split_hi; /* words that may hold set bits: [lo, hi) */
     size_t bytes;
     size_t esize;
