@@ -144,8 +144,8 @@ for lab in labels:
 EOF
     fi
     echo
-    echo "Full log: $log. Please send this file back with your cluster's name"
-    echo "(see docs/gpu.md, \"Verifying your GPU nodes\")."
+    echo "Full log: $log. Keep this report: it is what to attach when you report a"
+    echo "problem with the GPU path (docs/gpu.md, \"Verifying your GPU nodes\")."
 } >"$report"
 echo "verify-gpu: report written to $report"
 [ $tests_rc = 0 ] && exit 0 || exit 1
