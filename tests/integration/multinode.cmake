@@ -35,7 +35,7 @@ if(TNT_WITH_UCX)
   tnt_multinode_test(2x1 2 2 60 ARGS --mode matrix --mode big --mode bcast --mode allgather
                      --mode barrier --mode fusion --transport tcp)
   tnt_multinode_test(4x2 8 4 90 ARGS --mode matrix --mode big --big-mib 64 --mode bcast
-                     --mode allgather --mode barrier --mode fusion --transport tcp
+                     --mode allgather --mode barrier --mode fusion --mode stall --transport tcp
                      --rndv-from 262144:262144 --arrival yes)
   # UCX's TCP segments (TNT_UCX_TCP_SEG_KB, default 256 KiB, which the 4x2
   # test checks through UCX's rendezvous threshold, then 256 KiB): with 0,

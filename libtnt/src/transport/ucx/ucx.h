@@ -143,9 +143,12 @@ size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes);
  * for the endpoint to peer (e.g. "tcp/eth0", "rc_mlx5/mlx5_0:1"; "" if
  * no endpoint). */
 uint64_t tnt_ucx_bytes_sent(const tnt_ucx_t *ucx);
-/* Endpoints created so far (at create and on first use), and the estimate
- * UCX was given. */
+/* Endpoints created so far (at create and on first use), how many of them
+ * a side message made first (the stall doctor's boards go to every rank
+ * off the node, which no estimate covers), and the estimate UCX was given
+ * for the algorithms' own. */
 int tnt_ucx_num_endpoints(const tnt_ucx_t *ucx);
+int tnt_ucx_num_side_endpoints(const tnt_ucx_t *ucx);
 size_t tnt_ucx_estimated_endpoints(const tnt_ucx_t *ucx);
 uint64_t tnt_ucx_bytes_received(const tnt_ucx_t *ucx);
 const char *tnt_ucx_peer_transport(const tnt_ucx_t *ucx, int peer);

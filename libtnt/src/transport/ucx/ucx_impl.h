@@ -80,6 +80,7 @@ struct tnt_ucx {
     size_t tcp_seg_bytes;       /* UCX's TCP segment size to set; 0: UCX's */
     struct tnt_ucx_peer *peers; /* size entries; ep NULL when not connected */
     int num_connected;
+    int num_side_connected; /* of those, made first by a side message */
     /* Every rank's worker address (rank r's at r * address_stride), kept
      * for endpoints created on first use; NULL for ranks never connected
      * to (allowed is 0). */

@@ -333,6 +333,7 @@ static int tnt_ucx_side_connect(tnt_ucx_t *ucx, int peer)
     if (tnt_ucx_ep_create(ucx, peer) != TNT_OK) {
         return -1;
     }
+    ucx->num_side_connected++;
     tnt_ucx_describe_ep(&ucx->peers[peer]);
     return 0;
 }

@@ -506,6 +506,11 @@ int tnt_ucx_num_endpoints(const tnt_ucx_t *ucx)
     return ucx->num_connected;
 }
 
+int tnt_ucx_num_side_endpoints(const tnt_ucx_t *ucx)
+{
+    return ucx->num_side_connected;
+}
+
 size_t tnt_ucx_estimated_endpoints(const tnt_ucx_t *ucx)
 {
     return ucx->estimated_eps;
