@@ -145,7 +145,7 @@ static void *rank_main(void *arg)
         fail_rank(ctx, "boot: %s", tnt_last_error());
         return NULL;
     }
-    if (tnt_comm_create(boot, settings, &comm) != TNT_OK) {
+    if (tnt_comm_create(boot, settings, "threads", &comm) != TNT_OK) {
         fail_rank(ctx, "tnt_comm_create: %s", tnt_last_error());
         return NULL;
     }

@@ -109,8 +109,82 @@ TNT_API const char *tnt_version(void);
  */
 TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p);
 
-/** Waits for outstanding operations, disconnects and frees @p comm. NULL is a no-op. */
+/** Waits for outstanding operations, disconnects and frees @p comm: the one
+ *  tnt_init made, or one from tnt_comm_create_oob, tnt_comm_split or
+ *  tnt_comm_dup (in any order; each is independent once made). Not
+ *  collective, but peers of a multi-node communicator wait up to 30 s for
+ *  each other's goodbye. NULL is a no-op. */
 TNT_API void tnt_finalize(tnt_comm_t *comm);
+
+/**
+ * A caller-provided out-of-band exchange (docs/c-api.md, "Bring your own
+ * bootstrap"), in the spirit of UCC's ucc_oob_coll_t: what libtnt needs to
+ * connect @p size processes when there is no PMIx (a key-value store such
+ * as torch's c10d Store, MPI, a file system). Used only inside
+ * tnt_comm_create_oob and by tnt_abort: libtnt copies what it needs and
+ * never calls it after creation returns, except @p abort.
+ */
+typedef struct tnt_oob {
+    /** Collective over all @p size processes, called in the same order on
+     *  each: @p recvbuf receives size * bytes, process r's @p sendbuf at
+     *  r * bytes. Every call of one creation passes the same @p bytes on
+     *  every process. Returns 0 on success, non-zero on failure. With
+     *  @p test NULL it returns when the exchange is done (*req ignored);
+     *  otherwise it may return at once, leaving a request in *req. */
+    int (*allgather)(void *ctx, const void *sendbuf, void *recvbuf, size_t bytes, void **req);
+    /** Optional: 1 when the exchange of @p req is done, 0 while it is not,
+     *  negative on failure. libtnt polls it with back-off, bounded by
+     *  TNT_TIMEOUT, and then calls @p req_free (if set). */
+    int (*test)(void *ctx, void *req);
+    void (*req_free)(void *ctx, void *req);
+    /** Optional: ends every process of the job (tnt_abort). NULL: tnt_abort
+     *  exits this process only, and the peers' next operation fails. */
+    void (*abort)(void *ctx, int exit_code, const char *message);
+    void *ctx;            /**< passed to every function above */
+    int rank;             /**< this process, 0 .. size-1, unique */
+    int size;             /**< processes that call tnt_comm_create_oob together */
+    const char *job_id;   /**< names the job in logs; NULL: "oob" */
+    const char *hostname; /**< NULL: gethostname(); processes share a node
+                           *   only if hostname, kernel boot id and /dev/shm
+                           *   are all the same (containers may share a
+                           *   hostname, never all three) */
+} tnt_oob_t;
+
+/**
+ * Builds a communicator of oob->size processes from the caller's exchange
+ * instead of PMIx. Collective over those processes. TNT_* settings are
+ * read and checked as in tnt_init. Fails with ::TNT_ERR_INVALID_ARG for a
+ * bad @p oob (no allgather, rank out of range), ::TNT_ERR_BOOTSTRAP when
+ * the exchange fails and ::TNT_ERR_TIMEOUT when a non-blocking one does
+ * not finish within TNT_TIMEOUT.
+ */
+TNT_API tnt_status_t tnt_comm_create_oob(const tnt_oob_t *oob, tnt_comm_t **comm_p);
+
+/** The color of a rank that wants no communicator from tnt_comm_split
+ *  (MPI_UNDEFINED): *newcomm_p is set to NULL. */
+#define TNT_COLOR_NONE (-1)
+
+/**
+ * Collective over @p comm, with MPI_Comm_split's meaning: the ranks that pass
+ * the same @p color >= 0 form a new communicator, ranked by @p key and then
+ * by their rank in @p comm. Ranks passing ::TNT_COLOR_NONE get NULL. The new
+ * communicator has its own shared memory, network endpoints, progress
+ * thread, sequence numbers and stall doctor, and takes a snapshot of
+ * @p comm's settings. Any other negative color fails on every rank with
+ * ::TNT_ERR_INVALID_ARG naming the rank and its color; a failure on any
+ * rank fails the call on every rank (no communicator is left half made).
+ * Communicators may be used from different threads, one thread per
+ * communicator at a time.
+ */
+TNT_API tnt_status_t tnt_comm_split(tnt_comm_t *comm, int color, int key, tnt_comm_t **newcomm_p);
+
+/** tnt_comm_split with one color and key = rank: same ranks, new everything else. */
+TNT_API tnt_status_t tnt_comm_dup(tnt_comm_t *comm, tnt_comm_t **newcomm_p);
+
+/** A name for logs and verdicts: "world" for tnt_init's, "oob" for
+ *  tnt_comm_create_oob's, "<parent>.<color>" for a split's and
+ *  "<parent>.dup<n>" for a dup's. */
+TNT_API const char *tnt_comm_name(const tnt_comm_t *comm);
 
 TNT_API int tnt_rank(const tnt_comm_t *comm);
 TNT_API int tnt_size(const tnt_comm_t *comm);

@@ -30,11 +30,20 @@ tnt_status_t tnt_boot_init(double timeout_s, tnt_boot_t **boot_p)
     return tnt_boot_singleton_create(why, getenv("PMIX_NAMESPACE") != NULL, boot_p);
 }
 
+void tnt_boot_ref(tnt_boot_t *boot)
+{
+    atomic_fetch_add_explicit(&boot->extra_refs, 1, memory_order_relaxed);
+}
+
 void tnt_boot_finalize(tnt_boot_t *boot)
 {
-    if (boot != NULL) {
-        boot->ops->finalize(boot);
+    if (boot == NULL) {
+        return;
     }
+    if (atomic_fetch_sub_explicit(&boot->extra_refs, 1, memory_order_acq_rel) > 0) {
+        return;
+    }
+    boot->ops->finalize(boot);
 }
 
 const struct tnt_boot_info *tnt_boot_info(const tnt_boot_t *boot)

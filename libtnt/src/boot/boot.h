@@ -5,6 +5,10 @@
  *   boot_pmix.c       PMIx client (tarantella, mpirun, srun --mpi=pmix)
  *   boot_singleton.c  a process of its own (size 1), when no PMIx server is there
  *   boot_threads.c    N ranks as threads of one process, for unit tests
+ *   boot_oob.c        the caller's own exchange (tnt_comm_create_oob)
+ *   core/split.c      a new communicator's ranks, over their parent's
+ *                     collectives (tnt_comm_split; above comm/, so it lives
+ *                     in core/)
  *
  * Layer: above util/ only; transports (UCX address exchange) and core/
  * (layout, tnt_abort) call down into it.
@@ -13,6 +17,7 @@
 #define TNT_BOOT_BOOT_H
 
 #include <tnt/tnt.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #define TNT_BOOT_HOSTNAME_MAX 256
@@ -45,10 +50,15 @@ struct tnt_boot_ops {
     void (*finalize)(tnt_boot_t *boot);
 };
 
-/* The part every implementation embeds as its first member. */
+/* The part every implementation embeds as its first member (zeroed at
+ * creation). */
 struct tnt_boot {
     const struct tnt_boot_ops *ops;
     struct tnt_boot_info info;
+    /* Holders besides the creator (tnt_boot_ref): a split communicator
+     * aborts the job through its root's bootstrap, which must outlive the
+     * parent communicator. */
+    _Atomic int extra_refs;
 };
 
 /* The bootstrap of a real process: PMIx when the environment names a server
@@ -70,6 +80,13 @@ int tnt_boot_pmix_check_size(long size, unsigned long rank);
 /* warn: the caller expected a launcher (why is then logged as a warning). */
 tnt_status_t tnt_boot_singleton_create(const char *why, int warn, tnt_boot_t **boot_p);
 
+/* The caller's exchange (tnt_oob_t, checked here); timeout_s bounds a
+ * non-blocking one. */
+tnt_status_t tnt_boot_oob_create(const tnt_oob_t *oob, double timeout_s, tnt_boot_t **boot_p);
+
+/* One more holder; each holder calls tnt_boot_finalize once, and the last
+ * call frees boot. */
+void tnt_boot_ref(tnt_boot_t *boot);
 void tnt_boot_finalize(tnt_boot_t *boot);
 const struct tnt_boot_info *tnt_boot_info(const tnt_boot_t *boot);
 tnt_status_t tnt_boot_allgather(tnt_boot_t *boot, const void *in, void *out, size_t bytes);

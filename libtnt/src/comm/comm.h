@@ -68,8 +68,15 @@ struct tnt_request {
     } args;
 };
 
+/* The longest communicator name (tnt_comm_name), NUL included. */
+#define TNT_COMM_NAME_MAX 64
+
 struct tnt_comm {
     tnt_boot_t *boot;
+    /* "world", "oob", "<parent>.<color>", "<parent>.dup<n>": named in
+     * errors and verdicts next to the rank. */
+    char name[TNT_COMM_NAME_MAX];
+    unsigned num_dups; /* tnt_comm_dup calls on this communicator so far */
     int rank;
     int size;
     int local_rank;

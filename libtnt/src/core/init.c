@@ -19,13 +19,44 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* What every rank contributes to the layout allgather. */
+/* What every rank contributes to the layout allgather. Ranks share a node
+ * when all of hostname, boot id and /dev/shm agree: containers may share a
+ * hostname (or run on hosts cloned with one), but two hosts never share a
+ * kernel boot id, and two containers with /dev/shm mounts of their own
+ * cannot reach each other's segments. */
 struct peer_id {
     char hostname[TNT_BOOT_HOSTNAME_MAX];
+    char boot_id[40]; /* /proc/sys/kernel/random/boot_id, "" if unreadable */
+    uint64_t shm_dev;
+    uint64_t shm_ino;
     int64_t pid;
 };
+
+static void read_host_identity(struct peer_id *me)
+{
+    struct stat st;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f != NULL) {
+        if (fgets(me->boot_id, sizeof(me->boot_id), f) == NULL) {
+            me->boot_id[0] = '\0';
+        }
+        me->boot_id[strcspn(me->boot_id, "\n")] = '\0';
+        fclose(f);
+    }
+    if (stat("/dev/shm", &st) == 0) {
+        me->shm_dev = (uint64_t)st.st_dev;
+        me->shm_ino = (uint64_t)st.st_ino;
+    }
+}
+
+static int same_host(const struct peer_id *a, const struct peer_id *b)
+{
+    return strcmp(a->hostname, b->hostname) == 0 && strcmp(a->boot_id, b->boot_id) == 0 &&
+           a->shm_dev == b->shm_dev && a->shm_ino == b->shm_ino;
+}
 
 /* Numbers the nodes in order of their lowest rank and fills every layout
  * field of comm. A small open-addressing table from hostname to node keeps
@@ -55,10 +86,12 @@ static tnt_status_t derive_layout(tnt_comm_t *comm, const struct peer_id *peers)
 
     int num_nodes = 0;
     for (int r = 0; r < size; r++) {
-        size_t i = tnt_fnv1a_string(peers[r].hostname) & (slots - 1);
+        size_t i = (tnt_fnv1a_string(peers[r].hostname) ^ tnt_fnv1a_string(peers[r].boot_id) ^
+                    peers[r].shm_dev ^ peers[r].shm_ino) &
+                   (slots - 1);
         int node = -1;
         while (table[i] >= 0) {
-            if (strcmp(peers[comm->node_first_rank[table[i]]].hostname, peers[r].hostname) == 0) {
+            if (same_host(&peers[comm->node_first_rank[table[i]]], &peers[r])) {
                 node = table[i];
                 break;
             }
@@ -191,10 +224,37 @@ TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p)
         tnt_settings_destroy(settings);
         return status;
     }
-    return tnt_comm_create(boot, settings, comm_p);
+    /* Log lines name this rank; a communicator split from this one later
+     * leaves them naming the rank the user knows. */
+    tnt_log_set_identity(tnt_boot_info(boot)->rank, tnt_boot_info(boot)->hostname);
+    return tnt_comm_create(boot, settings, "world", comm_p);
 }
 
-tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_comm_t **comm_p)
+TNT_API tnt_status_t tnt_comm_create_oob(const tnt_oob_t *oob, tnt_comm_t **comm_p)
+{
+    tnt_settings_t *settings;
+    tnt_boot_t *boot;
+
+    if (comm_p == NULL) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_comm_create_oob: comm_p is NULL");
+    }
+    tnt_error_clear();
+    tnt_status_t status = tnt_settings_create(&settings);
+    if (status != TNT_OK) {
+        return status;
+    }
+    tnt_log_configure(settings->log_level, settings->log_on_all_ranks);
+    status = tnt_boot_oob_create(oob, settings->timeout_s, &boot);
+    if (status != TNT_OK) {
+        tnt_settings_destroy(settings);
+        return status;
+    }
+    tnt_log_set_identity(oob->rank, tnt_boot_info(boot)->hostname);
+    return tnt_comm_create(boot, settings, "oob", comm_p);
+}
+
+tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const char *name,
+                             tnt_comm_t **comm_p)
 {
     tnt_comm_t *comm;
     struct peer_id *peers = NULL;
@@ -210,11 +270,11 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     comm->settings = settings;
     comm->timeout_s = settings->timeout_s;
     comm->boot = boot;
+    snprintf(comm->name, sizeof(comm->name), "%s", name);
     const struct tnt_boot_info *info = tnt_boot_info(comm->boot);
     comm->rank = info->rank;
     comm->size = info->size;
     snprintf(comm->hostname, sizeof(comm->hostname), "%s", info->hostname);
-    tnt_log_set_identity(comm->rank, comm->hostname);
 
     status = tnt_progress_init(comm);
     if (status != TNT_OK) {
@@ -232,6 +292,7 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     memset(&me, 0, sizeof(me));
     snprintf(me.hostname, sizeof(me.hostname), "%s", comm->hostname);
     me.pid = (int64_t)getpid();
+    read_host_identity(&me);
     status = tnt_boot_allgather(comm->boot, &me, peers, sizeof(me));
     if (status != TNT_OK) {
         goto err_free_peers;
@@ -239,6 +300,7 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     /* The bytes are whatever the peers sent: every string ends here. */
     for (int r = 0; r < comm->size; r++) {
         peers[r].hostname[sizeof(peers[r].hostname) - 1] = '\0';
+        peers[r].boot_id[sizeof(peers[r].boot_id) - 1] = '\0';
     }
     status = derive_layout(comm, peers);
     if (status != TNT_OK) {
@@ -292,9 +354,10 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, tnt_com
     }
     free(peers);
 
-    tnt_log_info("rank %d of %d, node %d of %d, local rank %d of %d, job %s, TNT_TIMEOUT %.0f s",
-                 comm->rank, comm->size, comm->node_id, comm->num_nodes, comm->local_rank,
-                 comm->local_size, info->job_id, comm->timeout_s);
+    tnt_log_info("communicator %s: rank %d of %d, node %d of %d, local rank %d of %d, job %s, "
+                 "TNT_TIMEOUT %.0f s",
+                 comm->name, comm->rank, comm->size, comm->node_id, comm->num_nodes,
+                 comm->local_rank, comm->local_size, info->job_id, comm->timeout_s);
     *comm_p = comm;
     return TNT_OK;
 
@@ -342,6 +405,11 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
     free_layout(comm);
     tnt_settings_destroy(comm->settings);
     free(comm);
+}
+
+TNT_API const char *tnt_comm_name(const tnt_comm_t *comm)
+{
+    return comm != NULL ? comm->name : "";
 }
 
 TNT_API int tnt_rank(const tnt_comm_t *comm)

@@ -13,7 +13,10 @@ struct tnt_settings;
 /* What tnt_init does after the bootstrap: the node layout, the shared-memory
  * segment and the multi-node transport, over any bootstrap (unit tests pass
  * boot/boot_threads.h's) and parsed settings. Takes ownership of boot and
- * settings, also on failure; tnt_finalize releases them. */
-tnt_status_t tnt_comm_create(tnt_boot_t *boot, struct tnt_settings *settings, tnt_comm_t **comm_p);
+ * settings, also on failure; tnt_finalize releases them. name: see
+ * tnt_comm_name. The log lines' rank and host are the caller's to set
+ * (tnt_log_set_identity), so a split leaves them alone. */
+tnt_status_t tnt_comm_create(tnt_boot_t *boot, struct tnt_settings *settings, const char *name,
+                             tnt_comm_t **comm_p);
 
 #endif

@@ -1,0 +1,37 @@
+# Communicators without PMIx (tnt_comm_create_oob over the test's own file
+# store) and from other communicators (tnt_comm_split, tnt_comm_dup). The
+# check forks its ranks itself; --nodes K gives them K hostnames, so the
+# communicators span "nodes" and use UCX (TCP on loopback) between them.
+add_executable(comm_check ${CMAKE_CURRENT_LIST_DIR}/comm_check.c)
+# Only the installed API: link the shared library like a user would.
+target_link_libraries(comm_check PRIVATE tnt tnt_test_common Threads::Threads)
+
+set(_comm_env "TNT_TIMEOUT=30;UCX_TLS=tcp,self;UCX_WARN_UNUSED_ENV_VARS=n")
+
+# tnt_comm_test(<name> <timeout> [ENV k=v...] ARGS ...)
+function(tnt_comm_test name timeout)
+  cmake_parse_arguments(T "" "" "ENV;ARGS" ${ARGN})
+  add_test(NAME integration.comm.${name}
+    COMMAND timeout -k 5 ${timeout} $<TARGET_FILE:comm_check> ${T_ARGS})
+  math(EXPR _ctest_timeout "${timeout} + 10")
+  set_tests_properties(integration.comm.${name} PROPERTIES TIMEOUT ${_ctest_timeout}
+    LABELS integration ENVIRONMENT "${_comm_env};${T_ENV}")
+endfunction()
+
+tnt_comm_test(oob_basic_2 60 ARGS --ranks 2 --mode basic)
+tnt_comm_test(oob_basic_1 60 ARGS --ranks 1 --mode basic)
+tnt_comm_test(oob_bad_args 30 ARGS --ranks 1 --mode bad-oob)
+# A rank that never joins: the others' non-blocking exchange gives up at
+# TNT_TIMEOUT with TNT_ERR_TIMEOUT.
+tnt_comm_test(oob_timeout_3 30 ENV TNT_TIMEOUT=3 ARGS --ranks 3 --nonblocking --mode timeout)
+tnt_comm_test(split_6 90 ARGS --ranks 6 --mode split)
+tnt_comm_test(split_bad_color_3 60 ARGS --ranks 3 --mode bad-color)
+tnt_comm_test(threads_3 90 ARGS --ranks 3 --mode threads)
+if(TNT_WITH_UCX)
+  tnt_comm_test(oob_basic_4x2 90 ARGS --ranks 4 --nodes 2 --nonblocking --mode basic)
+  # 3 + 2 ranks on two nodes: the parity children span both nodes too, with
+  # uneven node sizes.
+  tnt_comm_test(split_5x2 120 ARGS --ranks 5 --nodes 2 --mode split)
+  tnt_comm_test(split_6x3 120 ARGS --ranks 6 --nodes 3 --nonblocking --mode split)
+  tnt_comm_test(threads_4x2 120 ARGS --ranks 4 --nodes 2 --mode threads)
+endif()

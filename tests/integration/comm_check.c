@@ -1,0 +1,465 @@
+/*
+ * Communicators without PMIx, and communicators made from communicators:
+ * this program forks its ranks itself and bootstraps them with
+ * tnt_comm_create_oob over a small store of its own (files in a fresh
+ * directory; a round is one file per rank, written whole with rename), the
+ * way a torch c10d Store or any key-value store would carry it. Ranks can
+ * claim different hostnames, so one machine holds several "nodes" and the
+ * communicators use UCX between them.
+ *
+ *   comm_check --ranks N [--nodes K] [--nonblocking] --mode M
+ *
+ * Modes:
+ *   basic      create, check layout, allreduce / allgather / broadcast
+ *   split      split by parity with reversed keys, TNT_COLOR_NONE, dup,
+ *              dup of a split, the parent finalized first
+ *   threads    two communicators used at once from two threads of a rank
+ *   bad-color  rank 1 passes color -5: every rank fails, naming rank 1
+ *   bad-oob    NULL allgather, rank out of range: clear errors, no hang
+ *   timeout    rank N-1 never joins: the others fail with TNT_ERR_TIMEOUT
+ *              within TNT_TIMEOUT (non-blocking exchange)
+ */
+#include <tnt/tnt.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int g_rank = -1;
+#define CHECK_PROGRAM "comm_check"
+#define CHECK_RANK    g_rank
+#include "check.h"
+
+#define STORE_WAIT_S 30
+
+/* The test's store: files <dir>/<round>.<rank>. */
+struct file_store {
+    const char *dir;
+    int rank;
+    int size;
+    unsigned round;
+};
+
+struct store_req {
+    struct file_store *store;
+    unsigned round;
+    void *recvbuf;
+    size_t bytes;
+};
+
+static void store_path(char *path, size_t len, const struct file_store *s, unsigned round, int r)
+{
+    snprintf(path, len, "%s/%u.%d", s->dir, round, r);
+}
+
+static int store_put(struct file_store *s, const void *buf, size_t bytes)
+{
+    char tmp[4200], path[4096];
+    store_path(path, sizeof(path), s, s->round, s->rank);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL || (bytes > 0 && fwrite(buf, 1, bytes, f) != bytes) || fclose(f) != 0) {
+        return -1;
+    }
+    return rename(tmp, path);
+}
+
+/* 1 once every rank's file of the round is there (and read), 0 before. */
+static int store_test(void *ctx, void *req_arg)
+{
+    struct store_req *req = req_arg;
+    struct file_store *s = req->store;
+    (void)ctx;
+    for (int r = 0; r < s->size; r++) {
+        char path[4096];
+        store_path(path, sizeof(path), s, req->round, r);
+        if (access(path, F_OK) != 0) {
+            return 0;
+        }
+    }
+    for (int r = 0; r < s->size; r++) {
+        char path[4096];
+        store_path(path, sizeof(path), s, req->round, r);
+        FILE *f = fopen(path, "rb");
+        if (f == NULL) {
+            return -1;
+        }
+        size_t got = req->bytes > 0
+                         ? fread((char *)req->recvbuf + (size_t)r * req->bytes, 1, req->bytes, f)
+                         : 0;
+        fclose(f);
+        if (got != req->bytes) {
+            return -1;
+        }
+    }
+    return 1;
+}
+
+static int store_allgather_nb(void *ctx, const void *sendbuf, void *recvbuf, size_t bytes,
+                              void **req_p)
+{
+    struct file_store *s = ctx;
+    struct store_req *req = calloc(1, sizeof(*req));
+    if (req == NULL || store_put(s, sendbuf, bytes) != 0) {
+        free(req);
+        return -1;
+    }
+    req->store = s;
+    req->round = s->round++;
+    req->recvbuf = recvbuf;
+    req->bytes = bytes;
+    *req_p = req;
+    return 0;
+}
+
+static void store_req_free(void *ctx, void *req)
+{
+    (void)ctx;
+    free(req);
+}
+
+/* The blocking form: waits itself, bounded. */
+static int store_allgather(void *ctx, const void *sendbuf, void *recvbuf, size_t bytes,
+                           void **req_p)
+{
+    void *req;
+    int done = 0;
+    (void)req_p;
+    if (store_allgather_nb(ctx, sendbuf, recvbuf, bytes, &req) != 0) {
+        return -1;
+    }
+    for (int i = 0; i < STORE_WAIT_S * 1000 && (done = store_test(ctx, req)) == 0; i++) {
+        usleep(1000);
+    }
+    free(req);
+    return done == 1 ? 0 : -1;
+}
+
+static tnt_comm_t *create(struct file_store *store, int nodes, int nonblocking)
+{
+    char host[64];
+    snprintf(host, sizeof(host), "oob-node%d", store->rank * nodes / store->size);
+    tnt_oob_t oob = {
+        .allgather = nonblocking ? store_allgather_nb : store_allgather,
+        .test = nonblocking ? store_test : NULL,
+        .req_free = nonblocking ? store_req_free : NULL,
+        .ctx = store,
+        .rank = store->rank,
+        .size = store->size,
+        .job_id = "comm_check",
+        .hostname = host,
+    };
+    tnt_comm_t *comm = NULL;
+    CHECK_OK(tnt_comm_create_oob(&oob, &comm));
+    return comm;
+}
+
+/* Allreduce, allgather and broadcast on comm, whose rank i is parent rank
+ * members[i]: results that only the right membership gives. */
+static void check_collectives(tnt_comm_t *comm, const int *members, const char *what)
+{
+    int size = tnt_size(comm), me = tnt_rank(comm);
+    int64_t mine = members[me], sum = 0, expect = 0;
+    for (int i = 0; i < size; i++) {
+        expect += members[i];
+    }
+    CHECK_OK(tnt_allreduce(comm, &mine, &sum, 1, TNT_INT64, TNT_SUM));
+    CHECK(sum == expect, "%s: allreduce gave %lld, expected %lld", what, (long long)sum,
+          (long long)expect);
+    int32_t *all = calloc((size_t)size, sizeof(*all)), v = members[me];
+    CHECK(all != NULL, "calloc");
+    CHECK_OK(tnt_allgather(comm, &v, all, sizeof(v)));
+    for (int i = 0; i < size; i++) {
+        CHECK(all[i] == members[i], "%s: allgather block %d is %d, expected parent rank %d", what,
+              i, all[i], members[i]);
+    }
+    free(all);
+    int64_t b = me == size - 1 ? 4242 + size : -1;
+    CHECK_OK(tnt_broadcast(comm, &b, sizeof(b), size - 1));
+    CHECK(b == 4242 + size, "%s: broadcast gave %lld", what, (long long)b);
+    /* A larger allreduce: the transports' bulk paths, not only the small one. */
+    enum { COUNT = 300007 };
+    float *x = malloc(COUNT * sizeof(float));
+    CHECK(x != NULL, "malloc");
+    for (int i = 0; i < COUNT; i++) {
+        x[i] = (float)(members[me] + 1) * (float)(i % 7);
+    }
+    CHECK_OK(tnt_allreduce(comm, x, x, COUNT, TNT_FLOAT32, TNT_SUM));
+    float scale = (float)(expect + size);
+    for (int i = 0; i < COUNT; i++) {
+        CHECK(x[i] == scale * (float)(i % 7), "%s: element %d is %g, expected %g", what, i,
+              (double)x[i], (double)(scale * (float)(i % 7)));
+    }
+    free(x);
+}
+
+static void mode_basic(tnt_comm_t *world, int nodes)
+{
+    int size = tnt_size(world);
+    CHECK(tnt_rank(world) == g_rank, "rank %d", tnt_rank(world));
+    CHECK(tnt_num_nodes(world) == nodes, "%d nodes, expected %d", tnt_num_nodes(world), nodes);
+    CHECK(strcmp(tnt_comm_name(world), "oob") == 0, "name %s", tnt_comm_name(world));
+    int *members = malloc((size_t)size * sizeof(int));
+    for (int i = 0; i < size; i++) {
+        members[i] = i;
+    }
+    check_collectives(world, members, "oob world");
+    free(members);
+}
+
+static void mode_split(tnt_comm_t *world)
+{
+    int size = tnt_size(world);
+    int color = g_rank % 2;
+    tnt_comm_t *half = NULL, *dup = NULL, *none = NULL, *dup_of_half = NULL;
+
+    /* Reversed keys: the highest parent rank of each color is rank 0. */
+    CHECK_OK(tnt_comm_split(world, color, size - g_rank, &half));
+    CHECK(half != NULL, "no communicator for color %d", color);
+    int half_size = (size - color + 1) / 2;
+    int members[64], n = 0;
+    for (int r = size - 1; r >= 0; r--) {
+        if (r % 2 == color) {
+            members[n++] = r;
+        }
+    }
+    CHECK(tnt_size(half) == half_size && n == half_size, "split size %d, expected %d",
+          tnt_size(half), half_size);
+    CHECK(members[tnt_rank(half)] == g_rank, "split rank %d is parent rank %d, not %d",
+          tnt_rank(half), members[tnt_rank(half)], g_rank);
+    char name[64];
+    snprintf(name, sizeof(name), "oob.%d", color);
+    CHECK(strcmp(tnt_comm_name(half), name) == 0, "name %s, expected %s", tnt_comm_name(half),
+          name);
+    check_collectives(half, members, "split");
+
+    /* The parent still works, and its collectives do not mix with the
+     * child's. */
+    int all[64];
+    for (int i = 0; i < size; i++) {
+        all[i] = i;
+    }
+    check_collectives(world, all, "parent after split");
+
+    /* Rank 0 wants none: NULL for it, the others get one without it. */
+    CHECK_OK(tnt_comm_split(world, g_rank == 0 ? TNT_COLOR_NONE : 7, 0, &none));
+    if (g_rank == 0) {
+        CHECK(none == NULL, "TNT_COLOR_NONE gave a communicator");
+    } else {
+        CHECK(none != NULL && tnt_size(none) == size - 1 && tnt_rank(none) == g_rank - 1,
+              "without rank 0: size %d rank %d", tnt_size(none), tnt_rank(none));
+        check_collectives(none, all + 1, "without rank 0");
+    }
+
+    CHECK_OK(tnt_comm_dup(world, &dup));
+    CHECK(strcmp(tnt_comm_name(dup), "oob.dup0") == 0, "dup name %s", tnt_comm_name(dup));
+    CHECK_OK(tnt_comm_dup(half, &dup_of_half));
+    check_collectives(dup_of_half, members, "dup of split");
+
+    /* Each communicator stands alone once made: free the parent first. */
+    tnt_finalize(world);
+    check_collectives(dup, all, "dup after its parent was freed");
+    check_collectives(half, members, "split after its parent was freed");
+    tnt_finalize(dup_of_half);
+    tnt_finalize(dup);
+    tnt_finalize(none);
+    tnt_finalize(half);
+}
+
+struct thread_arg {
+    tnt_comm_t *comm;
+    int rounds;
+    tnt_status_t status;
+    int wrong;
+    char error[1024];
+};
+
+static void *allreduce_rounds(void *p)
+{
+    struct thread_arg *a = p;
+    int size = tnt_size(a->comm);
+    for (int i = 0; i < a->rounds && a->status == TNT_OK; i++) {
+        int64_t v[257], expect = (int64_t)size * (size - 1) / 2 + (int64_t)i * size;
+        for (int j = 0; j < 257; j++) {
+            v[j] = tnt_rank(a->comm) + i;
+        }
+        a->status = tnt_allreduce(a->comm, v, v, 257, TNT_INT64, TNT_SUM);
+        if (a->status != TNT_OK) {
+            snprintf(a->error, sizeof(a->error), "%s", tnt_last_error());
+        }
+        a->wrong += a->status == TNT_OK && (v[0] != expect || v[256] != expect);
+    }
+    return NULL;
+}
+
+static void mode_threads(tnt_comm_t *world)
+{
+    tnt_comm_t *a = NULL, *b = NULL;
+    CHECK_OK(tnt_comm_dup(world, &a));
+    CHECK_OK(tnt_comm_dup(world, &b));
+    struct thread_arg ta = { a, 300, TNT_OK, 0, "" }, tb = { b, 300, TNT_OK, 0, "" };
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, allreduce_rounds, &ta) == 0, "pthread_create");
+    allreduce_rounds(&tb);
+    pthread_join(t, NULL);
+    CHECK(ta.status == TNT_OK && tb.status == TNT_OK, "threads: %s / %s", ta.error, tb.error);
+    CHECK(ta.wrong == 0 && tb.wrong == 0, "threads: %d + %d wrong sums", ta.wrong, tb.wrong);
+    tnt_finalize(a);
+    tnt_finalize(b);
+}
+
+static void mode_bad_color(tnt_comm_t *world)
+{
+    tnt_comm_t *child = (tnt_comm_t *)&child;
+    tnt_status_t st = tnt_comm_split(world, g_rank == 1 ? -5 : 0, 0, &child);
+    CHECK(st == TNT_ERR_INVALID_ARG, "bad color gave %s", tnt_status_string(st));
+    CHECK(child == NULL, "bad color left a communicator");
+    CHECK(strstr(tnt_last_error(), "rank 1") != NULL && strstr(tnt_last_error(), "-5") != NULL,
+          "the error does not name rank 1 and color -5: %s", tnt_last_error());
+    /* Found before anything was made: the parent goes on. */
+    int all[64];
+    for (int i = 0; i < tnt_size(world); i++) {
+        all[i] = i;
+    }
+    check_collectives(world, all, "after a bad color");
+}
+
+static void mode_bad_oob(void)
+{
+    tnt_comm_t *comm = NULL;
+    tnt_oob_t oob = { .rank = 0, .size = 2 };
+    tnt_status_t st = tnt_comm_create_oob(&oob, &comm);
+    CHECK(st == TNT_ERR_INVALID_ARG && strstr(tnt_last_error(), "allgather") != NULL,
+          "NULL allgather: %s: %s", tnt_status_string(st), tnt_last_error());
+    oob.allgather = store_allgather;
+    oob.rank = 2;
+    st = tnt_comm_create_oob(&oob, &comm);
+    CHECK(st == TNT_ERR_INVALID_ARG && strstr(tnt_last_error(), "rank 2 of size 2") != NULL,
+          "rank out of range: %s: %s", tnt_status_string(st), tnt_last_error());
+    CHECK(tnt_comm_create_oob(NULL, &comm) == TNT_ERR_INVALID_ARG, "NULL oob accepted");
+    CHECK(comm == NULL, "a failed create left a communicator");
+}
+
+static int run_rank(const char *dir, int rank, int size, int nodes, int nonblocking,
+                    const char *mode)
+{
+    struct file_store store = { dir, rank, size, 0 };
+    g_rank = rank;
+    if (strcmp(mode, "bad-oob") == 0) {
+        mode_bad_oob();
+        return 0;
+    }
+    if (strcmp(mode, "timeout") == 0) {
+        if (rank == size - 1) {
+            return 0; /* never joins */
+        }
+        tnt_oob_t oob = { .allgather = store_allgather_nb,
+                          .test = store_test,
+                          .req_free = store_req_free,
+                          .ctx = &store,
+                          .rank = rank,
+                          .size = size };
+        tnt_comm_t *comm = NULL;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        tnt_status_t st = tnt_comm_create_oob(&oob, &comm);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        CHECK(st == TNT_ERR_TIMEOUT && comm == NULL, "a missing rank gave %s: %s",
+              tnt_status_string(st), tnt_last_error());
+        CHECK(strstr(tnt_last_error(), "TNT_TIMEOUT") != NULL,
+              "the error does not name "
+              "TNT_TIMEOUT: %s",
+              tnt_last_error());
+        CHECK(s < 15, "the timeout took %.1f s", s);
+        return 0;
+    }
+    tnt_comm_t *world = create(&store, nodes, nonblocking);
+    if (strcmp(mode, "basic") == 0) {
+        mode_basic(world, nodes);
+    } else if (strcmp(mode, "split") == 0) {
+        mode_split(world);
+        return 0; /* mode_split freed world */
+    } else if (strcmp(mode, "threads") == 0) {
+        mode_threads(world);
+    } else if (strcmp(mode, "bad-color") == 0) {
+        mode_bad_color(world);
+    } else {
+        CHECK(0, "unknown mode %s", mode);
+    }
+    tnt_finalize(world);
+    return 0;
+}
+
+static void remove_store(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.') {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    int ranks = 2, nodes = 1, nonblocking = 0;
+    const char *mode = "basic";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
+            ranks = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
+            nodes = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--nonblocking") == 0) {
+            nonblocking = 1;
+        } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
+            mode = argv[++i];
+        } else {
+            fprintf(stderr, "comm_check: unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    CHECK(ranks >= 1 && ranks <= 64 && nodes >= 1 && nodes <= ranks, "bad --ranks/--nodes");
+    char dir[] = "/tmp/tnt-comm-check-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+    pid_t pids[64];
+    for (int r = 0; r < ranks; r++) {
+        pids[r] = fork();
+        CHECK(pids[r] >= 0, "fork: %s", strerror(errno));
+        if (pids[r] == 0) {
+            _exit(run_rank(dir, r, ranks, nodes, nonblocking, mode));
+        }
+    }
+    int failed = 0;
+    for (int r = 0; r < ranks; r++) {
+        int wstatus;
+        CHECK(waitpid(pids[r], &wstatus, 0) == pids[r], "waitpid: %s", strerror(errno));
+        if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+            fprintf(stderr, "comm_check: rank %d ended with status 0x%x\n", r, wstatus);
+            failed = 1;
+        }
+    }
+    remove_store(dir);
+    if (!failed) {
+        printf("comm_check: %s on %d ranks, %d node(s)%s: OK\n", mode, ranks, nodes,
+               nonblocking ? ", non-blocking exchange" : "");
+    }
+    return failed;
+}
