@@ -27,6 +27,10 @@ tnt_comm_test(oob_timeout_3 30 ENV TNT_TIMEOUT=3 ARGS --ranks 3 --nonblocking --
 tnt_comm_test(split_6 90 ARGS --ranks 6 --mode split)
 tnt_comm_test(split_bad_color_3 60 ARGS --ranks 3 --mode bad-color)
 tnt_comm_test(threads_3 90 ARGS --ranks 3 --mode threads)
+# The collective set on the communicator and on a parity split of it.
+tnt_comm_test(set_1 60 ARGS --ranks 1 --mode set)
+tnt_comm_test(set_2 90 ARGS --ranks 2 --mode set)
+tnt_comm_test(set_8 180 ARGS --ranks 8 --mode set)
 if(TNT_WITH_UCX)
   tnt_comm_test(oob_basic_4x2 90 ARGS --ranks 4 --nodes 2 --nonblocking --mode basic)
   # 3 + 2 ranks on two nodes: the parity children span both nodes too, with
@@ -34,4 +38,7 @@ if(TNT_WITH_UCX)
   tnt_comm_test(split_5x2 120 ARGS --ranks 5 --nodes 2 --mode split)
   tnt_comm_test(split_6x3 120 ARGS --ranks 6 --nodes 3 --nonblocking --mode split)
   tnt_comm_test(threads_4x2 120 ARGS --ranks 4 --nodes 2 --mode threads)
+  # 5 nodes of one rank, and 3 + 2 + 2 over 3 nodes (uneven).
+  tnt_comm_test(set_5x5 180 ARGS --ranks 5 --nodes 5 --mode set)
+  tnt_comm_test(set_7x3 180 ARGS --ranks 7 --nodes 3 --mode set)
 endif()

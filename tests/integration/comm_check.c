@@ -13,6 +13,8 @@
  *   basic      create, check layout, allreduce / allgather / broadcast
  *   split      split by parity with reversed keys, TNT_COLOR_NONE, dup,
  *              dup of a split, the parent finalized first
+ *   set        the collective set against serial references, and its bad
+ *              inputs (collective_set.h), on the communicator and on a split
  *   threads    two communicators used at once from two threads of a rank
  *   bad-color  rank 1 passes color -5: every rank fails, naming rank 1
  *   bad-oob    NULL allgather, rank out of range: clear errors, no hang
@@ -39,6 +41,7 @@ static int g_rank = -1;
 #define CHECK_PROGRAM "comm_check"
 #define CHECK_RANK    g_rank
 #include "check.h"
+#include "collective_set.h"
 
 #define STORE_WAIT_S 30
 
@@ -392,6 +395,12 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
         return 0; /* mode_split freed world */
     } else if (strcmp(mode, "threads") == 0) {
         mode_threads(world);
+    } else if (strcmp(mode, "set") == 0) {
+        check_collective_set(world);
+        tnt_comm_t *half = NULL;
+        CHECK_OK(tnt_comm_split(world, g_rank % 2, g_rank, &half));
+        check_collective_set(half);
+        tnt_finalize(half);
     } else if (strcmp(mode, "bad-color") == 0) {
         mode_bad_color(world);
     } else {

@@ -56,7 +56,12 @@ if(TNT_WITH_UCX)
   tnt_multinode_test(arrival_off_3x1 3 3 90 ENV TNT_MULTINODE_REDUCE_ON_ARRIVAL=off
                      ARGS --mode matrix --mode big --big-mib 16 --transport tcp --arrival no)
   tnt_multinode_test(uneven_3+2 5 2 90 ARGS --mode matrix --mode big --mode bcast
-                     --mode allgather --mode barrier --mode fusion --transport tcp)
+                     --mode allgather --mode barrier --mode fusion --mode set --transport tcp)
+  # The collective set (reduce, reduce_scatter(v), gather, scatter,
+  # allgatherv, alltoall(v)) against serial references, with its bad inputs,
+  # under the launcher: one node of 4 ranks, and 3 nodes of one rank.
+  tnt_multinode_test(set_4x1node 4 1 90 ARGS --mode set)
+  tnt_multinode_test(set_3x1 3 3 90 ARGS --mode set --transport tcp)
   # Every inter-node algorithm forced once (auto mixes them by size).
   foreach(_algo recursive_doubling rabenseifner ring tree)
     tnt_multinode_test(algo_${_algo}_3x2 6 3 90 ENV TNT_ALLREDUCE_ALGO=${_algo}

@@ -54,6 +54,7 @@ static int g_rank = -1;
 #define CHECK_PROGRAM "multinode_check"
 #define CHECK_RANK    g_rank
 #include "check.h"
+#include "collective_set.h"
 
 static double now_s(void)
 {
@@ -588,6 +589,11 @@ int main(int argc, char **argv)
             mode_fusion(comm);
         } else if (strcmp(modes[m], "stall") == 0) {
             mode_stall(comm);
+        } else if (strcmp(modes[m], "set") == 0) {
+            check_collective_set(comm);
+            if (g_rank == 0) {
+                printf("set: OK\n");
+            }
         } else if (strcmp(modes[m], "kill") == 0 || strcmp(modes[m], "hang") == 0 ||
                    strcmp(modes[m], "leave") == 0) {
             return mode_kill(comm, kill_rank,

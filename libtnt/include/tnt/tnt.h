@@ -245,6 +245,60 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
                                    size_t bytes_per_rank);
 
 /* ------------------------------------------------------------------------ */
+/* More collectives (docs/c-api.md, "The collective set")                    */
+/* ------------------------------------------------------------------------ */
+/*
+ * Every rank passes the same counts, dtype, op and root: each call first
+ * checks that across ranks, and a difference fails on every rank with
+ * ::TNT_ERR_MISMATCH naming the ranks and values; a bad argument on any
+ * rank (a root out of range, a NULL buffer, overlapping buffers) fails on
+ * every rank with ::TNT_ERR_INVALID_ARG, the rank that passed it naming it.
+ * Nothing is sent then, and the communicator stays usable. Reductions are
+ * bitwise identical on every rank, as tnt_allreduce's are.
+ */
+
+/** The reduction of every rank's @p count elements lands in @p recvbuf on
+ *  @p root (may be NULL elsewhere). sendbuf == recvbuf on the root: in place. */
+TNT_API tnt_status_t tnt_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tnt_dtype_t dtype, tnt_op_t op, int root);
+
+/** @p sendbuf holds size * @p recvcount elements; rank r receives block r of
+ *  their reduction. In place: recvbuf == sendbuf + rank * recvcount elements. */
+TNT_API tnt_status_t tnt_reduce_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t recvcount, tnt_dtype_t dtype, tnt_op_t op);
+
+/** The same with per-rank block sizes: rank r receives @p recvcounts[r]
+ *  elements starting at the sum of the counts before it. */
+TNT_API tnt_status_t tnt_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op);
+
+/** @p root receives size * @p bytes_per_rank bytes, rank r's at r * bytes_per_rank
+ *  (@p recvbuf may be NULL elsewhere). In place on the root: sendbuf is its block. */
+TNT_API tnt_status_t tnt_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t bytes_per_rank, int root);
+
+/** Rank r receives block r of @p root's size * @p bytes_per_rank bytes
+ *  (@p sendbuf may be NULL elsewhere). In place on the root: recvbuf is its block. */
+TNT_API tnt_status_t tnt_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t bytes_per_rank, int root);
+
+/** Rank r contributes @p recvbytes[r] bytes; @p recvbuf receives them all,
+ *  packed in rank order. */
+TNT_API tnt_status_t tnt_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    const size_t *recvbytes);
+
+/** Block j of @p sendbuf (bytes_per_rank each) goes to rank j, which keeps it
+ *  as block r of its @p recvbuf, r being the sender. */
+TNT_API tnt_status_t tnt_alltoall(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t bytes_per_rank);
+
+/** The same with sizes per pair, packed in rank order: this rank sends
+ *  @p sendbytes[j] bytes to rank j and receives @p recvbytes[r] from rank r;
+ *  every pair must agree (rank r's sendbytes[me] == my recvbytes[r]). */
+TNT_API tnt_status_t tnt_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+                                   void *recvbuf, const size_t *recvbytes);
+
+/* ------------------------------------------------------------------------ */
 /* Nonblocking collectives: post, then test or wait                          */
 /* ------------------------------------------------------------------------ */
 

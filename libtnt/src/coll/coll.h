@@ -22,4 +22,20 @@ tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *rec
                                 size_t bytes_per_rank);
 tnt_status_t tnt_coll_barrier(tnt_comm_t *comm);
 
+/* Composed from the three above (coll/composed.c); arguments already
+ * checked and agreed on by every rank (core/api_composed.c). alltoallv's
+ * all_sendbytes is every rank's sendbytes, rank r's row at r * size. */
+tnt_status_t tnt_coll_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                             tnt_dtype_t dtype, tnt_op_t op, int root);
+tnt_status_t tnt_coll_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op);
+tnt_status_t tnt_coll_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                             size_t bytes_per_rank, int root);
+tnt_status_t tnt_coll_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                              size_t bytes_per_rank, int root);
+tnt_status_t tnt_coll_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 const size_t *recvbytes);
+tnt_status_t tnt_coll_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+                                void *recvbuf, const size_t *all_sendbytes);
+
 #endif

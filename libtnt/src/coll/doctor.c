@@ -271,6 +271,13 @@ static int doctor_verdict(tnt_doctor_t *d, uint64_t now, double threshold_s, con
     int blamed = tnt_verdict_rule(rows, comm->size, threshold_s, what, d->verdict,
                                   sizeof d->verdict, reporter_p);
     free(rows);
+    if (blamed && strcmp(comm->name, "world") != 0) {
+        /* Ranks of a split are not the job's: say whose they are. */
+        char plain[sizeof d->verdict];
+        memcpy(plain, d->verdict, sizeof plain);
+        tnt_verdict_format(d->verdict, sizeof d->verdict, "communicator %s (its own ranks): %s",
+                           comm->name, plain);
+    }
     return blamed;
 }
 

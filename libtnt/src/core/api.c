@@ -8,6 +8,7 @@
  * Arguments are checked identically on every rank before anything is sent,
  * so a bad argument fails locally and leaves the communicator usable.
  */
+#include "core/api.h"
 #include "comm/comm.h"
 
 #include "coll/coll.h"
@@ -16,7 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static tnt_status_t check_comm(const tnt_comm_t *comm, const char *fn)
+tnt_status_t tnt_api_check_comm(const tnt_comm_t *comm, const char *fn)
 {
     if (comm == NULL) {
         return tnt_error_raise(TNT_ERR_NOT_INITIALIZED,
@@ -27,7 +28,7 @@ static tnt_status_t check_comm(const tnt_comm_t *comm, const char *fn)
     return TNT_OK;
 }
 
-static tnt_status_t check_buffer(const void *buf, size_t bytes, const char *fn, const char *name)
+tnt_status_t tnt_api_check_buffer(const void *buf, size_t bytes, const char *fn, const char *name)
 {
     if (buf == NULL && bytes > 0) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
@@ -38,22 +39,15 @@ static tnt_status_t check_buffer(const void *buf, size_t bytes, const char *fn, 
     return TNT_OK;
 }
 
-/* Distinct buffers must not overlap: the transports read one while writing
- * the other. (The same pointer means in place.) */
-static int overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
+int tnt_api_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes)
 {
     uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
     return a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
-static tnt_status_t check_allreduce(const tnt_comm_t *comm, const void *sendbuf,
-                                    const void *recvbuf, size_t count, tnt_dtype_t dtype,
-                                    tnt_op_t op, const char *fn)
+tnt_status_t tnt_api_check_reduction(tnt_dtype_t dtype, tnt_op_t op, size_t count, size_t *bytes_p,
+                                     const char *fn)
 {
-    tnt_status_t status = check_comm(comm, fn);
-    if (status != TNT_OK) {
-        return status;
-    }
     if ((unsigned)dtype >= (unsigned)TNT_DTYPE_LAST) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "%s: dtype %d is not a tnt_dtype_t "
@@ -71,12 +65,28 @@ static tnt_status_t check_allreduce(const tnt_comm_t *comm, const void *sendbuf,
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: count %zu overflows the address space", fn,
                                count);
     }
-    size_t bytes = count * esize;
-    status = check_buffer(sendbuf, bytes, fn, "sendbuf");
-    if (status == TNT_OK) {
-        status = check_buffer(recvbuf, bytes, fn, "recvbuf");
+    *bytes_p = count * esize;
+    return TNT_OK;
+}
+
+static tnt_status_t check_allreduce(const tnt_comm_t *comm, const void *sendbuf,
+                                    const void *recvbuf, size_t count, tnt_dtype_t dtype,
+                                    tnt_op_t op, const char *fn)
+{
+    tnt_status_t status = tnt_api_check_comm(comm, fn);
+    if (status != TNT_OK) {
+        return status;
     }
-    if (status == TNT_OK && sendbuf != recvbuf && overlap(sendbuf, bytes, recvbuf, bytes)) {
+    size_t bytes = 0;
+    status = tnt_api_check_reduction(dtype, op, count, &bytes, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = tnt_api_check_buffer(sendbuf, bytes, fn, "sendbuf");
+    if (status == TNT_OK) {
+        status = tnt_api_check_buffer(recvbuf, bytes, fn, "recvbuf");
+    }
+    if (status == TNT_OK && sendbuf != recvbuf && tnt_api_overlap(sendbuf, bytes, recvbuf, bytes)) {
         status = tnt_error_raise(TNT_ERR_INVALID_ARG,
                                  "%s: sendbuf and recvbuf overlap; pass the "
                                  "same pointer twice for an in-place allreduce",
@@ -88,7 +98,7 @@ static tnt_status_t check_allreduce(const tnt_comm_t *comm, const void *sendbuf,
 static tnt_status_t check_broadcast(const tnt_comm_t *comm, const void *buf, size_t bytes, int root,
                                     const char *fn)
 {
-    tnt_status_t status = check_comm(comm, fn);
+    tnt_status_t status = tnt_api_check_comm(comm, fn);
     if (status != TNT_OK) {
         return status;
     }
@@ -98,7 +108,7 @@ static tnt_status_t check_broadcast(const tnt_comm_t *comm, const void *buf, siz
                                "(ranks 0 .. %d)",
                                fn, root, comm->size - 1);
     }
-    return check_buffer(buf, bytes, fn, "buf");
+    return tnt_api_check_buffer(buf, bytes, fn, "buf");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -107,7 +117,7 @@ static tnt_status_t check_broadcast(const tnt_comm_t *comm, const void *buf, siz
 
 TNT_API tnt_status_t tnt_barrier(tnt_comm_t *comm)
 {
-    tnt_status_t status = check_comm(comm, "tnt_barrier");
+    tnt_status_t status = tnt_api_check_comm(comm, "tnt_barrier");
     if (status == TNT_OK) {
         status = tnt_progress_enter(comm);
     }
@@ -154,7 +164,7 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
                                    size_t bytes_per_rank)
 {
     const char *fn = "tnt_allgather";
-    tnt_status_t status = check_comm(comm, fn);
+    tnt_status_t status = tnt_api_check_comm(comm, fn);
     if (status != TNT_OK) {
         return status;
     }
@@ -165,9 +175,9 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
                                fn, comm->size, bytes_per_rank);
     }
     size_t total = bytes_per_rank * (size_t)comm->size;
-    status = check_buffer(sendbuf, bytes_per_rank, fn, "sendbuf");
+    status = tnt_api_check_buffer(sendbuf, bytes_per_rank, fn, "sendbuf");
     if (status == TNT_OK) {
-        status = check_buffer(recvbuf, total, fn, "recvbuf");
+        status = tnt_api_check_buffer(recvbuf, total, fn, "recvbuf");
     }
     if (status != TNT_OK || bytes_per_rank == 0) {
         return status;
@@ -175,7 +185,7 @@ TNT_API tnt_status_t tnt_allgather(tnt_comm_t *comm, const void *sendbuf, void *
     /* sendbuf may be this rank's own block of recvbuf (in place); any other
      * overlap would be overwritten while being read. */
     const char *own = (const char *)recvbuf + (size_t)comm->rank * bytes_per_rank;
-    if ((const char *)sendbuf != own && overlap(sendbuf, bytes_per_rank, recvbuf, total)) {
+    if ((const char *)sendbuf != own && tnt_api_overlap(sendbuf, bytes_per_rank, recvbuf, total)) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "%s: sendbuf overlaps recvbuf other than "
                                "at this rank's own block (rank * bytes_per_rank)",

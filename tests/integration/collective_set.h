@@ -1,0 +1,308 @@
+/*
+ * The collective set (tnt_reduce, tnt_reduce_scatter(v), tnt_gather,
+ * tnt_scatter, tnt_allgatherv, tnt_alltoall(v)) checked against a serial
+ * reference on any communicator: every rank computes every rank's input
+ * itself, so it knows the exact answer. Inputs are small integers, whose
+ * sums, products, minima and maxima are exact in every dtype (float16 and
+ * bfloat16 included), so results are compared bit for bit; AVG is checked
+ * on values whose mean is exact. Then the bad inputs: different counts,
+ * a root out of range on one rank, alltoallv pairs that disagree, and
+ * overlapping buffers, each an error on every rank, never a hang, and the
+ * communicator still works afterwards.
+ *
+ * Used by comm_check (forked ranks over tnt_comm_create_oob) and
+ * multinode_check (the launcher, simulated nodes). The includer defines
+ * CHECK/CHECK_OK (tests/common/check.h).
+ */
+#ifndef TNT_TESTS_COLLECTIVE_SET_H
+#define TNT_TESTS_COLLECTIVE_SET_H
+
+#include <tnt/tnt.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rank r's element i: small, nonzero, and different per rank and element. */
+static int set_input(int r, size_t i)
+{
+    return 1 + (int)((r * 7 + (int)(i % 13)) % 3);
+}
+
+static uint16_t set_f32_to_f16(float f)
+{
+    /* Exact for the small integers used here (<= 2048). */
+    union {
+        float f;
+        uint32_t u;
+    } v = { f };
+    if (f == 0.0f) {
+        return 0;
+    }
+    int exp = (int)((v.u >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(((v.u >> 16) & 0x8000) | ((uint32_t)exp << 10) | ((v.u >> 13) & 0x3ff));
+}
+
+static void set_store(tnt_dtype_t dtype, void *buf, size_t i, double x)
+{
+    switch (dtype) {
+    case TNT_FLOAT32:
+        ((float *)buf)[i] = (float)x;
+        break;
+    case TNT_FLOAT64:
+        ((double *)buf)[i] = x;
+        break;
+    case TNT_FLOAT16:
+        ((uint16_t *)buf)[i] = set_f32_to_f16((float)x);
+        break;
+    case TNT_BFLOAT16: {
+        union {
+            float f;
+            uint32_t u;
+        } v = { (float)x };
+        ((uint16_t *)buf)[i] = (uint16_t)(v.u >> 16);
+        break;
+    }
+    case TNT_INT32:
+        ((int32_t *)buf)[i] = (int32_t)x;
+        break;
+    case TNT_INT64:
+        ((int64_t *)buf)[i] = (int64_t)x;
+        break;
+    default:
+        break;
+    }
+}
+
+/* The serial reduction of element i over ranks 0..size-1. */
+static double set_reference(tnt_op_t op, int size, size_t i, tnt_dtype_t dtype)
+{
+    double acc = set_input(0, i);
+    for (int r = 1; r < size; r++) {
+        double x = set_input(r, i);
+        switch (op) {
+        case TNT_SUM:
+        case TNT_AVG:
+            acc += x;
+            break;
+        case TNT_PROD:
+            acc *= x;
+            break;
+        case TNT_MIN:
+            acc = x < acc ? x : acc;
+            break;
+        case TNT_MAX:
+            acc = x > acc ? x : acc;
+            break;
+        default:
+            break;
+        }
+    }
+    if (op == TNT_AVG) {
+        acc /= size;
+        if (dtype == TNT_INT32 || dtype == TNT_INT64) {
+            acc = (double)(long long)acc; /* integer division */
+        }
+    }
+    return acc;
+}
+
+/* Products of up to size factors of 1..3 stay exact in float16 only for
+ * few ranks; the others are exact anywhere. */
+static int set_op_exact(tnt_op_t op, tnt_dtype_t dtype, int size)
+{
+    if (op == TNT_PROD && dtype == TNT_FLOAT16) {
+        return size <= 6; /* 3^6 = 729: float16 holds integers to 2048 exactly */
+    }
+    if (op == TNT_PROD && dtype == TNT_BFLOAT16) {
+        return size <= 5; /* 3^5 = 243: bfloat16 holds integers to 256 exactly */
+    }
+    if (op == TNT_AVG && dtype != TNT_INT32 && dtype != TNT_INT64) {
+        return 0; /* a mean is rounded in float; checked below with exact values */
+    }
+    return 1;
+}
+
+static void set_check_equal(tnt_dtype_t dtype, const void *got, const void *want, size_t count,
+                            const char *what, int op)
+{
+    size_t esize = tnt_dtype_size(dtype);
+    for (size_t i = 0; i < count; i++) {
+        CHECK(memcmp((const char *)got + i * esize, (const char *)want + i * esize, esize) == 0,
+              "%s: dtype %d op %d: element %zu differs from the serial reference", what, (int)dtype,
+              op, i);
+    }
+}
+
+static void check_collective_set(tnt_comm_t *comm)
+{
+    const int size = tnt_size(comm), me = tnt_rank(comm);
+    const size_t block = 37; /* elements per rank: odd, not a multiple of anything */
+    const size_t total = block * (size_t)size;
+    const tnt_dtype_t dtypes[] = { TNT_FLOAT32,  TNT_FLOAT64, TNT_FLOAT16,
+                                   TNT_BFLOAT16, TNT_INT32,   TNT_INT64 };
+    const tnt_op_t ops[] = { TNT_SUM, TNT_PROD, TNT_MIN, TNT_MAX, TNT_AVG };
+    char *send = malloc(total * 8), *recv = malloc(total * 8), *want = malloc(total * 8);
+    CHECK(send != NULL && recv != NULL && want != NULL, "malloc");
+
+    for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++) {
+        tnt_dtype_t dt = dtypes[d];
+        size_t es = tnt_dtype_size(dt);
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+            tnt_op_t op = ops[o];
+            if (!set_op_exact(op, dt, size)) {
+                continue;
+            }
+            for (size_t i = 0; i < total; i++) {
+                set_store(dt, send, i, set_input(me, i));
+                set_store(dt, want, i, set_reference(op, size, i, dt));
+            }
+            /* reduce, to every root in turn (out of place), then in place. */
+            for (int root = 0; root < size; root++) {
+                memset(recv, 0x5a, total * es);
+                CHECK_OK(tnt_reduce(comm, send, me == root ? recv : NULL, total, dt, op, root));
+                if (me == root) {
+                    set_check_equal(dt, recv, want, total, "reduce", op);
+                }
+            }
+            memcpy(recv, send, total * es);
+            CHECK_OK(tnt_reduce(comm, recv, recv, total, dt, op, size - 1));
+            if (me == size - 1) {
+                set_check_equal(dt, recv, want, total, "reduce in place", op);
+            }
+            /* reduce_scatter: my block of the reference. */
+            memset(recv, 0x5a, block * es);
+            CHECK_OK(tnt_reduce_scatter(comm, send, recv, block, dt, op));
+            set_check_equal(dt, recv, want + (size_t)me * block * es, block, "reduce_scatter", op);
+            memcpy(recv, send, total * es);
+            CHECK_OK(tnt_reduce_scatter(comm, recv, recv + (size_t)me * block * es, block, dt, op));
+            set_check_equal(dt, recv + (size_t)me * block * es, want + (size_t)me * block * es,
+                            block, "reduce_scatter in place", op);
+            /* reduce_scatterv: rank r gets r + 1 elements (one rank 0 of them). */
+            size_t counts[64], offset = 0, vtotal = 0;
+            for (int r = 0; r < size; r++) {
+                counts[r] = r == 1 ? 0 : (size_t)r + 1;
+                offset += r < me ? counts[r] : 0;
+                vtotal += counts[r];
+            }
+            CHECK(vtotal <= total, "reduce_scatterv sizes");
+            CHECK_OK(tnt_reduce_scatterv(comm, send, recv, counts, dt, op));
+            set_check_equal(dt, recv, want + offset * es, counts[me], "reduce_scatterv", op);
+        }
+    }
+    /* AVG in float: every rank passes the same exact value, so the mean is
+     * that value bit for bit. */
+    for (size_t i = 0; i < total; i++) {
+        ((float *)send)[i] = 0.75f * (float)(i % 5);
+    }
+    CHECK_OK(tnt_reduce_scatter(comm, send, recv, block, TNT_FLOAT32, TNT_AVG));
+    set_check_equal(TNT_FLOAT32, recv, send + (size_t)me * block * 4, block, "reduce_scatter avg",
+                    TNT_AVG);
+
+    /* gather / scatter / allgatherv / alltoall(v): bytes tagged with who
+     * sent them to whom. */
+    const size_t bpr = 13;
+    unsigned char mine[13];
+    for (size_t i = 0; i < bpr; i++) {
+        mine[i] = (unsigned char)(me * 16 + (int)i);
+    }
+    for (int root = 0; root < size; root++) {
+        memset(recv, 0, total * 8);
+        CHECK_OK(tnt_gather(comm, mine, me == root ? recv : NULL, bpr, root));
+        for (int r = 0; me == root && r < size; r++) {
+            for (size_t i = 0; i < bpr; i++) {
+                CHECK((unsigned char)recv[(size_t)r * bpr + i] == (unsigned char)(r * 16 + (int)i),
+                      "gather to %d: block %d byte %zu", root, r, i);
+            }
+        }
+        for (int r = 0; r < size; r++) {
+            for (size_t i = 0; i < bpr; i++) {
+                send[(size_t)r * bpr + i] = (char)(root * 64 + r * 4 + (int)i);
+            }
+        }
+        memset(recv, 0, bpr);
+        CHECK_OK(tnt_scatter(comm, me == root ? send : NULL, recv, bpr, root));
+        for (size_t i = 0; i < bpr; i++) {
+            CHECK(recv[i] == (char)(root * 64 + me * 4 + (int)i), "scatter from %d: byte %zu", root,
+                  i);
+        }
+    }
+    /* allgatherv: rank r gives (r % 3) * 5 bytes, so some give none. */
+    size_t vbytes[64], vsum = 0;
+    for (int r = 0; r < size; r++) {
+        vbytes[r] = (size_t)(r % 3) * 5;
+        vsum += vbytes[r];
+    }
+    memset(recv, 0, vsum + 1);
+    CHECK_OK(tnt_allgatherv(comm, mine, recv, vbytes));
+    for (int r = 0, at = 0; r < size; r++) {
+        for (size_t i = 0; i < vbytes[r]; i++, at++) {
+            CHECK((unsigned char)recv[at] == (unsigned char)(r * 16 + (int)i),
+                  "allgatherv: rank %d byte %zu", r, i);
+        }
+    }
+    /* alltoall: block j of rank r's send says (r, j). */
+    for (int j = 0; j < size; j++) {
+        for (size_t i = 0; i < bpr; i++) {
+            send[(size_t)j * bpr + i] = (char)(me * 8 + j + (int)i * 64);
+        }
+    }
+    CHECK_OK(tnt_alltoall(comm, send, recv, bpr));
+    for (int r = 0; r < size; r++) {
+        for (size_t i = 0; i < bpr; i++) {
+            CHECK(recv[(size_t)r * bpr + i] == (char)(r * 8 + me + (int)i * 64),
+                  "alltoall: from rank %d byte %zu", r, i);
+        }
+    }
+    /* alltoallv: rank r sends (r + j) % 4 bytes to rank j. */
+    size_t sb[64], rb[64], soff = 0;
+    for (int j = 0; j < size; j++) {
+        sb[j] = (size_t)((me + j) % 4);
+        rb[j] = (size_t)((j + me) % 4);
+        for (size_t i = 0; i < sb[j]; i++) {
+            send[soff + i] = (char)(me * 8 + j + (int)i * 64);
+        }
+        soff += sb[j];
+    }
+    CHECK_OK(tnt_alltoallv(comm, send, sb, recv, rb));
+    for (int r = 0, at = 0; r < size; r++) {
+        for (size_t i = 0; i < rb[r]; i++, at++) {
+            CHECK(recv[at] == (char)(r * 8 + me + (int)i * 64), "alltoallv: from rank %d byte %zu",
+                  r, i);
+        }
+    }
+
+    /* Bad input: an error on every rank, and the communicator goes on. */
+    if (size > 1) {
+        tnt_status_t st;
+        st = tnt_reduce_scatter(comm, send, recv, me == size - 1 ? 3 : 2, TNT_FLOAT32, TNT_SUM);
+        CHECK(st == TNT_ERR_MISMATCH, "counts that differ gave %s", tnt_status_string(st));
+        CHECK(strstr(tnt_last_error(), "count 3") != NULL &&
+                  strstr(tnt_last_error(), "count") != NULL,
+              "the mismatch is not named: %s", tnt_last_error());
+        st = tnt_gather(comm, mine, recv, bpr, me == 0 ? size : 0);
+        CHECK(st == TNT_ERR_INVALID_ARG, "a root out of range on rank 0 gave %s",
+              tnt_status_string(st));
+        CHECK(strstr(tnt_last_error(), me == 0 ? "root" : "rank 0") != NULL,
+              "the bad root is not named: %s", tnt_last_error());
+        st = tnt_scatter(comm, send, recv, bpr, me == 0 ? 1 : 0);
+        CHECK(st == TNT_ERR_MISMATCH && strstr(tnt_last_error(), "root") != NULL,
+              "roots that differ gave %s: %s", tnt_status_string(st), tnt_last_error());
+        sb[0] += me == 0 ? 1 : 0; /* rank 0 sends one byte more to rank 0 than it expects */
+        st = tnt_alltoallv(comm, send, sb, recv, rb);
+        CHECK(st == TNT_ERR_MISMATCH, "alltoallv pairs that disagree gave %s",
+              tnt_status_string(st));
+        sb[0] -= me == 0 ? 1 : 0;
+        st = tnt_reduce(comm, send, send + 4, 8, TNT_FLOAT32, TNT_SUM, 0);
+        CHECK(st == TNT_ERR_INVALID_ARG, "overlapping buffers on the root gave %s",
+              tnt_status_string(st));
+        int64_t one = 1, sum = 0;
+        CHECK_OK(tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM));
+        CHECK(sum == size, "allreduce after the bad inputs gave %lld", (long long)sum);
+    }
+    free(send);
+    free(recv);
+    free(want);
+}
+
+#endif
