@@ -272,6 +272,63 @@ static void check_collective_set(tnt_comm_t *comm)
         }
     }
 
+    /* Posted forms: four at once, waited for in reverse order; they run in
+     * posting order whatever the waits do. */
+    {
+        float *rs_in = malloc(total * sizeof(float)), *rs_out = malloc(block * sizeof(float));
+        unsigned char *g = malloc(bpr * (size_t)size), *a2a = malloc(bpr * (size_t)size),
+                      *a2a_in = malloc(bpr * (size_t)size), *agv = malloc(vsum + 1);
+        CHECK(rs_in && rs_out && g && a2a && a2a_in && agv, "malloc");
+        for (size_t i = 0; i < total; i++) {
+            rs_in[i] = (float)set_input(me, i);
+        }
+        for (int j = 0; j < size; j++) {
+            memset(a2a_in + (size_t)j * bpr, me * 8 + j, bpr);
+        }
+        tnt_request_t *req[4];
+        CHECK_OK(
+            tnt_reduce_scatter_post(comm, rs_in, rs_out, block, TNT_FLOAT32, TNT_MAX, &req[0]));
+        CHECK_OK(tnt_gather_post(comm, mine, me == 0 ? g : NULL, bpr, 0, &req[1]));
+        CHECK_OK(tnt_alltoall_post(comm, a2a_in, a2a, bpr, &req[2]));
+        CHECK_OK(tnt_allgatherv_post(comm, mine, agv, vbytes, &req[3]));
+        for (int k = 3; k >= 0; k--) {
+            CHECK_OK(tnt_wait(req[k]));
+        }
+        for (size_t i = 0; i < block; i++) {
+            CHECK(rs_out[i] ==
+                      (float)set_reference(TNT_MAX, size, (size_t)me * block + i, TNT_FLOAT32),
+                  "reduce_scatter_post: element %zu", i);
+        }
+        for (int r = 0; me == 0 && r < size; r++) {
+            CHECK(g[(size_t)r * bpr] == (unsigned char)(r * 16), "gather_post: block %d", r);
+        }
+        for (int r = 0; r < size; r++) {
+            CHECK(a2a[(size_t)r * bpr] == (unsigned char)(r * 8 + me), "alltoall_post: block %d",
+                  r);
+        }
+        for (int r = 0, at = 0; r < size; at += (int)vbytes[r], r++) {
+            CHECK(vbytes[r] == 0 || agv[at] == (unsigned char)(r * 16), "allgatherv_post: rank %d",
+                  r);
+        }
+        /* A bad argument in a posted call: its tnt_wait says so, on every
+         * rank, naming it where it was passed. */
+        if (size > 1) {
+            tnt_request_t *bad;
+            CHECK_OK(tnt_scatter_post(comm, NULL, rs_out, 4, 0, &bad));
+            tnt_status_t st = tnt_wait(bad);
+            CHECK(st == TNT_ERR_INVALID_ARG, "a posted NULL sendbuf on the root gave %s",
+                  tnt_status_string(st));
+            CHECK(strstr(tnt_last_error(), me == 0 ? "sendbuf" : "rank 0") != NULL,
+                  "the posted bad argument is not named: %s", tnt_last_error());
+        }
+        free(rs_in);
+        free(rs_out);
+        free(g);
+        free(a2a);
+        free(a2a_in);
+        free(agv);
+    }
+
     /* Bad input: an error on every rank, and the communicator goes on. */
     if (size > 1) {
         tnt_status_t st;

@@ -317,6 +317,32 @@ TNT_API tnt_status_t tnt_allreduce_post(tnt_comm_t *comm, const void *sendbuf, v
 TNT_API tnt_status_t tnt_broadcast_post(tnt_comm_t *comm, void *buf, size_t bytes, int root,
                                         tnt_request_t **req_p);
 
+/** The posted forms of the collective set: the same arguments, checks and
+ *  agreement (run when the operation runs; a bad argument on this rank is
+ *  reported by tnt_wait), in posting order with every other posted
+ *  operation. Buffers must stay untouched until the request completes; the
+ *  count arrays are copied at the post. */
+TNT_API tnt_status_t tnt_reduce_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t count, tnt_dtype_t dtype, tnt_op_t op, int root,
+                                     tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_reduce_scatter_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                             size_t recvcount, tnt_dtype_t dtype, tnt_op_t op,
+                                             tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_reduce_scatterv_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                              const size_t *recvcounts, tnt_dtype_t dtype,
+                                              tnt_op_t op, tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_gather_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t bytes_per_rank, int root, tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_scatter_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t bytes_per_rank, int root, tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_allgatherv_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         const size_t *recvbytes, tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_alltoall_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t bytes_per_rank, tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_alltoallv_post(tnt_comm_t *comm, const void *sendbuf,
+                                        const size_t *sendbytes, void *recvbuf,
+                                        const size_t *recvbytes, tnt_request_t **req_p);
+
 /** TNT_IN_PROGRESS while running; otherwise the operation's final status.
  *  Does not free the request. Never runs the operation itself; wakes the
  *  progress thread when posts do not (TNT_OVERLAP). */

@@ -1,7 +1,9 @@
 /*
  * The public reduce, reduce_scatter(v), gather, scatter, allgatherv and
- * alltoall(v): argument checks, then an agreement round, then the
- * collective (coll/composed.c).
+ * alltoall(v), blocking and posted: argument checks, then an agreement
+ * round, then the collective (coll/composed.c). Each call becomes one
+ * record (struct composed_call) that runs inline for a blocking call and
+ * on the progress thread (or its waiter) for a posted one.
  *
  * The agreement round is one small allgather of what each rank passed. It
  * turns the two ways these calls go wrong across ranks into an error on
@@ -17,6 +19,7 @@
 #include "util/log.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,15 +29,13 @@ enum composed_kind {
     KIND_GATHER,
     KIND_SCATTER,
     KIND_ALLGATHERV,
-    KIND_ALLTOALL,
-    KIND_ALLTOALLV,
+    KIND_ALLTOALL, /* and alltoallv: one may pair with the other */
 };
 
 static const char *const kind_fn[] = {
     [KIND_REDUCE] = "tnt_reduce",         [KIND_REDUCE_SCATTER] = "tnt_reduce_scatter(v)",
     [KIND_GATHER] = "tnt_gather",         [KIND_SCATTER] = "tnt_scatter",
-    [KIND_ALLGATHERV] = "tnt_allgatherv", [KIND_ALLTOALL] = "tnt_alltoall",
-    [KIND_ALLTOALLV] = "tnt_alltoallv",
+    [KIND_ALLGATHERV] = "tnt_allgatherv", [KIND_ALLTOALL] = "tnt_alltoall(v)",
 };
 
 /* What every rank passed; compared field by field with rank 0's. */
@@ -170,229 +171,6 @@ static tnt_status_t sum_counts(const size_t *counts, int size, size_t esize, siz
     return TNT_OK;
 }
 
-/* Enters the progress order and runs the agreement round; on TNT_OK the
- * caller runs its collective and then calls tnt_progress_leave. */
-static tnt_status_t begin_agreed(tnt_comm_t *comm, const char *fn, tnt_status_t local,
-                                 const struct agreement *a)
-{
-    tnt_status_t status = tnt_progress_enter(comm);
-    if (status != TNT_OK) {
-        return status;
-    }
-    status = agree(comm, fn, local, a);
-    if (status != TNT_OK) {
-        tnt_progress_leave(comm);
-    }
-    return status;
-}
-
-TNT_API tnt_status_t tnt_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                                tnt_dtype_t dtype, tnt_op_t op, int root)
-{
-    const char *fn = "tnt_reduce";
-    size_t bytes = 0;
-    tnt_status_t status = tnt_api_check_comm(comm, fn);
-    if (status != TNT_OK) {
-        return status;
-    }
-    tnt_status_t local = tnt_api_check_reduction(dtype, op, count, &bytes, fn);
-    if (local == TNT_OK) {
-        local = check_root(comm, root, fn);
-    }
-    if (local == TNT_OK) {
-        local = tnt_api_check_buffer(sendbuf, bytes, fn, "sendbuf");
-    }
-    if (local == TNT_OK && comm->rank == root) {
-        local = tnt_api_check_buffer(recvbuf, bytes, fn, "recvbuf");
-        if (local == TNT_OK) {
-            local = check_apart(sendbuf, bytes, recvbuf, bytes, recvbuf == sendbuf ? sendbuf : NULL,
-                                fn, "pass the same pointer twice for an in-place reduce");
-        }
-    }
-    struct agreement a = { KIND_REDUCE, local != TNT_OK, dtype, op, root, 0, count, 0 };
-    tnt_status_t run_status = begin_agreed(comm, fn, local, &a);
-    if (run_status != TNT_OK) {
-        return run_status;
-    }
-    if (count > 0) {
-        run_status = tnt_coll_reduce(comm, sendbuf, recvbuf, count, dtype, op, root);
-    }
-    tnt_progress_leave(comm);
-    return run_status;
-}
-
-static tnt_status_t reduce_scatter_checked(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                           const size_t *recvcounts, size_t equal_count,
-                                           tnt_dtype_t dtype, tnt_op_t op, const char *fn)
-{
-    size_t bytes = 0, total = 0;
-    tnt_status_t local = tnt_api_check_reduction(dtype, op, 0, &bytes, fn);
-    size_t esize = local == TNT_OK ? tnt_dtype_size(dtype) : 1;
-    if (local == TNT_OK) {
-        local = sum_counts(recvcounts, comm->size, esize, &total, fn, "recvcounts");
-    }
-    size_t offset = 0;
-    if (local == TNT_OK) {
-        for (int r = 0; r < comm->rank; r++) {
-            offset += recvcounts[r];
-        }
-        local = tnt_api_check_buffer(sendbuf, total * esize, fn, "sendbuf");
-    }
-    if (local == TNT_OK) {
-        local = tnt_api_check_buffer(recvbuf, recvcounts[comm->rank] * esize, fn, "recvbuf");
-    }
-    if (local == TNT_OK) {
-        const void *own = (const char *)sendbuf + offset * esize;
-        local = check_apart(sendbuf, total * esize, recvbuf, recvcounts[comm->rank] * esize,
-                            recvbuf == own ? recvbuf : NULL, fn,
-                            "for in place, recvbuf is this rank's block of sendbuf");
-    }
-    struct agreement a = {
-        KIND_REDUCE_SCATTER,
-        local != TNT_OK,
-        dtype,
-        op,
-        0,
-        0,
-        equal_count,
-        local == TNT_OK ? digest_counts(recvcounts, comm->size) : 0,
-    };
-    tnt_status_t run_status = begin_agreed(comm, fn, local, &a);
-    if (run_status != TNT_OK) {
-        return run_status;
-    }
-    if (total > 0) {
-        run_status = tnt_coll_reduce_scatterv(comm, sendbuf, recvbuf, recvcounts, dtype, op);
-    }
-    tnt_progress_leave(comm);
-    return run_status;
-}
-
-TNT_API tnt_status_t tnt_reduce_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                        size_t recvcount, tnt_dtype_t dtype, tnt_op_t op)
-{
-    const char *fn = "tnt_reduce_scatter";
-    tnt_status_t status = tnt_api_check_comm(comm, fn);
-    if (status != TNT_OK) {
-        return status;
-    }
-    size_t *counts = malloc((size_t)comm->size * sizeof(*counts));
-    if (counts == NULL) {
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
-    }
-    for (int r = 0; r < comm->size; r++) {
-        counts[r] = recvcount;
-    }
-    status = reduce_scatter_checked(comm, sendbuf, recvbuf, counts, recvcount, dtype, op, fn);
-    free(counts);
-    return status;
-}
-
-TNT_API tnt_status_t tnt_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                         const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op)
-{
-    const char *fn = "tnt_reduce_scatterv";
-    tnt_status_t status = tnt_api_check_comm(comm, fn);
-    if (status != TNT_OK) {
-        return status;
-    }
-    return reduce_scatter_checked(comm, sendbuf, recvbuf, recvcounts, 0, dtype, op, fn);
-}
-
-/* gather and scatter: the root's buffer holds every rank's block. */
-static tnt_status_t rooted_checked(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                   size_t bytes_per_rank, int root, enum composed_kind kind)
-{
-    const char *fn = kind_fn[kind];
-    size_t total = 0;
-    tnt_status_t local = check_root(comm, root, fn);
-    if (local == TNT_OK) {
-        local = check_times_size(comm, bytes_per_rank, &total, fn);
-    }
-    int gather = kind == KIND_GATHER;
-    const void *mine = gather ? sendbuf : recvbuf;
-    const void *whole = gather ? recvbuf : sendbuf;
-    if (local == TNT_OK) {
-        local = tnt_api_check_buffer(mine, bytes_per_rank, fn, gather ? "sendbuf" : "recvbuf");
-    }
-    if (local == TNT_OK && comm->rank == root) {
-        local = tnt_api_check_buffer(whole, total, fn, gather ? "recvbuf" : "sendbuf");
-        if (local == TNT_OK) {
-            const void *own = (const char *)whole + (size_t)root * bytes_per_rank;
-            local = check_apart(mine, bytes_per_rank, whole, total, mine == own ? mine : NULL, fn,
-                                "for in place, the root passes its own block of the whole buffer");
-        }
-    }
-    struct agreement a = { kind, local != TNT_OK, 0, 0, root, 0, bytes_per_rank, 0 };
-    tnt_status_t run_status = begin_agreed(comm, fn, local, &a);
-    if (run_status != TNT_OK) {
-        return run_status;
-    }
-    if (bytes_per_rank > 0) {
-        run_status = gather ? tnt_coll_gather(comm, sendbuf, recvbuf, bytes_per_rank, root)
-                            : tnt_coll_scatter(comm, sendbuf, recvbuf, bytes_per_rank, root);
-    }
-    tnt_progress_leave(comm);
-    return run_status;
-}
-
-TNT_API tnt_status_t tnt_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                size_t bytes_per_rank, int root)
-{
-    tnt_status_t status = tnt_api_check_comm(comm, "tnt_gather");
-    return status != TNT_OK
-               ? status
-               : rooted_checked(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER);
-}
-
-TNT_API tnt_status_t tnt_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                 size_t bytes_per_rank, int root)
-{
-    tnt_status_t status = tnt_api_check_comm(comm, "tnt_scatter");
-    return status != TNT_OK
-               ? status
-               : rooted_checked(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_SCATTER);
-}
-
-TNT_API tnt_status_t tnt_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                    const size_t *recvbytes)
-{
-    const char *fn = "tnt_allgatherv";
-    size_t total = 0;
-    tnt_status_t status = tnt_api_check_comm(comm, fn);
-    if (status != TNT_OK) {
-        return status;
-    }
-    tnt_status_t local = sum_counts(recvbytes, comm->size, 1, &total, fn, "recvbytes");
-    if (local == TNT_OK) {
-        local = tnt_api_check_buffer(sendbuf, recvbytes[comm->rank], fn, "sendbuf");
-    }
-    if (local == TNT_OK) {
-        local = tnt_api_check_buffer(recvbuf, total, fn, "recvbuf");
-    }
-    if (local == TNT_OK) {
-        local = check_apart(sendbuf, recvbytes[comm->rank], recvbuf, total, NULL, fn,
-                            "use separate buffers");
-    }
-    struct agreement a = { KIND_ALLGATHERV,
-                           local != TNT_OK,
-                           0,
-                           0,
-                           0,
-                           0,
-                           0,
-                           local == TNT_OK ? digest_counts(recvbytes, comm->size) : 0 };
-    tnt_status_t run_status = begin_agreed(comm, fn, local, &a);
-    if (run_status != TNT_OK) {
-        return run_status;
-    }
-    if (total > 0) {
-        run_status = tnt_coll_allgatherv(comm, sendbuf, recvbuf, recvbytes);
-    }
-    tnt_progress_leave(comm);
-    return run_status;
-}
-
 /* alltoall(v)'s second round: every rank's send and receive sizes, so that
  * every rank checks every pair the same way. *all_send_p gets the send
  * sizes, rank r's row at r * size. */
@@ -400,7 +178,7 @@ static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const
                                 size_t **all_send_p)
 {
     const int size = comm->size;
-    const char *fn = "tnt_alltoallv";
+    const char *fn = kind_fn[KIND_ALLTOALL];
     size_t row = 2 * (size_t)size;
     uint64_t *mine = malloc(row * sizeof(uint64_t));
     uint64_t *all = malloc(row * (size_t)size * sizeof(uint64_t));
@@ -445,16 +223,349 @@ static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const
     return TNT_OK;
 }
 
-static tnt_status_t alltoallv_checked(tnt_comm_t *comm, const void *sendbuf,
-                                      const size_t *sendbytes, void *recvbuf,
-                                      const size_t *recvbytes, size_t equal_bytes,
-                                      enum composed_kind kind)
+/* One call, checked: what runs it needs, with copies of the count arrays
+ * (a posted call's caller may reuse its own) and this rank's check. */
+struct composed_call {
+    struct tnt_request request; /* first: a posted call is its request */
+    enum composed_kind kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count; /* reduce: elements; gather/scatter: bytes per rank */
+    tnt_dtype_t dtype;
+    tnt_op_t op;
+    int root;
+    size_t *sendcounts; /* size entries, or NULL */
+    size_t *recvcounts; /* size entries, or NULL */
+    size_t moved;       /* 0: nothing to move after the agreement */
+    struct agreement agreement;
+    tnt_status_t local; /* this rank's own check */
+    char local_error[TNT_REQUEST_ERROR_MAX];
+    int local_printed;
+};
+
+static void call_free(struct composed_call *c)
+{
+    if (c != NULL) {
+        free(c->sendcounts);
+        free(c->recvcounts);
+        free(c);
+    }
+}
+
+static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
+{
+    const char *fn = kind_fn[c->kind];
+    if (c->local != TNT_OK) {
+        /* This rank's own error is the one to report, on whichever thread
+         * runs the call. */
+        tnt_error_restore(c->local_error, c->local_printed);
+    }
+    tnt_status_t status = agree(comm, fn, c->local, &c->agreement);
+    size_t *all_send = NULL;
+    if (status == TNT_OK && c->kind == KIND_ALLTOALL) {
+        status = agree_pairs(comm, c->sendcounts, c->recvcounts, &all_send);
+    }
+    if (status != TNT_OK || c->moved == 0) {
+        free(all_send);
+        return status;
+    }
+    switch (c->kind) {
+    case KIND_REDUCE:
+        status = tnt_coll_reduce(comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->root);
+        break;
+    case KIND_REDUCE_SCATTER:
+        status =
+            tnt_coll_reduce_scatterv(comm, c->sendbuf, c->recvbuf, c->recvcounts, c->dtype, c->op);
+        break;
+    case KIND_GATHER:
+        status = tnt_coll_gather(comm, c->sendbuf, c->recvbuf, c->count, c->root);
+        break;
+    case KIND_SCATTER:
+        status = tnt_coll_scatter(comm, c->sendbuf, c->recvbuf, c->count, c->root);
+        break;
+    case KIND_ALLGATHERV:
+        status = tnt_coll_allgatherv(comm, c->sendbuf, c->recvbuf, c->recvcounts);
+        break;
+    case KIND_ALLTOALL:
+        status = tnt_coll_alltoallv(comm, c->sendbuf, c->sendcounts, c->recvbuf, all_send);
+        break;
+    }
+    free(all_send);
+    return status;
+}
+
+static tnt_status_t execute_call(tnt_comm_t *comm, struct tnt_request *req)
+{
+    struct composed_call *c = (struct composed_call *)req;
+    tnt_status_t status = call_run(comm, c);
+    /* tnt_wait frees the record as a request, without these. */
+    free(c->sendcounts);
+    free(c->recvcounts);
+    c->sendcounts = c->recvcounts = NULL;
+    return status;
+}
+
+/* Runs c now (req_p NULL) or posts it. Takes c. A bad argument still
+ * joins the agreement round, so that every rank fails alike. */
+static tnt_status_t call_submit(tnt_comm_t *comm, struct composed_call *c, tnt_request_t **req_p)
+{
+    tnt_status_t status;
+    if (c->local != TNT_OK) {
+        snprintf(c->local_error, sizeof(c->local_error), "%s", tnt_error_message());
+        c->local_printed = tnt_error_printed();
+    }
+    c->agreement.bad = c->local != TNT_OK;
+    if (req_p == NULL) {
+        status = tnt_progress_enter(comm);
+        if (status == TNT_OK) {
+            status = call_run(comm, c);
+            tnt_progress_leave(comm);
+        }
+        call_free(c);
+        return status;
+    }
+    /* Posted: the record is the request; tnt_wait frees only the request
+     * part, so the count arrays go when the call has run. */
+    c->request.comm = comm;
+    c->request.execute = execute_call;
+    status = tnt_progress_post(comm, &c->request);
+    if (status != TNT_OK) {
+        call_free(c);
+        return status;
+    }
+    *req_p = &c->request;
+    return TNT_OK;
+}
+
+/* A new record, or NULL with the error raised. Count arrays are copied. */
+static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
+                                      const size_t *sendcounts, const size_t *recvcounts)
+{
+    struct composed_call *c = calloc(1, sizeof(*c));
+    size_t bytes = (size_t)comm->size * sizeof(size_t);
+    if (c != NULL && sendcounts != NULL) {
+        c->sendcounts = malloc(bytes);
+        if (c->sendcounts != NULL) {
+            memcpy(c->sendcounts, sendcounts, bytes);
+        }
+    }
+    if (c != NULL && recvcounts != NULL) {
+        c->recvcounts = malloc(bytes);
+        if (c->recvcounts != NULL) {
+            memcpy(c->recvcounts, recvcounts, bytes);
+        }
+    }
+    if (c == NULL || (sendcounts != NULL && c->sendcounts == NULL) ||
+        (recvcounts != NULL && c->recvcounts == NULL)) {
+        call_free(c);
+        tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for a call on %d ranks",
+                        kind_fn[kind], comm->size);
+        return NULL;
+    }
+    c->kind = kind;
+    c->request.heap_allocated = 1;
+    c->agreement.kind = kind;
+    return c;
+}
+
+static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tnt_dtype_t dtype, tnt_op_t op, int root, tnt_request_t **req_p)
+{
+    const char *fn = kind_fn[KIND_REDUCE];
+    size_t bytes = 0;
+    struct composed_call *c = call_new(comm, KIND_REDUCE, NULL, NULL);
+    if (c == NULL) {
+        return TNT_ERR_NO_MEMORY;
+    }
+    tnt_status_t local = tnt_api_check_reduction(dtype, op, count, &bytes, fn);
+    if (local == TNT_OK) {
+        local = check_root(comm, root, fn);
+    }
+    if (local == TNT_OK) {
+        local = tnt_api_check_buffer(sendbuf, bytes, fn, "sendbuf");
+    }
+    if (local == TNT_OK && comm->rank == root) {
+        local = tnt_api_check_buffer(recvbuf, bytes, fn, "recvbuf");
+        if (local == TNT_OK) {
+            local = check_apart(sendbuf, bytes, recvbuf, bytes, recvbuf == sendbuf ? sendbuf : NULL,
+                                fn, "pass the same pointer twice for an in-place reduce");
+        }
+    }
+    c->sendbuf = sendbuf;
+    c->recvbuf = recvbuf;
+    c->count = count;
+    c->dtype = dtype;
+    c->op = op;
+    c->root = root;
+    c->moved = bytes;
+    c->local = local;
+    c->agreement = (struct agreement){
+        .kind = KIND_REDUCE, .dtype = dtype, .op = op, .root = root, .count = count
+    };
+    return call_submit(comm, c, req_p);
+}
+
+/* equal: blocks of equal_count each (tnt_reduce_scatter), else
+ * recvcounts. */
+static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        int equal, const size_t *recvcounts, size_t equal_count,
+                                        tnt_dtype_t dtype, tnt_op_t op, const char *fn,
+                                        tnt_request_t **req_p)
+{
+    size_t bytes = 0, total = 0, offset = 0;
+    struct composed_call *c = call_new(comm, KIND_REDUCE_SCATTER, NULL, NULL);
+    if (c == NULL) {
+        return TNT_ERR_NO_MEMORY;
+    }
+    tnt_status_t local = tnt_api_check_reduction(dtype, op, 0, &bytes, fn);
+    size_t esize = local == TNT_OK ? tnt_dtype_size(dtype) : 1;
+    if (local == TNT_OK && !equal) {
+        local = sum_counts(recvcounts, comm->size, esize, &total, fn, "recvcounts");
+    }
+    if (local == TNT_OK && equal && (equal_count > SIZE_MAX / esize / (size_t)comm->size)) {
+        local = tnt_error_raise(TNT_ERR_INVALID_ARG,
+                                "%s: %d ranks x %zu elements overflows the address space", fn,
+                                comm->size, equal_count);
+    }
+    if (local == TNT_OK) {
+        c->recvcounts = malloc((size_t)comm->size * sizeof(size_t));
+        if (c->recvcounts == NULL) {
+            call_free(c);
+            return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
+        }
+        total = 0;
+        for (int r = 0; r < comm->size; r++) {
+            c->recvcounts[r] = equal ? equal_count : recvcounts[r];
+            offset += r < comm->rank ? c->recvcounts[r] : 0;
+            total += c->recvcounts[r];
+        }
+        local = tnt_api_check_buffer(sendbuf, total * esize, fn, "sendbuf");
+    }
+    size_t mine = local == TNT_OK ? c->recvcounts[comm->rank] * esize : 0;
+    if (local == TNT_OK) {
+        local = tnt_api_check_buffer(recvbuf, mine, fn, "recvbuf");
+    }
+    if (local == TNT_OK) {
+        const void *own = (const char *)sendbuf + offset * esize;
+        local = check_apart(sendbuf, total * esize, recvbuf, mine, recvbuf == own ? recvbuf : NULL,
+                            fn, "for in place, recvbuf is this rank's block of sendbuf");
+    }
+    c->sendbuf = sendbuf;
+    c->recvbuf = recvbuf;
+    c->dtype = dtype;
+    c->op = op;
+    c->moved = total * esize;
+    c->local = local;
+    c->agreement =
+        (struct agreement){ .kind = KIND_REDUCE_SCATTER,
+                            .dtype = dtype,
+                            .op = op,
+                            .count = equal_count,
+                            .digest =
+                                local == TNT_OK ? digest_counts(c->recvcounts, comm->size) : 0 };
+    return call_submit(comm, c, req_p);
+}
+
+/* gather and scatter: the root's buffer holds every rank's block. */
+static tnt_status_t rooted_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t bytes_per_rank, int root, enum composed_kind kind,
+                                tnt_request_t **req_p)
 {
     const char *fn = kind_fn[kind];
-    size_t send_total = 0, recv_total = 0;
-    tnt_status_t local = sum_counts(sendbytes, comm->size, 1, &send_total, fn, "sendbytes");
+    size_t total = 0;
+    struct composed_call *c = call_new(comm, kind, NULL, NULL);
+    if (c == NULL) {
+        return TNT_ERR_NO_MEMORY;
+    }
+    tnt_status_t local = check_root(comm, root, fn);
     if (local == TNT_OK) {
-        local = sum_counts(recvbytes, comm->size, 1, &recv_total, fn, "recvbytes");
+        local = check_times_size(comm, bytes_per_rank, &total, fn);
+    }
+    int gather = kind == KIND_GATHER;
+    const void *mine = gather ? sendbuf : recvbuf;
+    const void *whole = gather ? recvbuf : sendbuf;
+    if (local == TNT_OK) {
+        local = tnt_api_check_buffer(mine, bytes_per_rank, fn, gather ? "sendbuf" : "recvbuf");
+    }
+    if (local == TNT_OK && comm->rank == root) {
+        local = tnt_api_check_buffer(whole, total, fn, gather ? "recvbuf" : "sendbuf");
+        if (local == TNT_OK) {
+            const void *own = (const char *)whole + (size_t)root * bytes_per_rank;
+            local = check_apart(mine, bytes_per_rank, whole, total, mine == own ? mine : NULL, fn,
+                                "for in place, the root passes its own block of the whole buffer");
+        }
+    }
+    c->sendbuf = sendbuf;
+    c->recvbuf = recvbuf;
+    c->count = bytes_per_rank;
+    c->root = root;
+    c->moved = bytes_per_rank;
+    c->local = local;
+    c->agreement = (struct agreement){ .kind = kind, .root = root, .count = bytes_per_rank };
+    return call_submit(comm, c, req_p);
+}
+
+static tnt_status_t allgatherv_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    const size_t *recvbytes, tnt_request_t **req_p)
+{
+    const char *fn = kind_fn[KIND_ALLGATHERV];
+    size_t total = 0;
+    tnt_status_t local = sum_counts(recvbytes, comm->size, 1, &total, fn, "recvbytes");
+    struct composed_call *c =
+        call_new(comm, KIND_ALLGATHERV, NULL, local == TNT_OK ? recvbytes : NULL);
+    if (c == NULL) {
+        return TNT_ERR_NO_MEMORY;
+    }
+    if (local == TNT_OK) {
+        local = tnt_api_check_buffer(sendbuf, recvbytes[comm->rank], fn, "sendbuf");
+    }
+    if (local == TNT_OK) {
+        local = tnt_api_check_buffer(recvbuf, total, fn, "recvbuf");
+    }
+    if (local == TNT_OK) {
+        local = check_apart(sendbuf, recvbytes[comm->rank], recvbuf, total, NULL, fn,
+                            "use separate buffers");
+    }
+    c->sendbuf = sendbuf;
+    c->recvbuf = recvbuf;
+    c->moved = total;
+    c->local = local;
+    c->agreement =
+        (struct agreement){ .kind = KIND_ALLGATHERV,
+                            .digest = local == TNT_OK ? digest_counts(recvbytes, comm->size) : 0 };
+    return call_submit(comm, c, req_p);
+}
+
+/* equal: blocks of equal_bytes each (tnt_alltoall), else the arrays. */
+static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equal,
+                                  const size_t *sendbytes, void *recvbuf, const size_t *recvbytes,
+                                  size_t equal_bytes, const char *fn, tnt_request_t **req_p)
+{
+    size_t send_total = 0, recv_total = 0;
+    tnt_status_t local = TNT_OK;
+    if (equal) {
+        local = check_times_size(comm, equal_bytes, &send_total, fn);
+        recv_total = send_total;
+    } else {
+        local = sum_counts(sendbytes, comm->size, 1, &send_total, fn, "sendbytes");
+        if (local == TNT_OK) {
+            local = sum_counts(recvbytes, comm->size, 1, &recv_total, fn, "recvbytes");
+        }
+    }
+    /* The pair check needs both arrays on every rank, bad or not. */
+    struct composed_call *c = call_new(comm, KIND_ALLTOALL, NULL, NULL);
+    if (c == NULL) {
+        return TNT_ERR_NO_MEMORY;
+    }
+    c->sendcounts = calloc((size_t)comm->size, sizeof(size_t));
+    c->recvcounts = calloc((size_t)comm->size, sizeof(size_t));
+    if (c->sendcounts == NULL || c->recvcounts == NULL) {
+        call_free(c);
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
+    }
+    for (int r = 0; local == TNT_OK && r < comm->size; r++) {
+        c->sendcounts[r] = equal ? equal_bytes : sendbytes[r];
+        c->recvcounts[r] = equal ? equal_bytes : recvbytes[r];
     }
     if (local == TNT_OK) {
         local = tnt_api_check_buffer(sendbuf, send_total, fn, "sendbuf");
@@ -466,54 +577,173 @@ static tnt_status_t alltoallv_checked(tnt_comm_t *comm, const void *sendbuf,
         local =
             check_apart(sendbuf, send_total, recvbuf, recv_total, NULL, fn, "use separate buffers");
     }
-    struct agreement a = { kind, local != TNT_OK, 0, 0, 0, 0, equal_bytes, 0 };
-    tnt_status_t status = tnt_progress_enter(comm);
-    if (status != TNT_OK) {
-        return status;
+    c->sendbuf = sendbuf;
+    c->recvbuf = recvbuf;
+    c->moved = 1; /* whether anything moves is known after the pair round */
+    c->local = local;
+    /* alltoall and alltoallv are one kind: they may pair with each other. */
+    c->agreement = (struct agreement){ .kind = KIND_ALLTOALL };
+    return call_submit(comm, c, req_p);
+}
+
+/* ---- the public calls --------------------------------------------------- */
+
+/* The posted calls' own two checks, before anything is made. */
+static tnt_status_t check_post(const tnt_comm_t *comm, tnt_request_t **req_p, const char *fn)
+{
+    tnt_status_t status = tnt_api_check_comm(comm, fn);
+    if (status == TNT_OK && req_p == NULL) {
+        status = tnt_error_raise(TNT_ERR_INVALID_ARG, "%s: req_p is NULL", fn);
     }
-    status = agree(comm, fn, local, &a);
-    size_t *all_send = NULL;
-    if (status == TNT_OK) {
-        status = agree_pairs(comm, sendbytes, recvbytes, &all_send);
-    }
-    if (status == TNT_OK) {
-        status = tnt_coll_alltoallv(comm, sendbuf, sendbytes, recvbuf, all_send);
-    }
-    free(all_send);
-    tnt_progress_leave(comm);
     return status;
+}
+
+TNT_API tnt_status_t tnt_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tnt_dtype_t dtype, tnt_op_t op, int root)
+{
+    tnt_status_t status = tnt_api_check_comm(comm, "tnt_reduce");
+    return status != TNT_OK ? status
+                            : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, NULL);
+}
+
+TNT_API tnt_status_t tnt_reduce_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t count, tnt_dtype_t dtype, tnt_op_t op, int root,
+                                     tnt_request_t **req_p)
+{
+    tnt_status_t status = check_post(comm, req_p, "tnt_reduce_post");
+    return status != TNT_OK ? status
+                            : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, req_p);
+}
+
+TNT_API tnt_status_t tnt_reduce_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t recvcount, tnt_dtype_t dtype, tnt_op_t op)
+{
+    const char *fn = "tnt_reduce_scatter";
+    tnt_status_t status = tnt_api_check_comm(comm, fn);
+    return status != TNT_OK ? status
+                            : reduce_scatter_call(comm, sendbuf, recvbuf, 1, NULL, recvcount, dtype,
+                                                  op, fn, NULL);
+}
+
+TNT_API tnt_status_t tnt_reduce_scatter_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                             size_t recvcount, tnt_dtype_t dtype, tnt_op_t op,
+                                             tnt_request_t **req_p)
+{
+    const char *fn = "tnt_reduce_scatter_post";
+    tnt_status_t status = check_post(comm, req_p, fn);
+    return status != TNT_OK ? status
+                            : reduce_scatter_call(comm, sendbuf, recvbuf, 1, NULL, recvcount, dtype,
+                                                  op, fn, req_p);
+}
+
+TNT_API tnt_status_t tnt_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op)
+{
+    const char *fn = "tnt_reduce_scatterv";
+    tnt_status_t status = tnt_api_check_comm(comm, fn);
+    return status != TNT_OK
+               ? status
+               : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype, op, fn, NULL);
+}
+
+TNT_API tnt_status_t tnt_reduce_scatterv_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                              const size_t *recvcounts, tnt_dtype_t dtype,
+                                              tnt_op_t op, tnt_request_t **req_p)
+{
+    const char *fn = "tnt_reduce_scatterv_post";
+    tnt_status_t status = check_post(comm, req_p, fn);
+    return status != TNT_OK ? status
+                            : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype,
+                                                  op, fn, req_p);
+}
+
+TNT_API tnt_status_t tnt_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                size_t bytes_per_rank, int root)
+{
+    tnt_status_t status = tnt_api_check_comm(comm, "tnt_gather");
+    return status != TNT_OK
+               ? status
+               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER, NULL);
+}
+
+TNT_API tnt_status_t tnt_gather_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                     size_t bytes_per_rank, int root, tnt_request_t **req_p)
+{
+    tnt_status_t status = check_post(comm, req_p, "tnt_gather_post");
+    return status != TNT_OK
+               ? status
+               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER, req_p);
+}
+
+TNT_API tnt_status_t tnt_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                 size_t bytes_per_rank, int root)
+{
+    tnt_status_t status = tnt_api_check_comm(comm, "tnt_scatter");
+    return status != TNT_OK
+               ? status
+               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_SCATTER, NULL);
+}
+
+TNT_API tnt_status_t tnt_scatter_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                      size_t bytes_per_rank, int root, tnt_request_t **req_p)
+{
+    tnt_status_t status = check_post(comm, req_p, "tnt_scatter_post");
+    return status != TNT_OK
+               ? status
+               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_SCATTER, req_p);
+}
+
+TNT_API tnt_status_t tnt_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                    const size_t *recvbytes)
+{
+    tnt_status_t status = tnt_api_check_comm(comm, "tnt_allgatherv");
+    return status != TNT_OK ? status : allgatherv_call(comm, sendbuf, recvbuf, recvbytes, NULL);
+}
+
+TNT_API tnt_status_t tnt_allgatherv_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         const size_t *recvbytes, tnt_request_t **req_p)
+{
+    tnt_status_t status = check_post(comm, req_p, "tnt_allgatherv_post");
+    return status != TNT_OK ? status : allgatherv_call(comm, sendbuf, recvbuf, recvbytes, req_p);
 }
 
 TNT_API tnt_status_t tnt_alltoall(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                   size_t bytes_per_rank)
 {
     const char *fn = "tnt_alltoall";
-    size_t total;
     tnt_status_t status = tnt_api_check_comm(comm, fn);
-    if (status == TNT_OK) {
-        status = check_times_size(comm, bytes_per_rank, &total, fn);
-    }
-    if (status != TNT_OK) {
-        return status;
-    }
-    size_t *counts = malloc((size_t)comm->size * sizeof(*counts));
-    if (counts == NULL) {
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
-    }
-    for (int r = 0; r < comm->size; r++) {
-        counts[r] = bytes_per_rank;
-    }
-    status =
-        alltoallv_checked(comm, sendbuf, counts, recvbuf, counts, bytes_per_rank, KIND_ALLTOALL);
-    free(counts);
-    return status;
+    return status != TNT_OK
+               ? status
+               : alltoall_call(comm, sendbuf, 1, NULL, recvbuf, NULL, bytes_per_rank, fn, NULL);
+}
+
+TNT_API tnt_status_t tnt_alltoall_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t bytes_per_rank, tnt_request_t **req_p)
+{
+    const char *fn = "tnt_alltoall_post";
+    tnt_status_t status = check_post(comm, req_p, fn);
+    return status != TNT_OK
+               ? status
+               : alltoall_call(comm, sendbuf, 1, NULL, recvbuf, NULL, bytes_per_rank, fn, req_p);
 }
 
 TNT_API tnt_status_t tnt_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
                                    void *recvbuf, const size_t *recvbytes)
 {
-    tnt_status_t status = tnt_api_check_comm(comm, "tnt_alltoallv");
+    const char *fn = "tnt_alltoallv";
+    tnt_status_t status = tnt_api_check_comm(comm, fn);
     return status != TNT_OK
                ? status
-               : alltoallv_checked(comm, sendbuf, sendbytes, recvbuf, recvbytes, 0, KIND_ALLTOALLV);
+               : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0, fn, NULL);
+}
+
+TNT_API tnt_status_t tnt_alltoallv_post(tnt_comm_t *comm, const void *sendbuf,
+                                        const size_t *sendbytes, void *recvbuf,
+                                        const size_t *recvbytes, tnt_request_t **req_p)
+{
+    const char *fn = "tnt_alltoallv_post";
+    tnt_status_t status = check_post(comm, req_p, fn);
+    return status != TNT_OK
+               ? status
+               : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0, fn, req_p);
 }
