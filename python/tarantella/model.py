@@ -26,6 +26,7 @@ data.DistributedSampler, collective saving in saving.py, the model file in
 _model_file.py, losses and metrics in losses.py and metrics.py.
 """
 import io
+import json
 import os
 import time
 import warnings
@@ -39,6 +40,7 @@ from ._comm import (broadcast_bytes as _broadcast_bytes,
                     sum_over_ranks as _sum_over_ranks, _pkg)
 from .collectives import allgather_concat
 from .cuda import place_module, to_device
+from .errors import TarantellaError
 from ._feed import Data, check_loader_args, positional_inputs
 from ._fit_loop import run_fit
 from ._model_file import compile_state, is_model_file, module_config, write_model
@@ -55,6 +57,37 @@ __all__ = ["Model"]
 # Below this many samples per rank, BatchNorm statistics get noisy; the old
 # Tarantella warned about the same threshold.
 _BATCHNORM_MIN_MICRO_BATCH = 16
+
+
+def _encode_columns(meta):
+    """predict's description of its output columns, [(trailing shape,
+    dtype string)] or None, as JSON: a peer's bytes are data, never a
+    pickle that would run code on the receiving ranks."""
+    if meta is None:
+        return b"null"
+    return json.dumps([[[int(d) for d in shape], dtype] for shape, dtype in meta]).encode()
+
+
+def _decode_columns(data):
+    """The master's column description from :func:`_encode_columns`,
+    checked before anything is allocated from it."""
+    try:
+        meta = json.loads(data.decode("utf-8"))
+        if meta is None:
+            return None
+        columns = []
+        for shape, dtype in meta:
+            dt = np.dtype(dtype) if isinstance(dtype, str) else None
+            if (dt is None or dt.kind not in "biufc" or not isinstance(shape, list)
+                    or not all(type(d) is int and d >= 0 for d in shape)):
+                raise ValueError(meta)
+            columns.append((tuple(shape), dt))
+        return columns
+    except (UnicodeDecodeError, ValueError, TypeError, RecursionError):
+        raise TarantellaError(
+            "predict: the master rank described its outputs with %d bytes that are not the "
+            "JSON list of [shape, numeric dtype] pairs this rank expects; do all ranks run the "
+            "same tarantella version?" % len(data)) from None
 
 
 def call_module(module, xb):
@@ -573,15 +606,13 @@ class Model:
         meta = None
         if arrays and arrays[0] is not None:
             meta = [(a.shape[1:], a.dtype.str) for a in arrays]
-        import pickle
-        meta_bytes = _broadcast_bytes(pickle.dumps(meta) if _rank() == 0 else b"")
-        meta = pickle.loads(meta_bytes)
+        meta = _decode_columns(_broadcast_bytes(_encode_columns(meta) if _rank() == 0 else b""))
         if meta is None:
             raise RuntimeError("predict: the master rank produced no outputs")
         gathered = []
         for col, (shape, dtype) in enumerate(meta):
             local = arrays[col] if col < len(arrays) and arrays[col] is not None \
-                else np.zeros((0,) + tuple(shape), dtype=np.dtype(dtype))
+                else np.zeros((0,) + shape, dtype=dtype)
             gathered.append(allgather_concat(local))
         if multi or len(gathered) > 1:
             return tuple(gathered)
