@@ -28,6 +28,7 @@ _model_file.py, losses and metrics in losses.py and metrics.py.
 import io
 import json
 import os
+import pickle
 import time
 import warnings
 
@@ -288,9 +289,20 @@ class Model:
 
     def load_weights(self, filepath, strict=True):
         """Reads a state_dict written by save_weights (or a full model file
-        from save) on the master and sets it on every rank. Collective."""
+        from save) on the master and sets it on every rank. Collective.
+        Reads tensors only (torch's weights-only unpickler), so no file can
+        run code here."""
         data = collective_read(filepath, what="load_weights")
-        obj = torch.load(io.BytesIO(data), map_location="cpu")
+        try:
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            raise ValueError(
+                "load_weights(%r): the file holds Python objects besides tensors (%s); "
+                "unpickling them could run code, so it was refused and nothing in it was run. "
+                "A model file written by an earlier tarantella (model format 1) keeps its "
+                "pickled module inline: if you trust it, load it with "
+                "tnt.models.load_model(path, trusted=True) and save it again"
+                % (filepath, str(e).rpartition("WeightsUnpickler error: ")[2])) from None
         if is_model_file(obj):
             obj = obj["state_dict"]
         self.module.load_state_dict(obj, strict=strict)

@@ -1,6 +1,8 @@
 """Untrusted files and peer bytes never run code (issue 20).
 
-A backup is read with torch's weights-only unpickler; a file crafted with a ``__reduce__`` payload (here: one that creates a marker file)
+A backup, a weights file or a model file loaded without the explicit
+``trusted=True`` opt-in is read with torch's weights-only unpickler; a file
+crafted with a ``__reduce__`` payload (here: one that creates a marker file)
 is refused with a clear message and the marker never appears. Backups still
 restore every RNG state exactly; a truncated backup says which file and
 what to do; predict's output description crosses the ranks as plain data.
@@ -139,6 +141,42 @@ def test_backup_holds_plain_data_and_restores_rng_exactly(tmp_path):
         preemption.save_training_state(tmp_path / "other.pt", module, opt,
                                        extra={"bad": object()})
     assert not (tmp_path / "other.pt").exists()
+
+
+def test_model_files_unpickle_only_when_trusted(tmp_path):
+    torch.manual_seed(2)
+    model = tnt.Model(torch.nn.Linear(4, 2))
+    model.compile("sgd", loss="mse")
+    path = tmp_path / "model.pt"
+    model.save(path)
+    # The weights of a model file load as tensors only ...
+    assert torch.load(path, map_location="cpu", weights_only=True)["format"] == "tarantella.model"
+    other = tnt.Model(torch.nn.Linear(4, 2))
+    other.load_weights(path)
+    assert torch.equal(other.module.weight, model.module.weight)
+    # ... the whole model only on request.
+    with pytest.raises(ValueError, match="trusted=True"):
+        tnt.models.load_model(path)
+    loaded = tnt.models.load_model(path, trusted=True)
+    assert loaded.compiled and torch.equal(loaded.module.weight, model.module.weight)
+    config = model.get_config()
+    assert "pickled_module" in config
+    with pytest.raises(ValueError, match="trusted=True"):
+        tnt.models.model_from_config(config)
+    assert type(tnt.models.model_from_config(config, trusted=True).module) is torch.nn.Linear
+
+    # A hostile file: neither load_weights nor load_model runs its payload.
+    marker = tmp_path / "marker"
+    hostile = tmp_path / "hostile.pt"
+    torch.save({"format": "tarantella.model", "version": 1, "module": Payload(marker),
+                "state_dict": {}}, hostile)
+    with pytest.raises(ValueError) as e:
+        other.load_weights(hostile)
+    assert not marker.exists(), "load_weights ran the payload"
+    assert str(hostile) in str(e.value) and "trusted=True" in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match="trusted=True"):
+        tnt.models.load_model(hostile)
+    assert not marker.exists(), "load_model ran the payload without trusted=True"
 
 
 def test_predict_description_is_plain_data(launch, tmp_path):
