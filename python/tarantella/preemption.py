@@ -441,7 +441,10 @@ class BackupAndRestore(Callback):
 
     Every backup is one file, ``backup_dir/tarantella-backup.pt``, written
     by the master atomically (temp file, fsync, rename): a crash or a second
-    signal during the write leaves the previous backup intact.
+    signal during the write leaves the previous backup intact. It is plain
+    data, loaded with ``torch.load(weights_only=True)``, so a backup file
+    cannot run code; callback states must be plain data too (see
+    docs/preemption.md, "What a backup holds").
     """
 
     FILENAME = "tarantella-backup.pt"
