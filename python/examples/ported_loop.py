@@ -70,7 +70,11 @@ def save_checkpoint(path, state):
 def load_checkpoint(path):
     state = None
     if tnt.is_master_rank() and os.path.exists(path):
-        state = torch.load(path)
+        # The checkpoint this script wrote itself. Its optimizer and scheduler
+        # states hold floats, which torch < 2.0's weights_only loader cannot
+        # read; never load a checkpoint from elsewhere this way (unpickling
+        # runs code).
+        state = torch.load(path, weights_only=False)
     return tnt.broadcast_object(state, root=0)  # tarantella: master's copy on every rank
 
 

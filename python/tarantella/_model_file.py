@@ -11,7 +11,10 @@ import torch
 from .saving import collective_save
 
 FORMAT = "tarantella.model"
-VERSION = 1
+# 2: the module and compile state in the "pickled" blob, the rest plain.
+# 1: the module and compile state pickled inline (load_model(trusted=True)
+#    still reads it; load_weights cannot, it unpickles nothing).
+VERSION = 2
 
 
 def compile_state(model, include_optimizer):
@@ -41,27 +44,36 @@ def write_model(filepath, name, module, compile_state, overwrite=True, all_devic
                 what="save_model"):
     """Writes a model file: architecture (the pickled module), weights and
     compile state. Collective; the master writes atomically (every rank
-    with ``all_devices``)."""
+    with ``all_devices``).
+
+    The module and the compile state (optimizer class, loss objects) can
+    only be stored pickled, and unpickling runs whatever code the file
+    names. They go into one opaque blob, ``pickled`` (a uint8 tensor), so
+    that everything else in the file (format, version, name, the weights)
+    loads with torch's weights-only unpickler: load_weights reads any model
+    file without running code from it, and only
+    ``load_model(..., trusted=True)`` unpickles the blob."""
     filepath = os.fspath(filepath)
     if not overwrite and os.path.exists(filepath):
         raise FileExistsError("%s: %s exists and overwrite=False" % (what, filepath))
-    payload = {
-        "format": FORMAT,
-        "version": VERSION,
-        "name": name,
-        "module": module,
-        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
-        "compile": compile_state,
-    }
     # Serialise before the collective part, so that an unpicklable module
     # (e.g. a lambda attribute) fails on every rank alike and nobody waits.
     buf = io.BytesIO()
     try:
-        torch.save(payload, buf)
+        torch.save({"module": module, "compile": compile_state}, buf)
     except (pickle.PicklingError, AttributeError, TypeError) as e:
         raise TypeError("%s: the model cannot be pickled (%s); define the module, loss "
                         "and metric classes/functions at module level, or use save_weights"
                         % (what, e)) from e
+    payload = {
+        "format": FORMAT,
+        "version": VERSION,
+        "name": str(name),
+        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+        "pickled": torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8),
+    }
+    buf = io.BytesIO()
+    torch.save(payload, buf)
     data = buf.getvalue()
     collective_save(filepath, lambda f: f.write(data), all_devices=all_devices, what=what)
 

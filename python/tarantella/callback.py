@@ -50,8 +50,10 @@ class Callback:
             fn(*args)
 
     def state_dict(self):
-        """State that BackupAndRestore saves (picklable), or None for none;
-        forwarded to a wrapped object that has ``state_dict``."""
+        """State that BackupAndRestore saves, or None for none; forwarded
+        to a wrapped object that has ``state_dict``. Plain data only
+        (tensors, numpy arrays and numbers, Python numbers, strings, None,
+        lists, tuples, dicts): backups are loaded without unpickling."""
         fn = getattr(self.callback, "state_dict", None) if self.callback is not None else None
         return fn() if fn is not None else None
 

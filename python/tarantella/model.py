@@ -26,7 +26,9 @@ data.DistributedSampler, collective saving in saving.py, the model file in
 _model_file.py, losses and metrics in losses.py and metrics.py.
 """
 import io
+import json
 import os
+import pickle
 import time
 import warnings
 
@@ -39,6 +41,7 @@ from ._comm import (broadcast_bytes as _broadcast_bytes,
                     sum_over_ranks as _sum_over_ranks, _pkg)
 from .collectives import allgather_concat
 from .cuda import place_module, to_device
+from .errors import TarantellaError
 from ._feed import Data, check_loader_args, positional_inputs
 from ._fit_loop import run_fit
 from ._model_file import compile_state, is_model_file, module_config, write_model
@@ -55,6 +58,37 @@ __all__ = ["Model"]
 # Below this many samples per rank, BatchNorm statistics get noisy; the old
 # Tarantella warned about the same threshold.
 _BATCHNORM_MIN_MICRO_BATCH = 16
+
+
+def _encode_columns(meta):
+    """predict's description of its output columns, [(trailing shape,
+    dtype string)] or None, as JSON: a peer's bytes are data, never a
+    pickle that would run code on the receiving ranks."""
+    if meta is None:
+        return b"null"
+    return json.dumps([[[int(d) for d in shape], dtype] for shape, dtype in meta]).encode()
+
+
+def _decode_columns(data):
+    """The master's column description from :func:`_encode_columns`,
+    checked before anything is allocated from it."""
+    try:
+        meta = json.loads(data.decode("utf-8"))
+        if meta is None:
+            return None
+        columns = []
+        for shape, dtype in meta:
+            dt = np.dtype(dtype) if isinstance(dtype, str) else None
+            if (dt is None or dt.kind not in "biufc" or not isinstance(shape, list)
+                    or not all(type(d) is int and d >= 0 for d in shape)):
+                raise ValueError(meta)
+            columns.append((tuple(shape), dt))
+        return columns
+    except (UnicodeDecodeError, ValueError, TypeError, RecursionError):
+        raise TarantellaError(
+            "predict: the master rank described its outputs with %d bytes that are not the "
+            "JSON list of [shape, numeric dtype] pairs this rank expects; do all ranks run the "
+            "same tarantella version?" % len(data)) from None
 
 
 def call_module(module, xb):
@@ -255,9 +289,20 @@ class Model:
 
     def load_weights(self, filepath, strict=True):
         """Reads a state_dict written by save_weights (or a full model file
-        from save) on the master and sets it on every rank. Collective."""
+        from save) on the master and sets it on every rank. Collective.
+        Reads tensors only (torch's weights-only unpickler), so no file can
+        run code here."""
         data = collective_read(filepath, what="load_weights")
-        obj = torch.load(io.BytesIO(data), map_location="cpu")
+        try:
+            obj = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as e:
+            raise ValueError(
+                "load_weights(%r): the file holds Python objects besides tensors (%s); "
+                "unpickling them could run code, so it was refused and nothing in it was run. "
+                "A model file written by an earlier tarantella (model format 1) keeps its "
+                "pickled module inline: if you trust it, load it with "
+                "tnt.models.load_model(path, trusted=True) and save it again"
+                % (filepath, str(e).rpartition("WeightsUnpickler error: ")[2])) from None
         if is_model_file(obj):
             obj = obj["state_dict"]
         self.module.load_state_dict(obj, strict=strict)
@@ -573,15 +618,13 @@ class Model:
         meta = None
         if arrays and arrays[0] is not None:
             meta = [(a.shape[1:], a.dtype.str) for a in arrays]
-        import pickle
-        meta_bytes = _broadcast_bytes(pickle.dumps(meta) if _rank() == 0 else b"")
-        meta = pickle.loads(meta_bytes)
+        meta = _decode_columns(_broadcast_bytes(_encode_columns(meta) if _rank() == 0 else b""))
         if meta is None:
             raise RuntimeError("predict: the master rank produced no outputs")
         gathered = []
         for col, (shape, dtype) in enumerate(meta):
             local = arrays[col] if col < len(arrays) and arrays[col] is not None \
-                else np.zeros((0,) + tuple(shape), dtype=np.dtype(dtype))
+                else np.zeros((0,) + shape, dtype=dtype)
             gathered.append(allgather_concat(local))
         if multi or len(gathered) > 1:
             return tuple(gathered)

@@ -3,18 +3,23 @@
 
 A saved model is one ``torch.save`` file holding a dict:
 
-``format``/``version``
-    ``"tarantella.model"``, 1.
-``module``
-    the pickled ``torch.nn.Module`` (architecture and weights; its class must
-    be importable when loading, as with any pickle).
+``format``/``version``/``name``
+    ``"tarantella.model"``, 2, the model's name.
 ``state_dict``
-    the weights again, as tensors (``load_weights`` reads only these).
-``compile``
-    None when the model was not compiled, else what rebuilds it: the
-    optimizer class, its parameter groups (hyper-parameters and the indices
-    of their parameters in ``module.parameters()`` order), its state, the
-    loss (a name or the pickled loss object) and the metric specs.
+    the weights, as tensors (``load_weights`` reads only these).
+``pickled``
+    a uint8 tensor: the ``torch.save`` bytes of ``{"module", "compile"}``.
+    ``module`` is the pickled ``torch.nn.Module`` (its class must be
+    importable when loading, as with any pickle). ``compile`` is None when
+    the model was not compiled, else what rebuilds it: the optimizer class,
+    its parameter groups (hyper-parameters and the indices of their
+    parameters in ``module.parameters()`` order), its state, the loss (a
+    name or the pickled loss object) and the metric specs.
+
+Unpickling runs whatever code a file names, so everything but ``pickled``
+is plain data that torch's weights-only unpickler reads, and ``pickled`` is
+unpickled only by ``load_model(..., trusted=True)`` (and version 1 files,
+which kept module and compile state inline, only that way too).
 
 Saving is collective: every rank calls it, the master writes atomically
 (temp file, fsync, rename), the others wait. Loading is collective too: the
@@ -56,27 +61,49 @@ def save_model(model, filepath, overwrite=True, include_optimizer=True,
                 overwrite=overwrite, all_devices=tnt_save_all_devices)
 
 
-def _loads(data):
-    return torch.load(io.BytesIO(data), map_location="cpu")
+def _unpickle(data, custom_objects=None):
+    """Full unpickling of torch.save bytes, which runs any code the bytes
+    name: only behind the caller's ``trusted=True``."""
+    if custom_objects:
+        return _load_with_custom_objects(data, custom_objects)
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
 
 
-def load_model(filepath, custom_objects=None, compile=True):
+def _untrusted(what, holds, alternative):
+    return ValueError("%s holds %s, and unpickling can run any code the file names; pass "
+                      "trusted=True if you trust whoever wrote it, or %s" % (what, holds,
+                                                                               alternative))
+
+
+def load_model(filepath, custom_objects=None, compile=True, trusted=False):
     """Loads a model written by save_model and returns a tnt.Model, compiled
     with the saved optimizer (and its state), loss and metrics when it was
     saved compiled and ``compile`` is True. Collective: call it on every
     rank. ``custom_objects`` maps names to classes/functions for modules
-    whose classes were renamed since saving."""
+    whose classes were renamed since saving.
+
+    A model file holds the pickled module and compile state, and
+    unpickling runs whatever code the file names: pass ``trusted=True`` to
+    say that the file comes from someone you trust; without it load_model
+    raises ValueError and reads nothing. To load the weights of a file you
+    do not trust, build the module in code and call ``Model.load_weights``,
+    which reads tensors only."""
+    if not trusted:
+        raise _untrusted("load_model(%r): a model file" % os.fspath(filepath),
+                         "the pickled module and compile state",
+                         "build the module in code and load the weights only with "
+                         "tnt.Model(module).load_weights(path), which never runs code from "
+                         "the file")
     data = collective_read(filepath, what="load_model")
-    if custom_objects:
-        payload = _load_with_custom_objects(data, custom_objects)
-    else:
-        payload = _loads(data)
+    payload = _unpickle(data, custom_objects)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise ValueError("load_model: %s is not a tarantella model file (use load_weights for "
                          "a state_dict)" % os.fspath(filepath))
     if payload.get("version", 0) > VERSION:
         raise ValueError("load_model: %s has format version %s; this tarantella reads up to %d"
                          % (os.fspath(filepath), payload.get("version"), VERSION))
+    if "pickled" in payload:
+        payload.update(_unpickle(payload["pickled"].numpy().tobytes(), custom_objects))
     module = payload["module"]
     module.load_state_dict(payload["state_dict"])
     model = Model(module, name=payload.get("name"))
@@ -113,7 +140,8 @@ def _load_with_custom_objects(data, custom_objects):
     saved = serialization.pickle
     serialization.pickle = shim
     try:
-        return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=shim)
+        return torch.load(io.BytesIO(data), map_location="cpu", pickle_module=shim,
+                          weights_only=False)
     finally:
         serialization.pickle = saved
 
@@ -154,17 +182,22 @@ def _import_class(path, custom_objects):
     return obj
 
 
-def model_from_config(config, custom_objects=None):
+def model_from_config(config, custom_objects=None, trusted=False):
     """Rebuilds an uncompiled tnt.Model from ``Model.get_config()``: with
     ``cls.from_config(cfg)`` or ``cls(**cfg)`` when the module class has a
     get_config, else from the pickled architecture with re-initialised
-    weights. Collective (the new weights are broadcast from the master)."""
+    weights, which needs ``trusted=True`` (as load_model: unpickling runs
+    code). Collective (the new weights are broadcast from the master)."""
     if "config" in config:
         cls = _import_class(config["class_name"], custom_objects)
         from_config = getattr(cls, "from_config", None)
         module = from_config(config["config"]) if callable(from_config) else cls(**config["config"])
     elif "pickled_module" in config:
-        module = _loads(config["pickled_module"])
+        if not trusted:
+            raise _untrusted("model_from_config: the config of a module class without "
+                             "get_config", "the pickled module ('pickled_module')",
+                             "give the module class get_config (the Keras protocol)")
+        module = _unpickle(config["pickled_module"])
         _reset_parameters(module)
     else:
         raise ValueError("model_from_config: the config has neither 'config' nor "

@@ -13,7 +13,9 @@ How a preemption goes
    gathered, the master writes one file next to the target (temp file,
    fsync, rename, fsync of the directory), and every rank learns whether
    the write succeeded. A crash or a second signal at any point leaves the
-   previous backup or the complete new one, never a torn file.
+   previous backup or the complete new one, never a torn file. A backup is
+   plain data (_plain_data.py) and is loaded with torch's weights-only
+   unpickler, so a backup file, or RNG states a peer sends, cannot run code.
 4. Every rank raises :class:`Preempted`, a ``SystemExit`` with status
    :data:`EXIT_CODE` (75, ``EX_TEMPFAIL``: "try again"), which batch scripts
    use to requeue; the next run resumes from the backup.
@@ -31,10 +33,11 @@ import random
 import signal
 import sys
 import threading
+import zipfile
 
 import numpy as np
 
-from . import saving
+from . import _plain_data, saving
 from .callback import Callback
 from ._comm import broadcast_bytes, gather_bytes, rank as _rank, size as _size, sum_over_ranks
 from .errors import InvalidArgumentError, TarantellaError
@@ -49,7 +52,9 @@ EXIT_CODE = 75
 
 _DEFAULT_SIGNALS = ("SIGUSR1", "SIGTERM")
 _BACKUP_FORMAT = "tarantella.backup"
-_BACKUP_VERSION = 1
+# 2: plain data only (_plain_data.py), read with the weights-only unpickler.
+# 1 (earlier 0.1.0 builds): RNG states as pickles, refused on load.
+_BACKUP_VERSION = 2
 
 # Written by the signal handler, read at step boundaries. A plain int store
 # is all the handler does.
@@ -238,46 +243,102 @@ def _master_has_file(path):
     return broadcast_bytes(b"1" if exists else b"0") == b"1"
 
 
+def _gather_rng_states():
+    """Every rank's RNG states, in rank order, on every rank. They travel
+    as plain data and are read with the weights-only unpickler: a peer's
+    bytes cannot run code here."""
+    states = []
+    for r, data in enumerate(gather_bytes(_plain_data.dumps(_rng_state(), "RNG state"))):
+        try:
+            states.append(_plain_data.loads(data))
+        except Exception as e:
+            raise TarantellaError("backup: rank %d sent RNG states that are not plain data "
+                                  "(%s); do all ranks run the same tarantella version?"
+                                  % (r, e)) from None
+    return states
+
+
 def _write_backup(path, content):
     """Gathers the RNG states (collective) into ``content`` and writes it
-    with the collective atomic save."""
+    with the collective atomic save. Every rank encodes ``content`` first,
+    so a value that cannot be stored raises on every rank alike before
+    anyone writes."""
     import torch
-    content["rng"] = gather_bytes(pickle.dumps(_rng_state()))
+    content["rng"] = _gather_rng_states()
     content["format"] = _BACKUP_FORMAT
     content["version"] = _BACKUP_VERSION
     content["size"] = _size()
-    saving.collective_save(path, lambda f: torch.save(content, f), what="backup")
+    plain = _plain_data.encode(content, "backup")
+    saving.collective_save(path, lambda f: torch.save(plain, f), what="backup")
+
+
+# What every backup holds, and what a fit backup holds besides.
+_KEYS = ("kind", "epoch", "step", "model", "optimizer", "rng", "size")
+_FIT_KEYS = ("shuffle_seed", "meta", "callbacks", "stats")
+
+
+def _load_backup(path, data):
+    """The backup in ``data`` (the bytes of ``path``), read without running
+    anything from it; every failure is one TarantellaError that names the
+    file and says what to do."""
+    # One backup per file, replaced atomically: when it is damaged,
+    # no older one is left to go back to (temp files are unfinished writes).
+    no_older = ("tarantella keeps one backup in this file and replaces it atomically, so "
+                "there is no older backup to resume from: delete %s to start training from "
+                "the beginning" % path)
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        raise TarantellaError("backup %s is truncated or corrupted (%d bytes, not a complete "
+                              "torch.save archive); %s" % (path, len(data), no_older))
+    try:
+        content = _plain_data.loads(data)
+    except pickle.UnpicklingError as e:
+        detail = str(e).rpartition("WeightsUnpickler error: ")[2]
+        raise TarantellaError(
+            "backup %s holds Python objects other than tensors, numbers, strings, lists and "
+            "dicts (%s); unpickling them could run code, so the file was refused and nothing "
+            "in it was run. A backup written by an earlier tarantella (backup format 1) keeps "
+            "its RNG states as pickles: resume it with the tarantella version that "
+            "wrote it, or delete %s to start fresh. Any other such file was not written by "
+            "tarantella: delete it or point backup_dir elsewhere" % (path, detail, path)) from None
+    except Exception as e:
+        raise TarantellaError("backup %s is truncated or corrupted (%s); %s"
+                              % (path, e, no_older)) from None
+    if not isinstance(content, dict) or content.get("format") != _BACKUP_FORMAT:
+        raise TarantellaError("%s is not a tarantella backup; delete it or point backup_dir "
+                              "elsewhere" % (path,))
+    if content.get("version") != _BACKUP_VERSION:
+        raise TarantellaError("backup %s has format version %r, this tarantella reads %d; "
+                              "resume it with the tarantella version that wrote it, or delete "
+                              "it to start fresh" % (path, content.get("version"),
+                                                     _BACKUP_VERSION))
+    missing = [k for k in _KEYS + (_FIT_KEYS if content.get("kind") == "fit" else ())
+               if k not in content]
+    if missing:
+        raise TarantellaError("backup %s is corrupted (it lacks %s); %s"
+                              % (path, ", ".join(missing), no_older))
+    return content
 
 
 def _read_backup(path):
     """The backup dict at ``path`` (read by the master, on every rank), or
     None when the master sees no file there."""
-    import torch
     if not _master_has_file(path):
         return None
-    data = saving.collective_read(path, what="backup")
-    try:
-        content = torch.load(io.BytesIO(data), map_location="cpu")
-    except Exception as e:
-        raise TarantellaError("backup %r cannot be read (%s); it was not written by this "
-                              "version of tarantella, or by something else. Delete it to start "
-                              "over" % (path, e)) from None
-    if not isinstance(content, dict) or content.get("format") != _BACKUP_FORMAT:
-        raise TarantellaError("%r is not a tarantella backup; delete it or point backup_dir "
-                              "elsewhere" % (path,))
-    if content.get("version") != _BACKUP_VERSION:
-        raise TarantellaError("backup %r has format version %r, this tarantella reads %d; "
-                              "delete it to start over" % (path, content.get("version"),
-                                                           _BACKUP_VERSION))
-    return content
+    return _load_backup(path, saving.collective_read(path, what="backup"))
 
 
-def _restore_rng(content):
+def _restore_rng(content, path):
     """Rank r takes the RNG states of rank r of the run that wrote the
     backup (of rank r mod its size when that run had fewer ranks)."""
-    states = content.get("rng") or []
-    if states:
-        _set_rng_state(pickle.loads(states[_rank() % len(states)]))
+    states = content["rng"]
+    if not states:
+        return
+    try:
+        _set_rng_state(states[_rank() % len(states)])
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise TarantellaError("backup %s is corrupted: its RNG states cannot be restored (%s); "
+                              "delete it to start training from the beginning"
+                              % (path, e)) from None
 
 
 def _remove_stale_temps(path):
@@ -297,9 +358,13 @@ def save_training_state(path, model, optimizer=None, epoch=0, step=0, extra=None
     """Collective: backs up weights and buffers (``model`` is a tnt.Model or
     a torch module), the optimizer state, ``epoch``, ``step``, every rank's
     RNG states (torch, numpy, Python ``random``; CUDA when in use) and
-    ``extra`` (anything picklable, e.g. the sampler seed) to ``path``. The
-    master writes atomically; all ranks raise if the write failed, and the
-    previous file is then unchanged."""
+    ``extra`` (e.g. the sampler seed) to ``path``. ``extra`` is plain data:
+    tensors, numpy arrays and numbers, Python numbers, strings, None, lists,
+    tuples and dicts (numpy scalars come back as Python numbers); anything
+    else raises TypeError on every rank before anything is written, since
+    loading it would mean unpickling. The master writes atomically; all
+    ranks raise if the write failed, and the previous file is then
+    unchanged."""
     module = _module_of(model)
     content = {
         "kind": "custom",
@@ -325,7 +390,7 @@ def load_training_state(path, model, optimizer=None, restore_rng=True):
     _module_of(model).load_state_dict(content["model"])
     _load_optimizer_state(optimizer, content.get("optimizer"))
     if restore_rng:
-        _restore_rng(content)
+        _restore_rng(content, path)
     return {"epoch": content.get("epoch", 0), "step": content.get("step", 0),
             "extra": content.get("extra"), "size": content.get("size")}
 
@@ -376,7 +441,10 @@ class BackupAndRestore(Callback):
 
     Every backup is one file, ``backup_dir/tarantella-backup.pt``, written
     by the master atomically (temp file, fsync, rename): a crash or a second
-    signal during the write leaves the previous backup intact.
+    signal during the write leaves the previous backup intact. It is plain
+    data, loaded with ``torch.load(weights_only=True)``, so a backup file
+    cannot run code; callback states must be plain data too (see
+    docs/preemption.md, "What a backup holds").
     """
 
     FILENAME = "tarantella-backup.pt"
@@ -503,7 +571,7 @@ class FitBackup:
 
     def restore_rng(self):
         if self.backup is not None:
-            _restore_rng(self.backup)
+            _restore_rng(self.backup, self.path)
 
     def first_step(self, epoch):
         return self.resume_step if epoch == self.resume_epoch else 0

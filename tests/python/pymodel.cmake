@@ -3,7 +3,7 @@
 # and Horovod rely on). One ctest test per
 # file; pytest exits 5 when it collects nothing, which fails the test like any other non-zero exit.
 # Budget: about 4 minutes together on the 2-core CI machine.
-set(_tnt_pymodel_suites model callbacks save model_inputs clipping preemption porting)
+set(_tnt_pymodel_suites model callbacks save model_inputs clipping preemption porting untrusted)
 set(_tnt_pymodel_timeout_model 300)
 # Multi-rank runs with DataLoader workers, 1-vs-3-rank seeds, the porting
 # example with a resume; generous for an oversubscribed 2-core machine.
@@ -13,6 +13,8 @@ set(_tnt_pymodel_timeout_callbacks 180)
 set(_tnt_pymodel_timeout_save 180)
 # preemption: about 12 launcher runs of 2-4 ranks (85 s unloaded).
 set(_tnt_pymodel_timeout_preemption 600)
+# untrusted: in-process fits and loads, one 2-rank predict (about 10 s unloaded).
+set(_tnt_pymodel_timeout_untrusted 180)
 # porting: 3- and 4-rank DataLoader runs (about 15 s unloaded).
 set(_tnt_pymodel_timeout_porting 300)
 foreach(_suite ${_tnt_pymodel_suites})

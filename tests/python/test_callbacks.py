@@ -65,7 +65,7 @@ def test_master_writes_once(three_ranks):
     names = sorted(os.listdir(out))
     assert [n for n in names if n.startswith(".") or n.endswith(".tmp")] == []  # no temp files left
     for e in range(1, 5):
-        obj = torch.load(os.path.join(out, "ckpt-%02d.pt" % e))
+        obj = torch.load(os.path.join(out, "ckpt-%02d.pt" % e), weights_only=True)
         assert obj["format"] == "tarantella.model"
     with open(os.path.join(out, "log.csv")) as f:
         rows = list(csv.DictReader(f))

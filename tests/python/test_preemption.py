@@ -103,7 +103,8 @@ def _progress(out, rank=0):
 
 def _backup(backup_dir):
     import torch
-    return torch.load(os.path.join(backup_dir, "tarantella-backup.pt"), map_location="cpu")
+    return torch.load(os.path.join(backup_dir, "tarantella-backup.pt"), map_location="cpu",
+                      weights_only=True)
 
 
 def test_sigusr1_on_4_ranks_resume_on_3_equals_2_rank_run(reference, tmp_path):

@@ -46,7 +46,7 @@ def test_crash_mid_save_keeps_previous_file(run_single, tmp_path):
     rc, out, err = run_single("model_save_crash.py", "crash", path, timeout=60)
     assert rc == 3, (rc, out, err)                  # died inside the write
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
-    obj = torch.load(path)
+    obj = torch.load(path, weights_only=True)
     assert obj["format"] == "tarantella.model"      # still the complete old file
     # The interrupted write is a hidden temp file next to it, never the target.
     temps = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]

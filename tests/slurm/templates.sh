@@ -110,7 +110,7 @@ if [ "$NAME" = preemptible ]; then
     /usr/bin/python3 - "$WORK/reference.pt" "$WORK/preempted.pt" <<'EOF'
 import sys
 import torch
-ref, got = (torch.load(p) for p in sys.argv[1:3])
+ref, got = (torch.load(p, weights_only=True) for p in sys.argv[1:3])
 assert ref.keys() == got.keys()
 for k in ref:
     torch.testing.assert_close(got[k], ref[k], rtol=1e-5, atol=1e-6, msg=k)
