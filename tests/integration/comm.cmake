@@ -31,6 +31,12 @@ tnt_comm_test(threads_3 90 ARGS --ranks 3 --mode threads)
 tnt_comm_test(set_1 60 ARGS --ranks 1 --mode set)
 tnt_comm_test(set_2 90 ARGS --ranks 2 --mode set)
 tnt_comm_test(set_8 180 ARGS --ranks 8 --mode set)
+# The cost measurement (docs/c-api.md) runs as a smoke test, so it keeps
+# working; its figures are not asserted.
+add_test(NAME bench.comm_cost.smoke
+  COMMAND timeout -k 5 120 $<TARGET_FILE:comm_check> --ranks 2 --mode cost)
+set_tests_properties(bench.comm_cost.smoke PROPERTIES TIMEOUT 130 LABELS bench
+  ENVIRONMENT "${_comm_env}")
 if(TNT_WITH_UCX)
   tnt_comm_test(oob_basic_4x2 90 ARGS --ranks 4 --nodes 2 --nonblocking --mode basic)
   # 3 + 2 ranks on two nodes: the parity children span both nodes too, with

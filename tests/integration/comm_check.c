@@ -16,6 +16,9 @@
  *   set        the collective set against serial references, and its bad
  *              inputs (collective_set.h), on the communicator and on a split
  *   threads    two communicators used at once from two threads of a rank
+ *   cost       (a measurement, not a check) what one more communicator
+ *              costs a rank: creation time, memory, descriptors, threads,
+ *              for dups of the whole communicator and one-rank splits
  *   bad-color  rank 1 passes color -5: every rank fails, naming rank 1
  *   bad-oob    NULL allgather, rank out of range: clear errors, no hang
  *   timeout    rank N-1 never joins: the others fail with TNT_ERR_TIMEOUT
@@ -321,6 +324,97 @@ static void mode_threads(tnt_comm_t *world)
     tnt_finalize(b);
 }
 
+static long proc_status_value(const char *key)
+{
+    char line[256];
+    long value = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, key, strlen(key)) == 0) {
+            value = atol(line + strlen(key));
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return value;
+}
+
+static int count_entries(const char *path)
+{
+    int n = 0;
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        n += e->d_name[0] != '.';
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
+struct cost_sample {
+    long rss_kb;
+    int fds;
+    long threads;
+    double t;
+};
+
+static void cost_sample(struct cost_sample *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    c->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    c->rss_kb = proc_status_value("VmRSS:");
+    c->threads = proc_status_value("Threads:");
+    c->fds = count_entries("/proc/self/fd");
+}
+
+/* Makes n communicators (dups of world, or one-rank splits), uses each
+ * once (posted, so that its progress thread starts), and reports the
+ * average cost of one on rank 0. */
+static void cost_of(tnt_comm_t *world, int n, int one_rank, const char *what)
+{
+    tnt_comm_t **comms = calloc((size_t)n, sizeof(*comms));
+    struct cost_sample before, made, used;
+    CHECK(comms != NULL, "calloc");
+    CHECK_OK(tnt_barrier(world));
+    cost_sample(&before);
+    for (int i = 0; i < n; i++) {
+        CHECK_OK(one_rank ? tnt_comm_split(world, g_rank, 0, &comms[i])
+                          : tnt_comm_dup(world, &comms[i]));
+    }
+    cost_sample(&made);
+    for (int i = 0; i < n; i++) {
+        float x = 1;
+        tnt_request_t *req;
+        CHECK_OK(tnt_allreduce_post(comms[i], &x, &x, 1, TNT_FLOAT32, TNT_SUM, &req));
+        CHECK_OK(tnt_wait(req));
+    }
+    cost_sample(&used);
+    int shm = count_entries("/dev/shm");
+    if (g_rank == 0) {
+        printf("cost: %s (%d ranks, %d node(s)): per communicator %.2f ms to make, %.0f KiB of "
+               "memory once used, %.1f file descriptors, %.1f threads once used; /dev/shm "
+               "entries now %d\n",
+               what, tnt_size(world), tnt_num_nodes(world), 1e3 * (made.t - before.t) / n,
+               (double)(used.rss_kb - before.rss_kb) / n, (double)(used.fds - before.fds) / n,
+               (double)(used.threads - before.threads) / n, shm);
+        fflush(stdout);
+    }
+    for (int i = 0; i < n; i++) {
+        tnt_finalize(comms[i]);
+    }
+    free(comms);
+}
+
+static void mode_cost(tnt_comm_t *world)
+{
+    cost_of(world, 16, 0, "dup of the whole communicator");
+    cost_of(world, 16, 1, "one-rank split");
+}
+
 static void mode_bad_color(tnt_comm_t *world)
 {
     tnt_comm_t *child = (tnt_comm_t *)&child;
@@ -401,6 +495,8 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
         CHECK_OK(tnt_comm_split(world, g_rank % 2, g_rank, &half));
         check_collective_set(half);
         tnt_finalize(half);
+    } else if (strcmp(mode, "cost") == 0) {
+        mode_cost(world);
     } else if (strcmp(mode, "bad-color") == 0) {
         mode_bad_color(world);
     } else {
