@@ -2,6 +2,7 @@
  * --tarantella sub-options and plugstack arguments; see args.h.
  */
 #include "args.h"
+#include "torch_env.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -44,6 +45,8 @@ void tnt_spank_config_default(tnt_spank_config_t *config)
     memset(config, 0, sizeof *config);
     config->pin = TNT_PIN_AUTO;
     config->fusion_kb = -1;
+    config->master_port_low = TNT_SPANK_MASTER_PORT_LOW;
+    config->master_port_high = TNT_SPANK_MASTER_PORT_HIGH;
 }
 
 static void args_err(char *errbuf, size_t errlen, const char *fmt, ...)
@@ -244,10 +247,37 @@ int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errb
     return 0;
 }
 
+/* "LOW-HIGH", whole port numbers, 1024 <= LOW <= HIGH <= 65535: below 1024
+ * only root may listen, and torch's store runs as the user. */
+static int args_port_range(const char *arg, const char *value, int *low, int *high, char *errbuf,
+                           size_t errlen)
+{
+    char *end = NULL, *end2 = NULL;
+    long lo, hi;
+
+    errno = 0;
+    lo = strtol(value, &end, 10);
+    if (errno == 0 && end != value && *end == '-') {
+        hi = strtol(end + 1, &end2, 10);
+        if (errno == 0 && end2 != end + 1 && *end2 == '\0' && lo >= 1024 && lo <= hi &&
+            hi <= 65535) {
+            *low = (int)lo;
+            *high = (int)hi;
+            return 0;
+        }
+    }
+    args_err(errbuf, errlen,
+             "plugstack.conf argument '%s': expected master_port_range=LOW-HIGH with "
+             "1024 <= LOW <= HIGH <= 65535 (default %d-%d)",
+             arg, TNT_SPANK_MASTER_PORT_LOW, TNT_SPANK_MASTER_PORT_HIGH);
+    return -1;
+}
+
 int tnt_spank_plugstack_parse(int argc, char *const argv[], tnt_spank_config_t *defaults,
                               char *errbuf, size_t errlen)
 {
     static const char prefix[] = "default_";
+    static const char port_range[] = "master_port_range=";
     tnt_spank_config_t next = *defaults;
     int i;
 
@@ -255,11 +285,18 @@ int tnt_spank_plugstack_parse(int argc, char *const argv[], tnt_spank_config_t *
         char copy[ARGS_MAX];
         char *key, *value;
 
+        if (strncmp(argv[i], port_range, sizeof port_range - 1) == 0) {
+            if (args_port_range(argv[i], argv[i] + sizeof port_range - 1, &next.master_port_low,
+                                &next.master_port_high, errbuf, errlen) != 0) {
+                return -1;
+            }
+            continue;
+        }
         if (strncmp(argv[i], prefix, sizeof prefix - 1) != 0) {
             args_err(errbuf, errlen,
                      "unknown plugstack.conf argument '%s'; valid: default_KEY[=VALUE] "
                      "with KEY one of pin, pin_memory, fusion, log, log_all, output_all, "
-                     "no_gpu, verbose (e.g. default_pin=socket)",
+                     "no_gpu, verbose (e.g. default_pin=socket), and master_port_range=LOW-HIGH",
                      argv[i]);
             return -1;
         }

@@ -44,9 +44,13 @@ typedef struct {
     int output_all;     /* TNT_OUTPUT_ON_ALL_DEVICES=1 */
     int no_gpu;         /* hide the GPUs from the tasks */
     int verbose;        /* each task prints its binding */
+    /* MASTER_PORT range (plugstack.conf master_port_range=LOW-HIGH only:
+     * the site's to choose, not the user's); torch_env.h has the rule. */
+    int master_port_low, master_port_high;
 } tnt_spank_config_t;
 
-/* pin=auto, everything else unset/off, not enabled. */
+/* pin=auto, the built-in MASTER_PORT range, everything else unset/off, not
+ * enabled. */
 void tnt_spank_config_default(tnt_spank_config_t *config);
 
 /*
@@ -61,7 +65,8 @@ int tnt_spank_args_parse(const char *arg, tnt_spank_config_t *config, char *errb
 /*
  * plugstack.conf arguments: "default_KEY[=VALUE]" for every sub-option except
  * help (underscores and dashes both work: default_pin_memory), e.g.
- * "default_pin=socket default_fusion=16384". Applied to *defaults (which stay
+ * "default_pin=socket default_fusion=16384", and the site setting
+ * "master_port_range=LOW-HIGH" (1024 <= LOW <= HIGH <= 65535). Applied to *defaults (which stay
  * not enabled). Returns 0, or -1 with the bad argument named in errbuf.
  */
 int tnt_spank_plugstack_parse(int argc, char *const argv[], tnt_spank_config_t *defaults,
@@ -96,6 +101,11 @@ typedef struct {
     int remote_arg_too_long;
     /* srun: SLURM_MPI_TYPE=pmix was set by slurm_spank_init. */
     int mpi_type_set_by_us;
+    /* slurmstepd: MASTER_ADDR for the step's tasks, found once per node in
+     * post_opt ("" when there is none), and why it may not work ("" when
+     * it resolved), for rank 0 to print. */
+    char master_addr[256];
+    char master_addr_note[512];
 } tnt_spank_state_t;
 
 extern tnt_spank_state_t tnt_spank_state;

@@ -9,16 +9,20 @@
  * returns -1 with one slurm_error (and the same line on the task's stderr,
  * where the user looks).
  */
+#include <dlfcn.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <slurm/slurm.h>
 
 #include "tnt_spank.h"
+#include "torch_env.h"
 
 static void stepd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -69,6 +73,81 @@ static int stepd_is_rank_step(spank_t sp)
            step_id != SLURM_INTERACTIVE_STEP && step_id != SLURM_PENDING_STEP;
 }
 
+/*
+ * NodeAddr of a node, asked of slurmctld through the public
+ * slurm_load_node_single. Looked up in the process (slurmstepd has
+ * libslurm's functions) rather than linked: the plugin links no libslurm,
+ * and a host without the function still loads it. 0 or -1.
+ */
+static int stepd_node_addr(const char *node, char *out, size_t len)
+{
+    __typeof__(&slurm_load_node_single) load;
+    __typeof__(&slurm_free_node_info_msg) free_msg;
+    node_info_msg_t *msg = NULL;
+    char name[256];
+    int ret = -1;
+
+    *(void **)&load = dlsym(RTLD_DEFAULT, "slurm_load_node_single");
+    *(void **)&free_msg = dlsym(RTLD_DEFAULT, "slurm_free_node_info_msg");
+    if (load == NULL || free_msg == NULL) {
+        return -1;
+    }
+    snprintf(name, sizeof name, "%s", node);
+    if (load(&msg, name, 0) != 0 || msg == NULL) {
+        return -1;
+    }
+    if (msg->record_count >= 1 && msg->node_array[0].node_addr != NULL &&
+        msg->node_array[0].node_addr[0] != '\0' && strlen(msg->node_array[0].node_addr) < len) {
+        strcpy(out, msg->node_array[0].node_addr);
+        ret = 0;
+    }
+    free_msg(msg);
+    return ret;
+}
+
+/*
+ * MASTER_ADDR for the step: its first node (SLURM_STEP_NODELIST), where
+ * task 0 runs under the block and cyclic distributions. Its Slurm name is
+ * how nodes are usually reached; where it does not resolve here (a NodeName
+ * that is no host name, with NodeAddr saying where the node is, as on the
+ * test cluster), slurmctld's NodeAddr for it, one query per node and step.
+ * Once per node, in slurmstepd: the tasks inherit the answer. Never fails
+ * the step (a step that does not use torch.distributed does not need it):
+ * out is "" when there is no node list, and note says why an address may
+ * not work.
+ */
+static void stepd_master_addr(spank_t sp, char *out, size_t len, char *note, size_t notelen)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    char nodelist[4096], first[256], err[512];
+
+    out[0] = '\0';
+    note[0] = '\0';
+    if (spank_getenv(sp, "SLURM_STEP_NODELIST", nodelist, sizeof nodelist) != ESPANK_SUCCESS) {
+        snprintf(note, notelen,
+                 "SLURM_STEP_NODELIST is not readable, so MASTER_ADDR is not set; set it "
+                 "yourself for torch.distributed's env://");
+        return;
+    }
+    if (tnt_spank_first_node(nodelist, first, sizeof first, err, sizeof err) != 0) {
+        snprintf(note, notelen, "MASTER_ADDR is not set: %.400s; set it yourself", err);
+        return;
+    }
+    if (getaddrinfo(first, NULL, &hints, &res) == 0) {
+        freeaddrinfo(res);
+        snprintf(out, len, "%s", first);
+        return;
+    }
+    if (stepd_node_addr(first, out, len) == 0) {
+        return;
+    }
+    snprintf(out, len, "%s", first);
+    snprintf(note, notelen,
+             "MASTER_ADDR=%s (the step's first node) does not resolve on this node and slurmctld "
+             "gave no NodeAddr for it; set MASTER_ADDR yourself for torch.distributed's env://",
+             first);
+}
+
 int tnt_spank_stepd_post_opt(spank_t sp)
 {
     char inherited[1024];
@@ -106,6 +185,8 @@ int tnt_spank_stepd_post_opt(spank_t sp)
     }
     config.help = 0;
     tnt_spank_state.config = config;
+    stepd_master_addr(sp, tnt_spank_state.master_addr, sizeof tnt_spank_state.master_addr,
+                      tnt_spank_state.master_addr_note, sizeof tnt_spank_state.master_addr_note);
     return 0;
 }
 
@@ -253,6 +334,77 @@ static void stepd_cpu_hint(spank_t sp, hwloc_topology_t topology, int local_rank
     fflush(stderr);
 }
 
+/* Sets name=value unless the task's environment has name already: what the
+ * user set is never overwritten. */
+static int stepd_setenv_default(spank_t sp, const char *name, const char *value)
+{
+    spank_err_t rc = spank_setenv(sp, name, value, 0);
+
+    if (rc != ESPANK_SUCCESS && rc != ESPANK_ENV_EXISTS) {
+        stepd_error("cannot set %s=%s in the task's environment", name, value);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The variables torchrun sets (docs/torch-distributed.md), so that
+ * init_process_group's env:// works in an unmodified script: RANK,
+ * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the node's index in
+ * the step), MASTER_ADDR (post_opt found it) and MASTER_PORT (the site's
+ * range, keyed by job and step, the same on every node without talking).
+ */
+static int stepd_torch_env(spank_t sp, const tnt_spank_config_t *config, uint32_t rank,
+                           int local_rank, uint32_t local_size)
+{
+    uint32_t world = 0, node = 0, job_id = 0, step_id = 0;
+    char value[256];
+    int user_addr;
+
+    if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &world) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_NODEID, &node) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS) {
+        stepd_error("task %u: cannot read the step's task count, node index, job id or step id "
+                    "from Slurm",
+                    rank);
+        return -1;
+    }
+    const struct {
+        const char *name;
+        uint32_t value;
+    } numbers[] = {
+        { "RANK", rank },
+        { "WORLD_SIZE", world },
+        { "LOCAL_RANK", (uint32_t)local_rank },
+        { "LOCAL_WORLD_SIZE", local_size },
+        { "GROUP_RANK", node },
+        { "MASTER_PORT", (uint32_t)tnt_spank_master_port(job_id, step_id, config->master_port_low,
+                                                         config->master_port_high) },
+    };
+
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        snprintf(value, sizeof value, "%u", numbers[i].value);
+        if (stepd_setenv_default(sp, numbers[i].name, value) != 0) {
+            return -1;
+        }
+    }
+    user_addr = spank_getenv(sp, "MASTER_ADDR", value, sizeof value) != ESPANK_ENV_NOEXIST;
+    /* Not over the user's choice; none to offer when post_opt found no node
+     * list (the note says why). */
+    if (!user_addr && tnt_spank_state.master_addr[0] != '\0' &&
+        stepd_setenv(sp, "MASTER_ADDR", tnt_spank_state.master_addr) != 0) {
+        return -1;
+    }
+    /* Once per step (task 0), and only when it matters: the user chose no
+     * address and the one offered may not work. */
+    if (rank == 0 && !user_addr && tnt_spank_state.master_addr_note[0] != '\0') {
+        fprintf(stderr, "tarantella: warning: %s\n", tnt_spank_state.master_addr_note);
+        fflush(stderr);
+    }
+    return 0;
+}
+
 int tnt_spank_stepd_task_init(spank_t sp)
 {
     const tnt_spank_config_t *config = &tnt_spank_state.config;
@@ -321,6 +473,9 @@ int tnt_spank_stepd_task_init(spank_t sp)
         goto err_bitmaps;
     }
     stepd_cpu_hint(sp, topology, local_rank, local_size, user_omp_threads, threads);
+    if (stepd_torch_env(sp, config, rank, local_rank, local_size) != 0) {
+        goto err_bitmaps;
+    }
     if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0) {
         goto err_bitmaps;
     }

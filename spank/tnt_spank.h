@@ -6,7 +6,9 @@
  *   srun.c        local context (srun): selecting mpi/pmix for the step
  *   slurmstepd.c  remote context: pinning and environment in task_init
  *   args.c        the option: parsing, resolution and the plugin's state
- * Dependencies point one way: dispatch -> {client, srun, slurmstepd} -> args.
+ *   torch_env.c   the pure parts of the torchrun variables (first node, port)
+ * Dependencies point one way: dispatch -> {client, srun, slurmstepd} -> args,
+ * and slurmstepd, args -> torch_env.
  * Every hook returns 0 or -1; -1 always comes with one
  * slurm_error("tarantella: ...") that says what to do.
  */

@@ -11,6 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <hwloc.h>
 
 #include "launch.h"
@@ -178,6 +182,41 @@ static int plan_pythonpath(struct launch *launch)
 }
 
 /*
+ * MASTER_PORT for torch.distributed's env:// store, which rank 0 opens on
+ * it: a port the kernel finds free on TNT_LAUNCH_MASTER_ADDR now (bind to
+ * port 0, read it back, close). Nothing holds it between this close and
+ * rank 0's bind, so another program may take it in between; holding it
+ * open instead would make rank 0's own bind fail (docs/torch-distributed.md
+ * describes the race). A socket that never listened leaves no TIME_WAIT,
+ * so the port is free again at once. 0 with *port set, or -1 after
+ * printing the error.
+ */
+static int pick_master_port(int *port)
+{
+    struct sockaddr_in addr = { .sin_family = AF_INET };
+    socklen_t len = sizeof addr;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        tnt_launch_error("cannot pick MASTER_PORT: socket: %s; set MASTER_PORT yourself",
+                         strerror(errno));
+        return -1;
+    }
+    inet_pton(AF_INET, TNT_LAUNCH_MASTER_ADDR, &addr.sin_addr);
+    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+        tnt_launch_error("cannot pick MASTER_PORT: no free port on %s: %s; set MASTER_PORT "
+                         "yourself",
+                         TNT_LAUNCH_MASTER_ADDR, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    *port = ntohs(addr.sin_port);
+    return 0;
+}
+
+/*
  * Layout, binding, environment and argv of every rank. Pinning and the GPU
  * index use the rank's position on this *machine* (rank r of N), also with
  * --simulate-nodes: the simulated nodes share the real CPUs and GPUs.
@@ -187,8 +226,9 @@ int tnt_launch_plan(struct launch *launch)
     const struct tnt_launch_options *opts = &launch->opts;
     int n = opts->nranks, k = opts->simulate_nodes > 0 ? opts->simulate_nodes : 1;
     hwloc_bitmap_t allowed = NULL;
+    struct tnt_launch_torch_ids torch_ids = { .world_size = n };
     char host[200], err[512];
-    int ret = -1;
+    int master_port = 0, ret = -1;
 
     launch->nranks = n;
     launch->nnodes = k;
@@ -259,6 +299,12 @@ int tnt_launch_plan(struct launch *launch)
         tnt_launch_error("out of memory");
         goto out;
     }
+    /* One port for the whole job, and none taken when the user chose it. */
+    if (tnt_env_lookup(environ, "MASTER_PORT") == NULL &&
+        tnt_env_lookup(opts->exports, "MASTER_PORT") == NULL &&
+        pick_master_port(&master_port) != 0) {
+        goto out;
+    }
     /* OMP_NUM_THREADS: the rank's CPUs divided among the ranks that share
      * them (the rule of tnt_pin_thread_count, shared with the plugin). */
     for (int r = 0; r < n; r++) {
@@ -273,6 +319,14 @@ int tnt_launch_plan(struct launch *launch)
         if (tnt_launch_rank_env(opts, environ, r, rs->nthreads, launch->ngpus, &rs->added) != 0 ||
             (launch->pythonpath != NULL &&
              tnt_envlist_set(&rs->added, "PYTHONPATH", launch->pythonpath) != 0)) {
+            tnt_launch_error("out of memory");
+            goto out;
+        }
+        torch_ids.rank = r;
+        torch_ids.local_rank = launch->local_rank[r];
+        torch_ids.local_world_size = launch->node_size[rs->node];
+        torch_ids.node = rs->node;
+        if (tnt_launch_torch_env(opts, environ, &torch_ids, master_port, &rs->added) != 0) {
             tnt_launch_error("out of memory");
             goto out;
         }

@@ -177,6 +177,39 @@ err_free:
     return -1;
 }
 
+int tnt_launch_torch_env(const struct tnt_launch_options *opts, char *const *base_env,
+                         const struct tnt_launch_torch_ids *ids, int master_port,
+                         struct tnt_envlist *added)
+{
+    const struct {
+        const char *name;
+        int value;
+    } numbers[] = {
+        { "RANK", ids->rank },
+        { "WORLD_SIZE", ids->world_size },
+        { "LOCAL_RANK", ids->local_rank },
+        { "LOCAL_WORLD_SIZE", ids->local_world_size },
+        { "GROUP_RANK", ids->node },
+        { "MASTER_PORT", master_port },
+    };
+    char number[32];
+
+    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; i++) {
+        if (tnt_env_lookup(base_env, numbers[i].name) != NULL || exported(opts, numbers[i].name)) {
+            continue;
+        }
+        snprintf(number, sizeof number, "%d", numbers[i].value);
+        if (tnt_envlist_set(added, numbers[i].name, number) != 0) {
+            return -1;
+        }
+    }
+    if (tnt_env_lookup(base_env, "MASTER_ADDR") == NULL && !exported(opts, "MASTER_ADDR") &&
+        tnt_envlist_set(added, "MASTER_ADDR", TNT_LAUNCH_MASTER_ADDR) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
 static int ends_with(const char *text, const char *suffix)
 {
     size_t n = strlen(text), m = strlen(suffix);

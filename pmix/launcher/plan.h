@@ -51,6 +51,28 @@ int tnt_launch_layout(int nranks, int nnodes, int *node_of_rank, int *local_rank
 int tnt_launch_rank_env(const struct tnt_launch_options *opts, char *const *base_env,
                         int local_rank, int nthreads, int ngpus, struct tnt_envlist *added);
 
+/* The address every rank's torch.distributed store is reached at: the job
+ * is on this machine (also with --simulate-nodes). */
+#define TNT_LAUNCH_MASTER_ADDR "127.0.0.1"
+
+/* Who a rank is, in the terms torchrun uses (node = GROUP_RANK). */
+struct tnt_launch_torch_ids {
+    int rank, world_size, local_rank, local_world_size, node;
+};
+
+/*
+ * The variables torchrun sets, so that an unmodified
+ * init_process_group(init_method="env://") works (docs/torch-distributed.md):
+ *   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+ *   MASTER_ADDR=127.0.0.1, MASTER_PORT=<master_port>.
+ * Each one only when neither base_env nor a -x option sets it: a value the
+ * user gave is never overwritten. Appended to `added`. Returns 0 or -1
+ * (out of memory).
+ */
+int tnt_launch_torch_env(const struct tnt_launch_options *opts, char *const *base_env,
+                         const struct tnt_launch_torch_ids *ids, int master_port,
+                         struct tnt_envlist *added);
+
 /*
  * argv for exec: "PYTHON PROGRAM ARGS..." when the program ends in ".py" and
  * the interpreter is not "", else "PROGRAM ARGS...". A NULL-terminated array

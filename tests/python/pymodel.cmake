@@ -3,7 +3,8 @@
 # and Horovod rely on). One ctest test per
 # file; pytest exits 5 when it collects nothing, which fails the test like any other non-zero exit.
 # Budget: about 4 minutes together on the 2-core CI machine.
-set(_tnt_pymodel_suites model callbacks save model_inputs clipping preemption porting untrusted)
+set(_tnt_pymodel_suites model callbacks save model_inputs clipping preemption porting untrusted
+  torch_distributed)
 set(_tnt_pymodel_timeout_model 300)
 # Multi-rank runs with DataLoader workers, 1-vs-3-rank seeds, the porting
 # example with a resume; generous for an oversubscribed 2-core machine.
@@ -17,6 +18,9 @@ set(_tnt_pymodel_timeout_preemption 600)
 set(_tnt_pymodel_timeout_untrusted 180)
 # porting: 3- and 4-rank DataLoader runs (about 15 s unloaded).
 set(_tnt_pymodel_timeout_porting 300)
+# torch_distributed: unmodified DDP on 2, 2 and 3 ranks plus four short
+# launcher runs (about 40 s unloaded).
+set(_tnt_pymodel_timeout_torch_distributed 300)
 foreach(_suite ${_tnt_pymodel_suites})
   add_test(NAME python.${_suite}
     COMMAND ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider

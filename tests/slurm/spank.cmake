@@ -7,10 +7,15 @@ target_link_libraries(slurm_allreduce_check PRIVATE tnt)
 
 if(TARGET spank_tarantella)
   set(_spank_e2e ${CMAKE_CURRENT_LIST_DIR}/spank_e2e.sh)
-  foreach(_case allreduce pin_core env cpus_hint bad_values help sbatch_option sbatch_directive salloc without)
+  foreach(_case allreduce pin_core env torch_env cpus_hint bad_values help sbatch_option sbatch_directive salloc without)
     tnt_add_slurm_test(NAME slurm.spank.${_case} TIMEOUT 90
       COMMAND bash ${_spank_e2e} ${_case} $<TARGET_FILE:slurm_allreduce_check>)
   endforeach()
+  # An unmodified DDP script under srun --tarantella -N 2 -n 4 against a
+  # serial run (docs/torch-distributed.md); 4 torch ranks on 2 CPUs.
+  tnt_add_slurm_test(NAME slurm.spank.ddp TIMEOUT 240
+    COMMAND bash ${_spank_e2e} ddp $<TARGET_FILE:slurm_allreduce_check>
+            ${TNT_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/ranks)
 endif()
 
 # Site defaults from plugstack.conf arguments need a cluster of their own

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end tests of spank_tarantella.so against the test cluster
 # (tests/slurm/cluster.sh; run through `cluster.sh run`, so SLURM_CONF is set).
-#   spank_e2e.sh CASE CHECK_BINARY [CLUSTER_SH PLUGIN]
+#   spank_e2e.sh CASE CHECK_BINARY [CLUSTER_SH PLUGIN | PYTHON RANKS_DIR]
 # CHECK_BINARY is tests/slurm/slurm_allreduce_check; the site_defaults case
-# starts a cluster of its own with CLUSTER_SH and PLUGIN. Every srun/sbatch/salloc
+# starts a cluster of its own with CLUSTER_SH and PLUGIN; the ddp case runs
+# RANKS_DIR/ddp_unmodified.py (tests/python/ranks) with PYTHON. Every srun/sbatch/salloc
 # gets --immediate or a time limit and runs under timeout: a job that cannot
 # start fails the test instead of waiting.
 set -euo pipefail
@@ -17,7 +18,8 @@ cd "$WORK"
 # Fresh environment for every command: nothing from a surrounding job.
 unset SLURM_JOB_ID SLURM_JOBID SLURM_MPI_TYPE SLURM_SPANK__SLURM_SPANK_OPTION_tarantella_tarantella \
       OMP_NUM_THREADS TNT_PIN TNT_LOG_LEVEL TNT_FUSION_THRESHOLD_KB TNT_LOG_ON_ALL_DEVICES \
-      TNT_OUTPUT_ON_ALL_DEVICES CUDA_VISIBLE_DEVICES
+      TNT_OUTPUT_ON_ALL_DEVICES CUDA_VISIBLE_DEVICES \
+      RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK MASTER_ADDR MASTER_PORT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -117,6 +119,53 @@ env)
     CUDA_VISIBLE_DEVICES=0,1 run out srun --tarantella=no-gpu -N 1 -n 1 --immediate=30 -t 2 \
         bash -c 'echo "env: cuda=[$CUDA_VISIBLE_DEVICES]"' || fail "srun failed"
     expect out '^env: cuda=\[\]$' 1
+    ;;
+torch_env)
+    # What torchrun sets (docs/torch-distributed.md), exactly: 2 nodes x 2
+    # tasks. The first node n1 is no host name here, so MASTER_ADDR is its
+    # NodeAddr (127.0.0.1) from slurmctld; MASTER_PORT is the built-in range's
+    # 29500 + (job id * 31 + step id) % 1000, the same on every task.
+    show='echo "torch: $SLURM_JOB_ID.$SLURM_STEP_ID $SLURM_PROCID RANK=$RANK WORLD_SIZE=$WORLD_SIZE LOCAL_RANK=$LOCAL_RANK LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT"'
+    run out srun --tarantella -N 2 -n 4 --immediate=30 -t 2 bash -c "$show" || fail "srun failed"
+    ids=$(sed -n 's/^torch: \([0-9]*\)\.\([0-9]*\) .*/\1 \2/p' out | sort -u)
+    [ "$(echo "$ids" | wc -l)" -eq 1 ] || fail "tasks disagree on the job and step: $ids"
+    port=$(( 29500 + ($(echo "$ids" | cut -d' ' -f1) * 31 + $(echo "$ids" | cut -d' ' -f2)) % 1000 ))
+    for want in '0 RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=0' \
+                '1 RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=0' \
+                '2 RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2 GROUP_RANK=1' \
+                '3 RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 GROUP_RANK=1'; do
+        expect out "^torch: [0-9]+\.[0-9]+ $want MASTER_ADDR=127\.0\.0\.1 MASTER_PORT=$port\$" 1
+    done
+    # What the user set is never overwritten (srun passes it to every task).
+    MASTER_PORT=29999 MASTER_ADDR=localhost RANK=7 run out srun --tarantella -N 2 -n 2 \
+        --immediate=30 -t 2 bash -c "$show" || fail "srun with user values failed"
+    expect out '^torch: [0-9.]+ [01] RANK=7 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=[01] MASTER_ADDR=localhost MASTER_PORT=29999$' 2
+    # Without --tarantella nothing is set.
+    run out srun -N 1 -n 1 --immediate=30 -t 2 bash -c "$show" || fail "plain srun failed"
+    expect out '^torch: [0-9.]+ 0 RANK= WORLD_SIZE= LOCAL_RANK= LOCAL_WORLD_SIZE= GROUP_RANK= MASTER_ADDR= MASTER_PORT=$' 1
+    ;;
+ddp)
+    # An unmodified DDP script (init_process_group("gloo"), env://) on
+    # 2 nodes x 2 tasks ends with the weights of a serial run at the same
+    # global batch; no torchrun warning on the way.
+    PYTHON=$3
+    RANKS_DIR=$4
+    "$PYTHON" -c 'import torch' 2>/dev/null || { echo "SKIP: $PYTHON has no torch"; exit 77; }
+    OMP_NUM_THREADS=1 run out srun --tarantella -N 2 -n 4 --immediate=30 -t 3 \
+        "$PYTHON" "$RANKS_DIR/ddp_unmodified.py" "$WORK/ddp.npz" || fail "DDP under srun failed"
+    expect out '^ddp_unmodified: rank 0 of 4 wrote' 1
+    reject out 'torchrun|singleton|Traceback'
+    OMP_NUM_THREADS=1 timeout 120 "$PYTHON" "$RANKS_DIR/ddp_unmodified.py" --serial "$WORK/serial.npz" ||
+        fail "serial reference failed"
+    "$PYTHON" - "$WORK/ddp.npz" "$WORK/serial.npz" <<'PY' || fail "DDP weights differ from the serial run"
+import sys
+import numpy as np
+got, ref = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert sorted(got.files) == sorted(ref.files), (got.files, ref.files)
+for name in ref.files:
+    np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+print("ddp: %d tensors equal the serial run's" % len(ref.files))
+PY
     ;;
 cpus_hint)
     # srun's default --cpus-per-task=1 warns only when it leaves a rank one
@@ -260,12 +309,17 @@ site_defaults)
     stop_own() { "$CLUSTER_SH" stop --state-file "$state" >/dev/null 2>&1 || true; }
     trap 'rc=$?; stop_own; rm -rf "$WORK"; exit $rc' EXIT
     eval "$("$CLUSTER_SH" start --nodes 1 --plugin "$PLUGIN" \
-        --plugstack-args "default_pin=none default_verbose default_fusion=256" \
+        --plugstack-args "default_pin=none default_verbose default_fusion=256 master_port_range=31000-31009" \
         --state-file "$state")"
     run out srun --tarantella -n 2 --immediate=30 -t 2 \
         sh -c 'echo "env: pin=$TNT_PIN fusion=$TNT_FUSION_THRESHOLD_KB"' || fail "srun failed"
     expect out '^tarantella: rank [01] .*pin=none' 2
     expect out '^env: pin=none fusion=256$' 2
+    # The site's MASTER_PORT range: 31000 + (job id * 31 + step id) % 10.
+    run out srun --tarantella -n 1 --immediate=30 -t 2 \
+        sh -c 'echo "port: $SLURM_JOB_ID $SLURM_STEP_ID $MASTER_PORT"' || fail "srun failed"
+    read -r _ job step port < <(grep '^port: ' out)
+    [ "$port" -eq $(( 31000 + (job * 31 + step) % 10 )) ] || fail "MASTER_PORT $port for job $job step $step"
     # The user's sub-options override the site's, key by key.
     run out srun --tarantella=pin=core,verbose=no -n 2 --immediate=30 -t 2 \
         sh -c 'echo "env: pin=$TNT_PIN fusion=$TNT_FUSION_THRESHOLD_KB"' || fail "srun failed"
@@ -278,6 +332,9 @@ site_defaults)
     echo "required $PLUGIN default_pin=diagonal" > "$TNT_SLURM_CLUSTER_DIR/plugstack.conf"
     if run out srun --tarantella -n 1 --immediate=30 -t 2 true; then fail "srun ran with a bad plugstack.conf"; fi
     expect out "plugstack.conf argument 'default_pin=diagonal': invalid value 'diagonal' for pin"
+    echo "required $PLUGIN master_port_range=80-90" > "$TNT_SLURM_CLUSTER_DIR/plugstack.conf"
+    if run out srun --tarantella -n 1 --immediate=30 -t 2 true; then fail "srun ran with a bad port range"; fi
+    expect out "plugstack.conf argument 'master_port_range=80-90': expected master_port_range=LOW-HIGH with 1024 <= LOW <= HIGH <= 65535"
     ;;
 *)
     fail "unknown case $CASE"

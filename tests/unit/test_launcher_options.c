@@ -354,6 +354,43 @@ static void test_rank_env_no_gpu(void **state)
     tnt_envlist_free(&added);
 }
 
+/* What torchrun sets, for an unmodified env:// script; the user's values stay. */
+static void test_torch_env(void **state)
+{
+    char *argv_plain[] = { "tarantella", "-n", "5", "p" };
+    char *argv[] = { "tarantella", "-n", "5", "-x", "MASTER_ADDR=node7", "p" };
+    char *base[] = { "PATH=/bin", NULL };
+    char *base_user[] = { "MASTER_PORT=29999", "RANK=7", NULL };
+    struct tnt_launch_torch_ids ids = {
+        .rank = 4, .world_size = 5, .local_rank = 1, .local_world_size = 2, .node = 1
+    };
+    struct tnt_envlist added = { 0 };
+
+    (void)state;
+    assert_int_equal(parse(ARGC(argv_plain), argv_plain), 0);
+    assert_int_equal(tnt_launch_torch_env(&opts, base, &ids, 40123, &added), 0);
+    assert_string_equal(tnt_env_lookup(added.v, "RANK"), "4");
+    assert_string_equal(tnt_env_lookup(added.v, "WORLD_SIZE"), "5");
+    assert_string_equal(tnt_env_lookup(added.v, "LOCAL_RANK"), "1");
+    assert_string_equal(tnt_env_lookup(added.v, "LOCAL_WORLD_SIZE"), "2");
+    assert_string_equal(tnt_env_lookup(added.v, "GROUP_RANK"), "1");
+    assert_string_equal(tnt_env_lookup(added.v, "MASTER_ADDR"), "127.0.0.1");
+    assert_string_equal(tnt_env_lookup(added.v, "MASTER_PORT"), "40123");
+    assert_int_equal(added.n, 7);
+    tnt_envlist_free(&added);
+
+    /* Set in the environment or with -x: not added, so the user's value is
+     * what the rank sees. */
+    assert_int_equal(parse(ARGC(argv), argv), 0);
+    assert_int_equal(tnt_launch_torch_env(&opts, base_user, &ids, 40123, &added), 0);
+    assert_null(tnt_env_lookup(added.v, "MASTER_PORT"));
+    assert_null(tnt_env_lookup(added.v, "RANK"));
+    assert_null(tnt_env_lookup(added.v, "MASTER_ADDR"));
+    assert_string_equal(tnt_env_lookup(added.v, "WORLD_SIZE"), "5");
+    assert_int_equal(added.n, 4);
+    tnt_envlist_free(&added);
+}
+
 static void test_envlist(void **state)
 {
     char *env[] = { "A=1", "B=2", "junk", NULL };
@@ -449,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_layout),
         cmocka_unit_test_teardown(test_rank_env, teardown),
         cmocka_unit_test_teardown(test_rank_env_no_gpu, teardown),
+        cmocka_unit_test_teardown(test_torch_env, teardown),
         cmocka_unit_test(test_envlist),
         cmocka_unit_test_teardown(test_exec_argv, teardown),
         cmocka_unit_test_teardown(test_mpirun_argv, teardown),

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "spank/args.h"
+#include "spank/torch_env.h"
 
 static void test_defaults(void **state)
 {
@@ -246,6 +247,50 @@ static void test_plugstack(void **state)
     assert_int_equal(tnt_spank_plugstack_parse(0, NULL, &d, err, sizeof err), 0);
 }
 
+/* master_port_range=LOW-HIGH: a site setting, not a user sub-option. */
+static void test_plugstack_port_range(void **state)
+{
+    char *const good[] = { "default_pin=core", "master_port_range=31000-31009" };
+    char *const one[] = { "master_port_range=40000-40000" };
+    const char *bad[] = {
+        "master_port_range=",      "master_port_range=31000",       "master_port_range=31009-31000",
+        "master_port_range=80-90", "master_port_range=60000-70000", "master_port_range=1-2-3",
+        "master_port_range=a-b",   "master_port_range=31000-31009x"
+    };
+    tnt_spank_config_t d, before;
+    char err[512];
+
+    (void)state;
+    tnt_spank_config_default(&d);
+    assert_int_equal(d.master_port_low, TNT_SPANK_MASTER_PORT_LOW);
+    assert_int_equal(d.master_port_high, TNT_SPANK_MASTER_PORT_HIGH);
+    assert_int_equal(tnt_spank_plugstack_parse(2, good, &d, err, sizeof err), 0);
+    assert_int_equal(d.master_port_low, 31000);
+    assert_int_equal(d.master_port_high, 31009);
+    assert_int_equal(d.pin, TNT_PIN_CORE);
+    assert_int_equal(tnt_spank_plugstack_parse(1, one, &d, err, sizeof err), 0);
+    assert_int_equal(d.master_port_low, 40000);
+    assert_int_equal(d.master_port_high, 40000);
+    /* It carries through a step's resolution; users cannot set it. */
+    {
+        tnt_spank_config_t step;
+
+        assert_int_equal(tnt_spank_resolve(&d, "verbose", "pin=none", &step, err, sizeof err), 0);
+        assert_int_equal(step.master_port_low, 40000);
+        assert_int_equal(tnt_spank_args_parse("master_port_range=1-2", &step, err, sizeof err), -1);
+        assert_non_null(strstr(err, "unknown sub-option 'master-port-range'"));
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *const arg[] = { (char *)bad[i] };
+
+        before = d;
+        assert_int_equal(tnt_spank_plugstack_parse(1, arg, &d, err, sizeof err), -1);
+        assert_non_null(strstr(err, bad[i]));
+        assert_non_null(strstr(err, "1024 <= LOW <= HIGH <= 65535 (default 29500-30499)"));
+        assert_memory_equal(&d, &before, sizeof d);
+    }
+}
+
 static void test_format_truncates(void **state)
 {
     tnt_spank_config_t c;
@@ -313,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_too_long),
         cmocka_unit_test(test_plugstack),
+        cmocka_unit_test(test_plugstack_port_range),
         cmocka_unit_test(test_format_truncates),
         cmocka_unit_test(test_resolve),
     };

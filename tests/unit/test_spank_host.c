@@ -46,6 +46,7 @@ static struct {
     int task_id;
     uint32_t local_count;
     uint32_t global_id;
+    uint32_t total_count, node_id, job_id;
     uint32_t cpus_per_task; /* 0: Slurm does not say (the item is refused) */
 } host;
 
@@ -87,6 +88,15 @@ spank_err_t spank_get_item(spank_t spank, spank_item_t item, ...)
         break;
     case S_TASK_GLOBAL_ID:
         *va_arg(ap, uint32_t *) = host.global_id;
+        break;
+    case S_JOB_TOTAL_TASK_COUNT:
+        *va_arg(ap, uint32_t *) = host.total_count;
+        break;
+    case S_JOB_NODEID:
+        *va_arg(ap, uint32_t *) = host.node_id;
+        break;
+    case S_JOB_ID:
+        *va_arg(ap, uint32_t *) = host.job_id;
         break;
     case S_STEP_CPUS_PER_TASK:
         if (host.cpus_per_task == 0) {
@@ -495,7 +505,63 @@ static void test_remote_environment(void **state)
     /* task_init may run again (idempotent): same result. */
     assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
     assert_env("TNT_PIN", "none");
-    assert_int_equal(host_env_count(), 6);
+    /* + RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+     * MASTER_PORT (no SLURM_STEP_NODELIST here: no MASTER_ADDR). */
+    assert_int_equal(host_env_count(), 12);
+}
+
+/* The torchrun variables: from Slurm's items, the port from the default
+ * range keyed by job and step, MASTER_ADDR the step's first node; what the
+ * user set stays. */
+static void test_remote_torch_env(void **state)
+{
+    char port[16];
+
+    (void)state;
+    host_env_set("SLURM_STEP_NODELIST", "localhost,n[2-3]");
+    host_env_set("RANK", "99"); /* the user's: kept */
+    assert_int_equal(remote_step(""), 0);
+    host.task_id = 1;
+    host.local_count = 2;
+    host.global_id = 5;
+    host.total_count = 6;
+    host.node_id = 2;
+    host.job_id = 1234;
+    host.step_id = 5;
+    assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+    assert_int_equal(host.errors, 0);
+    assert_env("RANK", "99");
+    assert_env("WORLD_SIZE", "6");
+    assert_env("LOCAL_RANK", "1");
+    assert_env("LOCAL_WORLD_SIZE", "2");
+    assert_env("GROUP_RANK", "2");
+    assert_env("MASTER_ADDR", "localhost");
+    snprintf(port, sizeof port, "%d", 29500 + (1234 * 31 + 5) % 1000);
+    assert_env("MASTER_PORT", port);
+}
+
+/* The site's range (plugstack.conf) and the user's MASTER_PORT/MASTER_ADDR. */
+static void test_remote_torch_env_site_range_and_user_values(void **state)
+{
+    char *const args[] = { "master_port_range=31000-31009" };
+
+    (void)state;
+    host.context = S_CTX_REMOTE;
+    assert_int_equal(plugin.init(HOST_SPANK, 1, (char **)args), 0);
+    host_env_set("SLURM_STEP_NODELIST", "localhost");
+    assert_int_equal(option_cb("", 1), 0);
+    host.local_count = 1;
+    host.total_count = 1;
+    host.job_id = 7;
+    host.step_id = 0;
+    assert_int_equal(plugin.post_opt(HOST_SPANK, 0, NULL), 0);
+    assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+    assert_env("MASTER_PORT", "31007"); /* 31000 + (7 * 31) % 10 */
+    host_env_set("MASTER_PORT", "12345");
+    host_env_set("MASTER_ADDR", "head");
+    assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+    assert_env("MASTER_PORT", "12345");
+    assert_env("MASTER_ADDR", "head");
 }
 
 static void test_remote_unset_options_leave_env_alone(void **state)
@@ -774,6 +840,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_help_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allocator_bad_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_environment, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remote_torch_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remote_torch_env_site_range_and_user_values, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_remote_unset_options_leave_env_alone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_absent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_skips_special_steps, setup, teardown),
