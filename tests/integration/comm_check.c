@@ -356,6 +356,7 @@ static int count_entries(const char *path)
 
 struct cost_sample {
     long rss_kb;
+    long mapped_kb;
     int fds;
     long threads;
     double t;
@@ -367,6 +368,7 @@ static void cost_sample(struct cost_sample *c)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     c->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     c->rss_kb = proc_status_value("VmRSS:");
+    c->mapped_kb = proc_status_value("VmSize:");
     c->threads = proc_status_value("Threads:");
     c->fds = count_entries("/proc/self/fd");
 }
@@ -396,10 +398,11 @@ static void cost_of(tnt_comm_t *world, int n, int one_rank, const char *what)
     int shm = count_entries("/dev/shm");
     if (g_rank == 0) {
         printf("cost: %s (%d ranks, %d node(s)): per communicator %.2f ms to make, %.0f KiB of "
-               "memory once used, %.1f file descriptors, %.1f threads once used; /dev/shm "
-               "entries now %d\n",
+               "memory once used (%.0f KiB mapped), %.1f file descriptors, %.1f threads once "
+               "used; /dev/shm entries now %d\n",
                what, tnt_size(world), tnt_num_nodes(world), 1e3 * (made.t - before.t) / n,
-               (double)(used.rss_kb - before.rss_kb) / n, (double)(used.fds - before.fds) / n,
+               (double)(used.rss_kb - before.rss_kb) / n,
+               (double)(used.mapped_kb - before.mapped_kb) / n, (double)(used.fds - before.fds) / n,
                (double)(used.threads - before.threads) / n, shm);
         fflush(stdout);
     }

@@ -188,10 +188,35 @@ static tnt_comm_t *fake_comm(int size)
     return comm;
 }
 
-static void test_progress_order(void **state)
+/* One rank alone: a post runs at once on the posting thread, in order, and
+ * no progress thread is ever started (a one-rank communicator costs next to
+ * nothing). */
+static void test_progress_alone_runs_inline(void **state)
 {
     (void)state;
     tnt_comm_t *comm = fake_comm(1);
+    static struct tnt_request reqs[8];
+
+    atomic_store(&next_slot, 0);
+    memset(reqs, 0, sizeof(reqs));
+    for (int i = 0; i < 8; i++) {
+        reqs[i].execute = record;
+        reqs[i].args.user = (void *)(intptr_t)i;
+        assert_int_equal(tnt_progress_post(comm, &reqs[i]), TNT_OK);
+        assert_int_equal(atomic_load(&reqs[i].status), TNT_OK);
+        assert_int_equal(order[i], i);
+    }
+    assert_int_equal(comm->progress_running, 0);
+    assert_int_equal(tnt_progress_wait(comm, &reqs[7]), TNT_OK);
+    assert_int_equal(tnt_progress_finalize(comm), TNT_OK);
+    free(comm);
+}
+
+static void test_progress_order(void **state)
+{
+    (void)state;
+    /* Two ranks' worth: a one-rank communicator never starts the thread. */
+    tnt_comm_t *comm = fake_comm(2);
     static struct tnt_request reqs[NUM_REQ];
 
     atomic_store(&next_slot, 0);
@@ -355,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_backoff_deadline),
         cmocka_unit_test(test_last_error),
         cmocka_unit_test(test_status_strings),
+        cmocka_unit_test(test_progress_alone_runs_inline),
         cmocka_unit_test(test_progress_order),
         cmocka_unit_test(test_progress_error_handover),
         cmocka_unit_test(test_progress_error_per_request),

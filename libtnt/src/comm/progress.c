@@ -410,6 +410,15 @@ tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req)
                                  "operation posted while the communicator is being finalized");
         goto out_unlock;
     }
+    if (comm->size == 1 && comm->queue_head == NULL && in_flight_try(comm)) {
+        /* Alone, an operation is a local copy that waits for nobody: run it
+         * now, in order (nothing is queued or running), and a one-rank
+         * communicator never needs a progress thread. */
+        atomic_fetch_add_explicit(&comm->posted, 1, memory_order_seq_cst);
+        pthread_mutex_unlock(&comm->progress_lock);
+        request_run(comm, req);
+        return TNT_OK;
+    }
     if (!comm->progress_running) {
         status = progress_start(comm);
         if (status != TNT_OK) {

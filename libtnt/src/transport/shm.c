@@ -554,8 +554,10 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->slots = (char *)shm->hdr + slots_off;
     shm->extra = (char *)shm->hdr + extra_off;
 
-    /* Hold the liveness mutex before anyone can wait for this rank. */
-    if ((status = tnt_shm_alive_start(shm)) != TNT_OK) {
+    /* Hold the liveness mutex before anyone can wait for this rank. Alone
+     * on the node, nobody ever waits for it: no thread (a one-rank
+     * communicator costs next to nothing). */
+    if (shm->n > 1 && (status = tnt_shm_alive_start(shm)) != TNT_OK) {
         goto err_unmap;
     }
     struct tnt_shm_ctl *mine = &shm->ctl[shm->me];
