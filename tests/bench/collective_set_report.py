@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Median latency and bus bandwidth per program, placement, op and size
+from run_collective_set.sh's raw outputs (runs/<program>.<round>.txt).
+A run counts only when its two vcpu_probe lines name the same placement.
+Writes summary.md next to runs/ and prints it."""
+import re
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def placement(lines):
+    found = [re.search(r"placement (\w+)", l) for l in lines if l.startswith("# probe_")]
+    names = [m.group(1) for m in found if m]
+    return names[0] if len(names) == 2 and names[0] == names[1] else None
+
+
+def main(out):
+    out = Path(out)
+    rows = defaultdict(list)  # (placement, op, size, program) -> [(lat, busbw)]
+    kept = defaultdict(int)
+    for f in sorted((out / "runs").glob("*.txt")):
+        program = f.name.split(".")[0]
+        lines = f.read_text().splitlines()
+        where = placement(lines)
+        if where is None or any(l.startswith("# failed") for l in lines):
+            continue
+        kept[(program, where)] += 1
+        for l in lines:
+            p = l.split()
+            if len(p) == 4 and not l.startswith("#"):
+                rows[(where, p[0], int(p[1]), program)].append((float(p[2]), float(p[3])))
+    text = ["# Collective set: libtnt (tnt) against OpenMPI (ompi), 2 ranks, one node", "",
+            "Runs kept (probes agree): " +
+            ", ".join(f"{p} {w}: {n}" for (p, w), n in sorted(kept.items())), ""]
+    for where in ("close", "far"):
+        keys = sorted({(op, size) for (w, op, size, _) in rows if w == where})
+        if not keys:
+            continue
+        text += [f"## {where} placement (medians)", "",
+                 "| op | size (B) | tnt latency (us) | ompi latency (us) | tnt / ompi | tnt busbw (GB/s) | ompi busbw (GB/s) |",
+                 "|---|---:|---:|---:|---:|---:|---:|"]
+        for op, size in keys:
+            t = rows.get((where, op, size, "tnt"), [])
+            o = rows.get((where, op, size, "ompi"), [])
+            if not t or not o:
+                continue
+            tl, ol = statistics.median(x[0] for x in t), statistics.median(x[0] for x in o)
+            tb, ob = statistics.median(x[1] for x in t), statistics.median(x[1] for x in o)
+            text.append(f"| {op} | {size} | {tl:.2f} | {ol:.2f} | {tl / ol:.2f} | {tb:.3f} | {ob:.3f} |")
+        text.append("")
+    (out / "summary.md").write_text("\n".join(text) + "\n")
+    print("\n".join(text))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The collective set (reduce, reduce_scatter, gather, scatter, allgatherv,
+# alltoall), libtnt against OpenMPI 4.1, with the vCPU placement of every
+# run, the method of run_all.sh (docs/benchmarks.md):
+#
+#   tests/bench/run_collective_set.sh BUILD_DIR [ROUNDS]
+#
+# Programs, alternating their order every round:
+#   tnt   tarantella -n 2 --pin core -- collective_set_bench
+#   ompi  mpirun --bind-to core -np 2 mpi_collective_set_bench
+# Every run is bracketed by vcpu_probe (from /work/shared/tools/vcpu_probe.c
+# or $TNT_VCPU_PROBE); runs whose probes disagree are dropped by the report
+# (collective_set_report.py), which gives the median per placement.
+# Raw outputs go to ${TNT_BENCH_OUT:-BUILD_DIR/bench-collective-set}/runs.
+# Sizes: 64 B to TNT_BENCH_MAX_BYTES (16 MiB). Never fails on speed.
+# Run it alone on the machine.
+set -euo pipefail
+
+build=$(cd "${1:?usage: run_collective_set.sh BUILD_DIR [ROUNDS]}" && pwd)
+rounds=${2:-4}
+out=${TNT_BENCH_OUT:-$build/bench-collective-set}
+max=${TNT_BENCH_MAX_BYTES:-16777216}
+probe_src=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
+mkdir -p "$out/runs"
+rm -f "$out"/runs/*.txt
+for f in "$build/bin/tarantella" "$build/bin/collective_set_bench" \
+         "$build/bin/mpi_collective_set_bench"; do
+  [ -x "$f" ] || { echo "run_collective_set.sh: $f not built" >&2; exit 1; }
+done
+probe=$out/vcpu_probe
+cc -O2 -pthread -o "$probe" "$probe_src"
+
+run() {
+  local prog=$1 round=$2 f=$out/runs/$1.$2.txt cmd
+  case $prog in
+    tnt)  cmd=("$build/bin/tarantella" -n 2 --pin core -- "$build/bin/collective_set_bench"
+               --min 64 --max "$max") ;;
+    ompi) cmd=(mpirun --allow-run-as-root --bind-to core -np 2
+               "$build/bin/mpi_collective_set_bench" --min 64 --max "$max") ;;
+  esac
+  echo "# command: ${cmd[*]}" > "$f"
+  echo "# probe_before: $("$probe")" >> "$f"
+  timeout 900 "${cmd[@]}" >> "$f" || echo "# failed" >> "$f"
+  echo "# probe_after: $("$probe")" >> "$f"
+  echo "run_collective_set.sh: round $round $prog: $(grep -h '^# probe' "$f" | sed 's/.*placement //' | tr '\n' ' ')" >&2
+}
+
+for r in $(seq 1 "$rounds"); do
+  if [ $((r % 2)) = 1 ]; then run tnt "$r"; run ompi "$r"; else run ompi "$r"; run tnt "$r"; fi
+done
+/usr/bin/python3 "$(dirname "$0")/collective_set_report.py" "$out"
