@@ -27,6 +27,9 @@ tnt_comm_test(oob_timeout_3 30 ENV TNT_TIMEOUT=3 ARGS --ranks 3 --nonblocking --
 tnt_comm_test(split_6 90 ARGS --ranks 6 --mode split)
 tnt_comm_test(split_bad_color_3 60 ARGS --ranks 3 --mode bad-color)
 tnt_comm_test(threads_3 90 ARGS --ranks 3 --mode threads)
+# A rank that never joins a collective on a split: the hang doctor's
+# verdict at TNT_TIMEOUT names the split and its own rank numbers.
+tnt_comm_test(split_hang_5 60 ENV TNT_TIMEOUT=3 ARGS --ranks 5 --mode hang)
 # The collective set on the communicator and on a parity split of it.
 tnt_comm_test(set_1 60 ARGS --ranks 1 --mode set)
 tnt_comm_test(set_2 90 ARGS --ranks 2 --mode set)

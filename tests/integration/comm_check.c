@@ -20,6 +20,10 @@
  *              costs a rank: creation time, memory, descriptors, threads,
  *              for dups of the whole communicator and one-rank splits
  *   bad-color  rank 1 passes color -5: every rank fails, naming rank 1
+ *   hang       on a split, rank 1 never joins an allreduce: the others of
+ *              its communicator end at TNT_TIMEOUT with a verdict that
+ *              names the communicator and its rank 0 (world rank 1), and
+ *              the other communicator goes on
  *   bad-oob    NULL allgather, rank out of range: clear errors, no hang
  *   timeout    rank N-1 never joins: the others fail with TNT_ERR_TIMEOUT
  *              within TNT_TIMEOUT (non-blocking exchange)
@@ -434,6 +438,33 @@ static void mode_bad_color(tnt_comm_t *world)
     check_collectives(world, all, "after a bad color");
 }
 
+static void mode_hang(tnt_comm_t *world)
+{
+    tnt_comm_t *half = NULL;
+    int color = g_rank % 2;
+    CHECK_OK(tnt_comm_split(world, color, g_rank, &half));
+    if (color == 1 && g_rank == 1) {
+        /* Rank 0 of oob.1 stays away (long enough for the others to give
+         * up), then leaves without finalizing. */
+        sleep(8);
+        _exit(0);
+    }
+    int64_t one = 1, sum = 0;
+    tnt_status_t st = tnt_allreduce(half, &one, &sum, 1, TNT_INT64, TNT_SUM);
+    if (color == 0) {
+        CHECK(st == TNT_OK && sum == tnt_size(half), "the other communicator: %s, sum %lld",
+              tnt_status_string(st), (long long)sum);
+        tnt_finalize(half);
+        return;
+    }
+    CHECK(st == TNT_ERR_TIMEOUT, "a rank that never joins gave %s: %s", tnt_status_string(st),
+          tnt_last_error());
+    CHECK(strstr(tnt_last_error(), "communicator oob.1") != NULL &&
+              strstr(tnt_last_error(), "rank 0") != NULL,
+          "the verdict does not name communicator oob.1 and its rank 0: %s", tnt_last_error());
+    _exit(0); /* the communicator is broken; its peer is gone */
+}
+
 static void mode_bad_oob(void)
 {
     tnt_comm_t *comm = NULL;
@@ -498,6 +529,8 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
         CHECK_OK(tnt_comm_split(world, g_rank % 2, g_rank, &half));
         check_collective_set(half);
         tnt_finalize(half);
+    } else if (strcmp(mode, "hang") == 0) {
+        mode_hang(world);
     } else if (strcmp(mode, "cost") == 0) {
         mode_cost(world);
     } else if (strcmp(mode, "bad-color") == 0) {
