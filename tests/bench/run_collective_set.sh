@@ -12,14 +12,17 @@
 # or $TNT_VCPU_PROBE); runs whose probes disagree are dropped by the report
 # (collective_set_report.py), which gives the median per placement.
 # Raw outputs go to ${TNT_BENCH_OUT:-BUILD_DIR/bench-collective-set}/runs.
-# Sizes: 64 B to TNT_BENCH_MAX_BYTES (16 MiB). Never fails on speed.
+# Sizes: 64 B to TNT_BENCH_MAX_BYTES (4 MiB), about TNT_BENCH_TIME (0.15) s
+# per size: a run takes about 15 s, shorter than the placement's usual
+# stretch, so that most runs keep one placement. Never fails on speed.
 # Run it alone on the machine.
 set -euo pipefail
 
 build=$(cd "${1:?usage: run_collective_set.sh BUILD_DIR [ROUNDS]}" && pwd)
 rounds=${2:-4}
 out=${TNT_BENCH_OUT:-$build/bench-collective-set}
-max=${TNT_BENCH_MAX_BYTES:-16777216}
+max=${TNT_BENCH_MAX_BYTES:-4194304}
+per_size=${TNT_BENCH_TIME:-0.15}
 probe_src=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
 mkdir -p "$out/runs"
 rm -f "$out"/runs/*.txt
@@ -34,9 +37,9 @@ run() {
   local prog=$1 round=$2 f=$out/runs/$1.$2.txt cmd
   case $prog in
     tnt)  cmd=("$build/bin/tarantella" -n 2 --pin core -- "$build/bin/collective_set_bench"
-               --min 64 --max "$max") ;;
+               --min 64 --max "$max" --time "$per_size") ;;
     ompi) cmd=(mpirun --allow-run-as-root --bind-to core -np 2
-               "$build/bin/mpi_collective_set_bench" --min 64 --max "$max") ;;
+               "$build/bin/mpi_collective_set_bench" --min 64 --max "$max" --time "$per_size") ;;
   esac
   echo "# command: ${cmd[*]}" > "$f"
   echo "# probe_before: $("$probe")" >> "$f"

@@ -81,6 +81,12 @@ if(TNT_MPIRUN)
   tnt_bootstrap_test(init_timeout 60
     ${_bs_clean_env} TNT_TIMEOUT=1 timeout 40 ${_bs_mpirun} -x TNT_TIMEOUT -np 3
     ${_bs_check} --late-init-rank 1)
+  # The collective set against serial references under mpirun, on the
+  # communicator tnt_init makes (one node).
+  # (multinode_check is defined in multinode.cmake, included later.)
+  tnt_bootstrap_test(mpirun_set_np3 90
+    ${_bs_clean_env} timeout 80 ${_bs_mpirun} -np 3 $<TARGET_FILE:multinode_check>
+    --expect-size 3 --mode set)
   # tnt_abort on one rank stops the whole job at once (PMIx_Abort).
   tnt_bootstrap_test(abort 60
     ${_bs_clean_env} ${_bs_expect} --fail 1+ "aborting the job.*on purpose" --

@@ -29,7 +29,7 @@ enum composed_kind {
     KIND_GATHER,
     KIND_SCATTER,
     KIND_ALLGATHERV,
-    KIND_ALLTOALL, /* and alltoallv: one may pair with the other */
+    KIND_ALLTOALL, /* and alltoallv (count 0 in the agreement) */
 };
 
 static const char *const kind_fn[] = {
@@ -262,7 +262,19 @@ static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
     }
     tnt_status_t status = agree(comm, fn, c->local, &c->agreement);
     size_t *all_send = NULL;
-    if (status == TNT_OK && c->kind == KIND_ALLTOALL) {
+    if (status == TNT_OK && c->kind == KIND_ALLTOALL && c->agreement.count > 0) {
+        /* tnt_alltoall on every rank with the same block size (the
+         * agreement checked it): every pair agrees, no second round. */
+        size_t n = (size_t)comm->size * (size_t)comm->size;
+        all_send = malloc(n * sizeof(size_t));
+        if (all_send == NULL) {
+            return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes", fn,
+                                   comm->size, comm->size);
+        }
+        for (size_t i = 0; i < n; i++) {
+            all_send[i] = (size_t)c->agreement.count;
+        }
+    } else if (status == TNT_OK && c->kind == KIND_ALLTOALL) {
         status = agree_pairs(comm, c->sendcounts, c->recvcounts, &all_send);
     }
     if (status != TNT_OK || c->moved == 0) {
@@ -581,8 +593,9 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
     c->recvbuf = recvbuf;
     c->moved = 1; /* whether anything moves is known after the pair round */
     c->local = local;
-    /* alltoall and alltoallv are one kind: they may pair with each other. */
-    c->agreement = (struct agreement){ .kind = KIND_ALLTOALL };
+    /* One kind for both, told apart by count (alltoallv's is 0): a rank in
+     * alltoall and one in alltoallv disagree on it. */
+    c->agreement = (struct agreement){ .kind = KIND_ALLTOALL, .count = equal ? equal_bytes : 0 };
     return call_submit(comm, c, req_p);
 }
 

@@ -183,8 +183,11 @@ static tnt_status_t split_members(struct split_ctx *x, int key)
     x->members = malloc((size_t)parent->size * sizeof(int));
     struct split_entry *entries = malloc((size_t)parent->size * sizeof(*entries));
     if (all == NULL || x->members == NULL || entries == NULL) {
+        /* The peers' wait for this rank ends at TNT_TIMEOUT. */
         free(all);
         free(entries);
+        free(x->members);
+        x->members = NULL;
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_comm_split: out of memory for %d ranks",
                                parent->size);
     }
@@ -266,12 +269,13 @@ static tnt_status_t comm_split(tnt_comm_t *comm, int color, int key, const char 
                                comm->size);
     }
     status = split_members(&x, key);
+    if (status == TNT_ERR_INVALID_ARG || x.members == NULL) {
+        /* A bad color, found the same way on every rank before any round
+         * (or no memory to take part at all). */
+        goto out;
+    }
     if (status == TNT_OK && color != TNT_COLOR_NONE) {
         status = split_create_child(&x, name, &child);
-    }
-    if (status == TNT_ERR_INVALID_ARG || x.members == NULL) {
-        /* Found the same way on every rank, before any round. */
-        goto out;
     }
     /* Done here: join rounds until every rank is. A failed parent
      * collective ends the rounds for everyone (the parent is broken). */
