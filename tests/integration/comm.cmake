@@ -34,6 +34,9 @@ tnt_comm_test(split_hang_5 60 ENV TNT_TIMEOUT=3 ARGS --ranks 5 --mode hang)
 tnt_comm_test(set_1 60 ARGS --ranks 1 --mode set)
 tnt_comm_test(set_2 90 ARGS --ranks 2 --mode set)
 tnt_comm_test(set_8 180 ARGS --ranks 8 --mode set)
+# The smallest staging area: the shared-memory gather, scatter and
+# alltoall(v) pipeline their blocks through many phases.
+tnt_comm_test(set_8_small_slots 180 ENV TNT_SHM_STAGING_KB=64 ARGS --ranks 8 --mode set)
 # The cost measurement (docs/c-api.md) runs as a smoke test, so it keeps
 # working; its figures are not asserted.
 add_test(NAME bench.comm_cost.smoke

@@ -18,7 +18,7 @@
 
 #include <string.h>
 
-static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind)
+tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind)
 {
     comm->coll_seq++;
     tnt_doctor_enter(comm->doctor, comm->coll_seq, kind);
@@ -36,7 +36,7 @@ static tnt_status_t coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_ki
 
 /* Argument errors are detected identically on every rank before anything is
  * sent; every other failure leaves the ranks out of step. */
-static tnt_status_t coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
+tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
 {
     tnt_doctor_leave(comm->doctor);
     if (status < 0 && status != TNT_ERR_INVALID_ARG && status != TNT_ERR_UNSUPPORTED &&
@@ -57,7 +57,7 @@ tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *rec
 tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale)
 {
-    tnt_status_t status = coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE);
+    tnt_status_t status = tnt_coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE);
     if (status != TNT_OK) {
         return status;
     }
@@ -70,7 +70,7 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
                 tnt_reduce_scale(dtype, recvbuf, count, scale);
             }
         }
-        return coll_end(comm, "allreduce", TNT_OK);
+        return tnt_coll_end(comm, "allreduce", TNT_OK);
     }
     if (comm->num_nodes == 1) {
         status = tnt_shm_allreduce_scaled(comm->shm, sendbuf, recvbuf, count, dtype, op, scale);
@@ -87,30 +87,30 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
         }
         status = tnt_multinode_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
     }
-    return coll_end(comm, "allreduce", status);
+    return tnt_coll_end(comm, "allreduce", status);
 }
 
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
 {
-    tnt_status_t status = coll_begin(comm, "broadcast", TNT_DOCTOR_BROADCAST);
+    tnt_status_t status = tnt_coll_begin(comm, "broadcast", TNT_DOCTOR_BROADCAST);
     if (status != TNT_OK) {
         return status;
     }
     if (comm->size == 1) {
-        return coll_end(comm, "broadcast", TNT_OK);
+        return tnt_coll_end(comm, "broadcast", TNT_OK);
     }
     if (comm->num_nodes == 1) {
         status = tnt_shm_broadcast(comm->shm, buf, bytes, comm->local_rank_of_rank[root]);
     } else {
         status = tnt_multinode_broadcast(comm, buf, bytes, root);
     }
-    return coll_end(comm, "broadcast", status);
+    return tnt_coll_end(comm, "broadcast", status);
 }
 
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank)
 {
-    tnt_status_t status = coll_begin(comm, "allgather", TNT_DOCTOR_ALLGATHER);
+    tnt_status_t status = tnt_coll_begin(comm, "allgather", TNT_DOCTOR_ALLGATHER);
     if (status != TNT_OK) {
         return status;
     }
@@ -118,7 +118,7 @@ tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *rec
         if (sendbuf != recvbuf && bytes_per_rank > 0) {
             memmove(recvbuf, sendbuf, bytes_per_rank);
         }
-        return coll_end(comm, "allgather", TNT_OK);
+        return tnt_coll_end(comm, "allgather", TNT_OK);
     }
     /* On one node local rank == rank, so the shm layout is the global one. */
     if (comm->num_nodes == 1) {
@@ -126,22 +126,22 @@ tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *rec
     } else {
         status = tnt_multinode_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
     }
-    return coll_end(comm, "allgather", status);
+    return tnt_coll_end(comm, "allgather", status);
 }
 
 tnt_status_t tnt_coll_barrier(tnt_comm_t *comm)
 {
-    tnt_status_t status = coll_begin(comm, "barrier", TNT_DOCTOR_BARRIER);
+    tnt_status_t status = tnt_coll_begin(comm, "barrier", TNT_DOCTOR_BARRIER);
     if (status != TNT_OK) {
         return status;
     }
     if (comm->size == 1) {
-        return coll_end(comm, "barrier", TNT_OK);
+        return tnt_coll_end(comm, "barrier", TNT_OK);
     }
     if (comm->num_nodes == 1) {
         status = tnt_shm_barrier(comm->shm);
     } else {
         status = tnt_multinode_barrier(comm);
     }
-    return coll_end(comm, "barrier", status);
+    return tnt_coll_end(comm, "barrier", status);
 }

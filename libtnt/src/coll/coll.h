@@ -8,6 +8,7 @@
 #ifndef TNT_COLL_COLL_H
 #define TNT_COLL_COLL_H
 
+#include "coll/doctor.h"
 #include "comm/comm.h"
 
 tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
@@ -21,6 +22,12 @@ tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int r
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank);
 tnt_status_t tnt_coll_barrier(tnt_comm_t *comm);
+
+/* Around every collective: the next sequence number and the doctor's
+ * enter (fails at once when an earlier collective broke the ranks' step),
+ * then the doctor's leave and, for a failure part-way, the broken state. */
+tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind);
+tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status);
 
 /* Composed from the three above (coll/composed.c); arguments already
  * checked and agreed on by every rank (core/api_composed.c). alltoallv's

@@ -1,17 +1,21 @@
 /*
- * The collectives beyond allreduce, broadcast and allgather, composed from
- * those three (coll.c). Composition keeps their guarantees for free: the
- * transports, the hierarchy across nodes, bitwise identical reductions on
- * every rank, the hang doctor and fail-fast. It moves more bytes than a
- * dedicated algorithm would (docs/c-api.md has the cost of each, and
- * docs/benchmarks.md the measured figures); dedicated shared-memory and
- * UCX algorithms can replace one at a time behind the same calls.
+ * The collectives beyond allreduce, broadcast and allgather. On one node,
+ * gather, scatter and alltoall(v) have shared-memory algorithms of their
+ * own (transport/shm_personalized.c: each rank copies only what is
+ * addressed to it). Everything else is composed from those three
+ * (coll.c), which keeps their guarantees for free: the transports, the
+ * hierarchy across nodes, bitwise identical reductions on every rank, the
+ * hang doctor and fail-fast. Composition moves more bytes than a dedicated
+ * algorithm would (docs/c-api.md has the cost of each, and
+ * docs/benchmarks.md the measured figures); dedicated UCX algorithms can
+ * replace them one at a time behind the same calls.
  *
  * Arguments and agreement across ranks are checked by core/api_composed.c
  * before these run.
  */
 #include "coll/coll.h"
 
+#include "transport/shm.h"
 #include "util/log.h"
 
 #include <stdlib.h>
@@ -62,9 +66,22 @@ tnt_status_t tnt_coll_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, voi
     return status;
 }
 
+/* One node, several ranks: local ranks are the ranks. */
+static int one_node(const tnt_comm_t *comm)
+{
+    return comm->num_nodes == 1 && comm->size > 1;
+}
+
 tnt_status_t tnt_coll_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                              size_t bytes_per_rank, int root)
 {
+    if (one_node(comm)) {
+        tnt_status_t status = tnt_coll_begin(comm, "gather", TNT_DOCTOR_GATHER);
+        if (status == TNT_OK) {
+            status = tnt_shm_gather(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
+        }
+        return tnt_coll_end(comm, "gather", status);
+    }
     if (comm->rank == root) {
         return tnt_coll_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
     }
@@ -80,6 +97,13 @@ tnt_status_t tnt_coll_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbu
 tnt_status_t tnt_coll_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t bytes_per_rank, int root)
 {
+    if (one_node(comm)) {
+        tnt_status_t status = tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER);
+        if (status == TNT_OK) {
+            status = tnt_shm_scatter(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
+        }
+        return tnt_coll_end(comm, "scatter", status);
+    }
     size_t total = bytes_per_rank * (size_t)comm->size;
     void *tmp = comm->rank == root ? (void *)sendbuf : scratch(total, "tnt_scatter");
     if (tmp == NULL) {
@@ -135,6 +159,13 @@ tnt_status_t tnt_coll_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *re
 tnt_status_t tnt_coll_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
                                 void *recvbuf, const size_t *all_sendbytes)
 {
+    if (one_node(comm)) {
+        tnt_status_t status = tnt_coll_begin(comm, "alltoall", TNT_DOCTOR_ALLTOALL);
+        if (status == TNT_OK) {
+            status = tnt_shm_alltoallv(comm->shm, sendbuf, recvbuf, all_sendbytes);
+        }
+        return tnt_coll_end(comm, "alltoall", status);
+    }
     const int size = comm->size;
     size_t max = 0, mine = 0;
     for (int r = 0; r < size; r++) {

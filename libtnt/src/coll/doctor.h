@@ -31,6 +31,9 @@ typedef enum {
     TNT_DOCTOR_BROADCAST,
     TNT_DOCTOR_ALLGATHER,
     TNT_DOCTOR_BARRIER,
+    TNT_DOCTOR_GATHER,
+    TNT_DOCTOR_SCATTER,
+    TNT_DOCTOR_ALLTOALL, /* 7: the info word's three kind bits are full */
 } tnt_doctor_kind_t;
 
 /* Not collective. pids and hosts: size entries (every rank's pid and host

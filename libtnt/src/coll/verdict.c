@@ -33,6 +33,12 @@ const char *tnt_doctor_kind_name(unsigned kind)
         return "allgather";
     case TNT_DOCTOR_BARRIER:
         return "barrier";
+    case TNT_DOCTOR_GATHER:
+        return "gather";
+    case TNT_DOCTOR_SCATTER:
+        return "scatter";
+    case TNT_DOCTOR_ALLTOALL:
+        return "alltoall";
     default:
         return "collective";
     }

@@ -187,7 +187,9 @@ static void tnt_shm_alive_stop(struct tnt_shm *shm)
 /* ---- signatures --------------------------------------------------------- */
 
 static const char *const tnt_shm_kind_names[] = {
-    "?", "barrier", "allreduce", "broadcast", "allgather", "reduce_scatter", "allgather_slices"
+    "?",         "barrier",        "allreduce",        "broadcast",
+    "allgather", "reduce_scatter", "allgather_slices", "gather",
+    "scatter",   "alltoall"
 };
 
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
@@ -227,6 +229,15 @@ static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t co
         break;
     case TNT_SHM_KIND_ALLGATHER:
         snprintf(buf, len, "allgather #%llu of %llu bytes per rank", number,
+                 (unsigned long long)count);
+        break;
+    case TNT_SHM_KIND_GATHER:
+    case TNT_SHM_KIND_SCATTER:
+        snprintf(buf, len, "%s #%llu of %llu bytes per rank, root local rank %u", name, number,
+                 (unsigned long long)count, op);
+        break;
+    case TNT_SHM_KIND_ALLTOALL:
+        snprintf(buf, len, "alltoall #%llu of at most %llu bytes per pair", number,
                  (unsigned long long)count);
         break;
     default:
@@ -644,7 +655,7 @@ void tnt_shm_destroy(tnt_shm_t *shm)
 
 /* ---- data-movement collectives ----------------------------------------- */
 
-static tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
+tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
 {
     shm->num_collectives++;
     return shm->broken;

@@ -94,6 +94,19 @@ tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root
 tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                                size_t bytes_per_rank);
 
+/* The personalized collectives (shm_personalized.c): each rank copies only
+ * the bytes addressed to it. Local ranks; gather/scatter's buffers hold
+ * local_size blocks, local rank j's at j * bytes_per_rank; recvbuf (gather)
+ * and sendbuf (scatter) matter on the root only. alltoallv: all_send is
+ * every rank's send sizes, local rank r's row at r * local_size; blocks are
+ * packed in rank order in sendbuf and recvbuf. */
+tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                            size_t bytes_per_rank, int root_local_rank);
+tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                             size_t bytes_per_rank, int root_local_rank);
+tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                               const size_t *all_send);
+
 /* Building blocks of the hierarchical allreduce. Slice i of a count-element
  * vector is tnt_slice(count, i, local_size) (util/slice.h).
  * reduce_scatter: afterwards recvbuf's own slice holds the node's reduction

@@ -78,7 +78,10 @@ enum tnt_shm_kind {
     TNT_SHM_KIND_BROADCAST,
     TNT_SHM_KIND_ALLGATHER,
     TNT_SHM_KIND_REDUCE_SCATTER,
-    TNT_SHM_KIND_ALLGATHER_SLICES
+    TNT_SHM_KIND_ALLGATHER_SLICES,
+    TNT_SHM_KIND_GATHER,
+    TNT_SHM_KIND_SCATTER,
+    TNT_SHM_KIND_ALLTOALL
 };
 
 struct tnt_shm_sig {
@@ -203,6 +206,9 @@ static inline char *tnt_shm_slot(const struct tnt_shm *shm, int rank, uint64_t p
  * next (count: elements, or bytes; op: the op, or a broadcast's root). */
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
                     unsigned op);
+
+/* Counts a collective; its status is the segment's (broken or not). */
+tnt_status_t tnt_shm_begin(struct tnt_shm *shm);
 
 /* Finishes a phase: publishes this rank's seq (release) and waits for every
  * peer to reach it (acquire). what names the collective in error messages. */

@@ -1,0 +1,181 @@
+/*
+ * Gather, scatter and alltoall(v) in one node's segment: every rank copies
+ * only the bytes addressed to it, through the slots the other collectives
+ * use (two per rank, one phase each, as in tnt_shm_allgather).
+ *
+ * gather     each rank publishes a chunk of its block; the root copies all
+ * scatter    the root publishes a chunk for every rank side by side; each
+ *            copies its own
+ * alltoallv  every rank publishes, side by side, a chunk of each block it
+ *            sends; each copies its own chunk out of every peer's slot
+ * Each phase moves at most slot_bytes per rank, so any size pipelines
+ * through the same bounded segment.
+ */
+#include "transport/shm_impl.h"
+
+#include "util/log.h"
+
+#include <string.h>
+
+/* A piece of a slot per destination: slot_bytes / n, kept 64-byte aligned
+ * where it can be. */
+static size_t piece_bytes(const struct tnt_shm *shm)
+{
+    size_t piece = shm->slot_bytes / (size_t)shm->n;
+    return piece >= 64 ? piece / 64 * 64 : piece;
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The bytes of a block of length total at offset off, at most piece. */
+static size_t chunk(size_t total, size_t off, size_t piece)
+{
+    return total > off ? min_size(total - off, piece) : 0;
+}
+
+static tnt_status_t check_root(const struct tnt_shm *shm, int root, const char *what)
+{
+    if (root < 0 || root >= shm->n) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG, "rank %d: %s: bad root local rank %d",
+                               shm->global_ranks[shm->me], what, root);
+    }
+    return TNT_OK;
+}
+
+tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                            size_t bytes_per_rank, int root)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status == TNT_OK) {
+        status = check_root(shm, root, "gather");
+    }
+    if (status != TNT_OK || bytes_per_rank == 0) {
+        return status;
+    }
+    if (shm->me == root) {
+        char *own = (char *)recvbuf + (size_t)root * bytes_per_rank;
+        if (own != sendbuf) {
+            memmove(own, sendbuf, bytes_per_rank);
+        }
+    }
+    if (shm->n == 1) {
+        return TNT_OK;
+    }
+    tnt_shm_expect(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, (unsigned)root);
+    for (size_t done = 0; done < bytes_per_rank; done += shm->slot_bytes) {
+        size_t len = min_size(bytes_per_rank - done, shm->slot_bytes);
+        if (shm->me != root) {
+            memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), (const char *)sendbuf + done, len);
+        }
+        if ((status = tnt_shm_phase(shm, "gather")) != TNT_OK) {
+            return status;
+        }
+        for (int j = 0; shm->me == root && j < shm->n; j++) {
+            if (j != root) {
+                memcpy((char *)recvbuf + (size_t)j * bytes_per_rank + done,
+                       tnt_shm_slot(shm, j, shm->phase), len);
+            }
+        }
+    }
+    return TNT_OK;
+}
+
+tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                             size_t bytes_per_rank, int root)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status == TNT_OK) {
+        status = check_root(shm, root, "scatter");
+    }
+    if (status != TNT_OK || bytes_per_rank == 0) {
+        return status;
+    }
+    if (shm->me == root) {
+        const char *own = (const char *)sendbuf + (size_t)root * bytes_per_rank;
+        if (own != recvbuf) {
+            memmove(recvbuf, own, bytes_per_rank);
+        }
+    }
+    if (shm->n == 1) {
+        return TNT_OK;
+    }
+    tnt_shm_expect(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, (unsigned)root);
+    const size_t piece = piece_bytes(shm);
+    for (size_t done = 0; done < bytes_per_rank; done += piece) {
+        size_t len = min_size(bytes_per_rank - done, piece);
+        if (shm->me == root) {
+            char *slot = tnt_shm_slot(shm, root, shm->phase + 1);
+            for (int j = 0; j < shm->n; j++) {
+                if (j != root) {
+                    memcpy(slot + (size_t)j * piece,
+                           (const char *)sendbuf + (size_t)j * bytes_per_rank + done, len);
+                }
+            }
+        }
+        if ((status = tnt_shm_phase(shm, "scatter")) != TNT_OK) {
+            return status;
+        }
+        if (shm->me != root) {
+            memcpy((char *)recvbuf + done,
+                   tnt_shm_slot(shm, root, shm->phase) + (size_t)shm->me * piece, len);
+        }
+    }
+    return TNT_OK;
+}
+
+tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                               const size_t *all_send)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK) {
+        return status;
+    }
+    const int n = shm->n, me = shm->me;
+    const size_t *mine = all_send + (size_t)me * (size_t)n;
+    size_t largest = 0, sdispl_me = 0, rdispl_me = 0;
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < n; j++) {
+            size_t b = all_send[(size_t)r * (size_t)n + (size_t)j];
+            largest = b > largest ? b : largest;
+        }
+        sdispl_me += r < me ? mine[r] : 0;
+        rdispl_me += r < me ? all_send[(size_t)r * (size_t)n + (size_t)me] : 0;
+    }
+    /* The block to itself never leaves the rank. */
+    if (mine[me] > 0) {
+        memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, mine[me]);
+    }
+    if (n == 1 || largest == 0) {
+        return TNT_OK;
+    }
+    tnt_shm_expect(shm, TNT_SHM_KIND_ALLTOALL, largest, 0, 0);
+    const size_t piece = piece_bytes(shm);
+    for (size_t off = 0; off < largest; off += piece) {
+        char *slot = tnt_shm_slot(shm, me, shm->phase + 1);
+        size_t sdispl = 0;
+        for (int j = 0; j < n; j++) {
+            size_t len = chunk(mine[j], off, piece);
+            if (j != me && len > 0) {
+                memcpy(slot + (size_t)j * piece, (const char *)sendbuf + sdispl + off, len);
+            }
+            sdispl += mine[j];
+        }
+        if ((status = tnt_shm_phase(shm, "alltoall")) != TNT_OK) {
+            return status;
+        }
+        size_t rdispl = 0;
+        for (int r = 0; r < n; r++) {
+            size_t from_r = all_send[(size_t)r * (size_t)n + (size_t)me];
+            size_t len = chunk(from_r, off, piece);
+            if (r != me && len > 0) {
+                memcpy((char *)recvbuf + rdispl + off,
+                       tnt_shm_slot(shm, r, shm->phase) + (size_t)me * piece, len);
+            }
+            rdispl += from_r;
+        }
+    }
+    return TNT_OK;
+}
