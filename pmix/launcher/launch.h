@@ -9,7 +9,9 @@
  *   supervise.c    the wait loop: exits, aborts, signals, stopping, the report
  *   orphans.c      stopping what the ranks left behind
  *   shm_cleanup.c  removing the shared-memory names the ranks could not
- * plus the pure parts in options.c and plan.c and the PMIx server in server.c.
+ * plus the pure parts in options.c and plan.c and the PMIx server in server.c,
+ * which admits only the ranks' processes (admit.c) and whose shutdown is
+ * bounded (watchdog.c).
  */
 #ifndef TNT_LAUNCHER_LAUNCH_H
 #define TNT_LAUNCHER_LAUNCH_H

@@ -110,7 +110,7 @@ static int run_job(struct launch *launch)
     status = tnt_launch_report(&sv);
 
 err_stop_server:
-    tnt_launch_server_stop(sv.server);
+    tnt_launch_server_stop(sv.server, status);
 err_close_sigfd:
     close(sigfd);
     return status;

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,7 +25,18 @@
 #include <pmix.h>
 #include <pmix_server.h>
 
+#include "admit.h"
 #include "msg.h"
+#include "watchdog.h"
+
+/* How long a connection claiming rank r waits for the main thread to record
+ * the pid it forked for r: the child can connect before fork() has returned
+ * in the parent. */
+#define PID_WAIT_S 10
+
+/* Bound on the whole shutdown of the server (deregistration and
+ * PMIx_server_finalize take milliseconds when libpmix is healthy). */
+#define STOP_TIMEOUT_S 10
 
 struct tnt_launch_server {
     char tmpdir[512];
@@ -40,6 +53,16 @@ struct tnt_launch_server {
     int abort_rank;
     int abort_status;
     char abort_message[512];
+
+    /* Admission of connections (upcall_client_connected): the pids come
+     * from the main thread (tnt_launch_server_rank_started), the rest is
+     * written on libpmix's thread; all under lock. */
+    pthread_cond_t pid_cond; /* a pid was recorded */
+    pid_t *rank_pid;         /* nranks entries; 0 = not forked yet */
+    unsigned char *rank_connected;
+    unsigned long *admitted; /* inodes of our end of every admitted connection */
+    size_t nadmitted, admitted_cap;
+    int hole[2]; /* socketpair; refused connections are moved onto hole[0] */
 };
 
 /* The upcalls get no user pointer for the server object before a client is
@@ -101,20 +124,186 @@ static pmix_status_t op_wait(struct op_wait *op)
 
 /* ---- upcalls (run on libpmix's progress thread) ------------------------ */
 
+/*
+ * Who may join the job. libpmix 4.2 listens on 127.0.0.1 and takes the uid a
+ * client writes into its handshake on trust, so anyone on the machine who
+ * finds the port and the namespace could pose as a rank, read the job's
+ * data, contribute to its fences and abort it. The namespace is random
+ * (tnt_launch_server_start), and on top of that every connection is checked
+ * against the kernel: the client's end of the TCP connection must be held by
+ * the process forked for the rank it claims, or by one of that process's
+ * descendants (a rank started through a shell script), and a rank may have
+ * one connection at a time.
+ */
+
+/* The verdict on the connection on fd, which claims proc; 0 = admit, or -1
+ * with the reason in why. Called with server->lock held. */
+static int judge_client(struct tnt_launch_server *server, const pmix_proc_t *proc, int fd,
+                        char *why, size_t len)
+{
+    unsigned long client_inode = 0;
+    struct timespec deadline;
+    unsigned uid = 0;
+    char from[128];
+    pid_t pid, holder;
+
+    if (!PMIX_CHECK_NSPACE(proc->nspace, server->nspace) ||
+        proc->rank >= (pmix_rank_t)server->nranks) {
+        snprintf(why, len, "%s is not a rank of this job", proc->nspace);
+        return -1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += PID_WAIT_S;
+    while (server->rank_pid[proc->rank] == 0 &&
+           pthread_cond_timedwait(&server->pid_cond, &server->lock, &deadline) != ETIMEDOUT) {
+        ;
+    }
+    pid = server->rank_pid[proc->rank];
+    if (pid <= 0) {
+        snprintf(why, len, "rank %u has not been started", proc->rank);
+        return -1;
+    }
+    if (tnt_admit_client_socket(fd, &client_inode, &uid, why, len) != 0) {
+        return -1;
+    }
+    holder = tnt_admit_holder(client_inode);
+    if (holder > 0) {
+        snprintf(from, sizeof from, "uid %u, pid %ld", uid, (long)holder);
+    } else {
+        snprintf(from, sizeof from, "uid %u, pid unknown", uid);
+    }
+    if (server->rank_connected[proc->rank]) {
+        snprintf(why, len, "it comes from %s, and rank %u (pid %ld) is connected already", from,
+                 proc->rank, (long)pid);
+        return -1;
+    }
+    if (!tnt_admit_tree_holds(pid, client_inode)) {
+        snprintf(why, len,
+                 "it comes from %s, which is not rank %u (pid %ld) or a process it "
+                 "started",
+                 from, proc->rank, (long)pid);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Refuses the connection on fd without telling libpmix. Returning an error
+ * from client_connected is libpmix 4.2.2's own way, but its error path
+ * releases the rank's record twice (ptl_base_connection_hdlr.c), so the
+ * genuine rank's later connection would use freed memory; shutting the
+ * socket down would make libpmix count the rank as gone and complete fences
+ * without it. Instead the descriptor is replaced by one end of a socketpair
+ * nobody writes to: the intruder's TCP connection closes at once (its last
+ * descriptor is gone) before libpmix has read a single request from it, and
+ * libpmix keeps a silent peer in its table until the job ends.
+ */
+static void refuse_connection(struct tnt_launch_server *server, int fd)
+{
+    if (dup3(server->hole[0], fd, O_CLOEXEC) < 0) {
+        tnt_launch_warn("could not move a refused PMIx connection aside (%s); shutting it down",
+                        strerror(errno));
+        shutdown(fd, SHUT_RDWR);
+    }
+}
+
 static pmix_status_t upcall_client_connected(const pmix_proc_t *proc, void *server_object,
                                              pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
-    tnt_launch_debug("rank %u connected", proc->rank);
-    if (cbfunc != NULL) {
-        cbfunc(PMIX_SUCCESS, cbdata);
+    struct tnt_launch_server *server = the_server;
+    unsigned long inode = 0;
+    char why[512];
+    int fd = -1, verdict;
+
+    /* libpmix 4.2 calls this synchronously (cbfunc NULL) from its
+     * connection handler, after the handshake and before it reads anything
+     * else from the client. */
+    pthread_mutex_lock(&server->lock);
+    if (tnt_admit_handshaking_socket(server->admitted, server->nadmitted, &fd, &inode, why,
+                                     sizeof why) != 0) {
+        pthread_mutex_unlock(&server->lock);
+        /* The socket cannot be moved aside; libpmix's own refusal is all
+         * that is left. */
+        tnt_launch_error("refused a PMIx connection claiming rank %u: cannot tell which process "
+                         "made it (%s)",
+                         proc->rank, why);
+        return PMIX_ERR_NO_PERMISSIONS;
     }
+    verdict = judge_client(server, proc, fd, why, sizeof why);
+    if (verdict == 0 && server->nadmitted == server->admitted_cap) {
+        size_t cap = server->admitted_cap * 2 + 8;
+        unsigned long *more = realloc(server->admitted, cap * sizeof *more);
+
+        if (more == NULL) {
+            snprintf(why, sizeof why, "out of memory");
+            verdict = -1;
+        } else {
+            server->admitted = more;
+            server->admitted_cap = cap;
+        }
+    }
+    if (verdict == 0) {
+        server->admitted[server->nadmitted++] = inode;
+        server->rank_connected[proc->rank] = 1;
+        pthread_mutex_unlock(&server->lock);
+        tnt_launch_debug("rank %u connected", proc->rank);
+        return PMIX_SUCCESS;
+    }
+    pthread_mutex_unlock(&server->lock);
+    refuse_connection(server, fd);
+    tnt_launch_warn("refused a PMIx connection claiming to be rank %u: %s; only the processes "
+                    "this launcher started may join the job",
+                    proc->rank, why);
     return PMIX_SUCCESS;
+}
+
+/*
+ * Tools (PMIx_tool_init) have no business with a training job. Without this
+ * upcall libpmix 4.2.2 admits a tool by itself, on the uid the tool claims;
+ * and refusing it through the callback takes a path that dereferences a
+ * namespace it never listed. So the callback is never called: the tool's
+ * socket is closed here, and libpmix keeps only its record of the pending
+ * connection (a few hundred bytes per attempt) and never reads from it.
+ */
+static void upcall_tool_connected(pmix_info_t *info, size_t ninfo,
+                                  pmix_tool_connection_cbfunc_t cbfunc, void *cbdata)
+{
+    struct tnt_launch_server *server = the_server;
+    unsigned long inode = 0, client_inode = 0;
+    char why[512], from[128] = "a process this launcher cannot see";
+    unsigned uid = 0;
+    int fd = -1, found;
+
+    pthread_mutex_lock(&server->lock);
+    found = tnt_admit_handshaking_socket(server->admitted, server->nadmitted, &fd, &inode, why,
+                                         sizeof why) == 0;
+    pthread_mutex_unlock(&server->lock);
+    if (found) {
+        if (tnt_admit_client_socket(fd, &client_inode, &uid, why, sizeof why) == 0) {
+            snprintf(from, sizeof from, "uid %u, pid %ld", uid,
+                     (long)tnt_admit_holder(client_inode));
+        }
+        close(fd);
+    }
+    tnt_launch_warn("refused a PMIx tool connection (from %s): this launcher serves only the "
+                    "ranks it started",
+                    from);
 }
 
 static pmix_status_t upcall_client_finalized(const pmix_proc_t *proc, void *server_object,
                                              pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
+    struct tnt_launch_server *server = the_server;
+
     tnt_launch_debug("rank %u finalized", proc->rank);
+    /* Its connection ends; a later PMIx_Init of the same rank (after
+     * PMIx_Finalize) is a new, single connection again. */
+    if (PMIX_CHECK_NSPACE(proc->nspace, server->nspace) &&
+        proc->rank < (pmix_rank_t)server->nranks) {
+        pthread_mutex_lock(&server->lock);
+        server->rank_connected[proc->rank] = 0;
+        pthread_mutex_unlock(&server->lock);
+    }
     /* The client blocks in PMIx_Finalize until released. */
     if (cbfunc != NULL) {
         cbfunc(PMIX_SUCCESS, cbdata);
@@ -178,6 +367,7 @@ static pmix_status_t upcall_direct_modex(const pmix_proc_t *proc, const pmix_inf
 static pmix_server_module_t server_module = {
     .client_connected = upcall_client_connected,
     .client_finalized = upcall_client_finalized,
+    .tool_connected = upcall_tool_connected,
     .abort = upcall_abort,
     .fence_nb = upcall_fence_nb,
     .direct_modex = upcall_direct_modex,
@@ -405,9 +595,34 @@ static int make_tmpdir(char *dir, size_t len)
     return 0;
 }
 
+/*
+ * "tarantella.<pid>.<128 random bits>". A client must name a registered
+ * namespace in its handshake, and libpmix rejects an unknown one before it
+ * changes any state; the ranks learn it from their environment, which other
+ * users cannot read. A guessable name would let anyone who finds the port
+ * reach the checks in upcall_client_connected, after libpmix has already
+ * taken the connecting side's choice of wire modules for the namespace.
+ */
+static int make_nspace(pmix_nspace_t nspace)
+{
+    unsigned char bits[16];
+    char hex[2 * sizeof bits + 1];
+
+    if (getrandom(bits, sizeof bits, 0) != (ssize_t)sizeof bits) {
+        tnt_launch_error("cannot draw a random PMIx namespace: %s", strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof bits; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", bits[i]);
+    }
+    snprintf(nspace, sizeof(pmix_nspace_t), "tarantella.%ld.%s", (long)getpid(), hex);
+    return 0;
+}
+
 tnt_launch_server_t *tnt_launch_server_start(const struct tnt_launch_job *job)
 {
     struct tnt_launch_server *server = calloc(1, sizeof *server);
+    pthread_condattr_t attr;
     pmix_info_t *info = NULL;
     pmix_status_t rc;
     size_t ninfo = 3;
@@ -417,11 +632,28 @@ tnt_launch_server_t *tnt_launch_server_start(const struct tnt_launch_job *job)
         return NULL;
     }
     server->event_fd[0] = server->event_fd[1] = -1;
+    server->hole[0] = server->hole[1] = -1;
     server->nranks = job->nranks;
     pthread_mutex_init(&server->lock, NULL);
-    snprintf(server->nspace, sizeof server->nspace, "tarantella.%ld", (long)getpid());
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&server->pid_cond, &attr);
+    pthread_condattr_destroy(&attr);
+    server->rank_pid = calloc((size_t)job->nranks, sizeof *server->rank_pid);
+    server->rank_connected = calloc((size_t)job->nranks, 1);
+    if (server->rank_pid == NULL || server->rank_connected == NULL) {
+        tnt_launch_error("out of memory");
+        goto err_stop;
+    }
+    if (make_nspace(server->nspace) != 0) {
+        goto err_stop;
+    }
     if (pipe2(server->event_fd, O_CLOEXEC | O_NONBLOCK) != 0) {
         tnt_launch_error("pipe: %s", strerror(errno));
+        goto err_stop;
+    }
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, server->hole) != 0) {
+        tnt_launch_error("socketpair: %s", strerror(errno));
         goto err_stop;
     }
     if (make_tmpdir(server->tmpdir, sizeof server->tmpdir) != 0) {
@@ -451,8 +683,16 @@ tnt_launch_server_t *tnt_launch_server_start(const struct tnt_launch_job *job)
     return server;
 
 err_stop:
-    tnt_launch_server_stop(server);
+    tnt_launch_server_stop(server, EXIT_FAILURE);
     return NULL;
+}
+
+void tnt_launch_server_rank_started(tnt_launch_server_t *server, int rank, pid_t pid)
+{
+    pthread_mutex_lock(&server->lock);
+    server->rank_pid[rank] = pid;
+    pthread_cond_broadcast(&server->pid_cond);
+    pthread_mutex_unlock(&server->lock);
 }
 
 int tnt_launch_server_setup_rank(tnt_launch_server_t *server, int rank, struct tnt_envlist *env)
@@ -512,11 +752,27 @@ int tnt_launch_server_abort_info(tnt_launch_server_t *server, int *rank_out, int
     return aborted;
 }
 
-void tnt_launch_server_stop(tnt_launch_server_t *server)
+static void remove_tmpdir(void *arg)
 {
+    remove_tree(((struct tnt_launch_server *)arg)->tmpdir);
+}
+
+void tnt_launch_server_stop(tnt_launch_server_t *server, int exit_status)
+{
+    struct tnt_launch_watchdog watchdog;
+    char message[300];
+
     if (server == NULL) {
         return;
     }
+    /* libpmix's shutdown joins its progress thread, which never returns
+     * from a blocking read of a handshake that a client left unfinished. */
+    snprintf(message, sizeof message,
+             "the PMIx server did not shut down within %d s (libpmix is stuck, for example on "
+             "a connection that never finished its handshake); exiting with status %d without "
+             "waiting for it",
+             STOP_TIMEOUT_S, exit_status);
+    tnt_launch_watchdog_arm(&watchdog, STOP_TIMEOUT_S, exit_status, message, remove_tmpdir, server);
     if (server->nspace_registered) {
         struct op_wait op;
 
@@ -530,6 +786,7 @@ void tnt_launch_server_stop(tnt_launch_server_t *server)
     if (server->pmix_initialized) {
         PMIx_server_finalize();
     }
+    tnt_launch_watchdog_disarm(&watchdog);
     the_server = NULL;
     remove_tree(server->tmpdir);
     if (server->event_fd[0] >= 0) {
@@ -538,6 +795,14 @@ void tnt_launch_server_stop(tnt_launch_server_t *server)
     if (server->event_fd[1] >= 0) {
         close(server->event_fd[1]);
     }
+    if (server->hole[0] >= 0) {
+        close(server->hole[0]);
+        close(server->hole[1]);
+    }
+    pthread_cond_destroy(&server->pid_cond);
     pthread_mutex_destroy(&server->lock);
+    free(server->rank_pid);
+    free(server->rank_connected);
+    free(server->admitted);
     free(server);
 }

@@ -10,6 +10,7 @@
 #define TNT_LAUNCHER_SERVER_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "plan.h"
 
@@ -32,6 +33,10 @@ tnt_launch_server_t *tnt_launch_server_start(const struct tnt_launch_job *job);
  * (PMIx_server_setup_fork). Returns 0, or -1 after printing why. */
 int tnt_launch_server_setup_rank(tnt_launch_server_t *server, int rank, struct tnt_envlist *env);
 
+/* Records the pid forked for rank; a connection claiming rank is admitted
+ * only from that process or its descendants (server.c). */
+void tnt_launch_server_rank_started(tnt_launch_server_t *server, int rank, pid_t pid);
+
 /* Readable when a rank called abort (PMIx_Abort). */
 int tnt_launch_server_event_fd(const tnt_launch_server_t *server);
 
@@ -40,7 +45,9 @@ int tnt_launch_server_event_fd(const tnt_launch_server_t *server);
 int tnt_launch_server_abort_info(tnt_launch_server_t *server, int *rank_out, int *status_out,
                                  char *message, size_t len);
 
-/* Finalizes libpmix and removes the temporary directory. NULL is allowed. */
-void tnt_launch_server_stop(tnt_launch_server_t *server);
+/* Finalizes libpmix and removes the temporary directory. NULL is allowed.
+ * Bounded: when libpmix does not finish within a few seconds, the process
+ * exits with exit_status after saying so (watchdog.h). */
+void tnt_launch_server_stop(tnt_launch_server_t *server, int exit_status);
 
 #endif

@@ -105,6 +105,7 @@ int tnt_launch_spawn_rank(struct launch *launch, tnt_launch_server_t *server, st
     if (pid == 0) {
         exec_rank(launch, rs, pipe_fds[1], env.v, child_mask, parent);
     }
+    tnt_launch_server_rank_started(server, rs->rank, pid);
     close(pipe_fds[1]);
     pipe_fds[1] = -1;
     fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);

@@ -18,6 +18,8 @@
  *   --abort-echo=R the same, after printing "tarantella: <that message>" on
  *                  stderr (as tarantella's Python excepthook does)
  *   --exit=R:C     rank R prints "rank R exits with C" on stderr and exits C
+ *   --delay-init=R:S rank R sleeps S seconds before PMIx_Init (rank from
+ *                  PMIX_RANK), so that a test can connect in its place first
  *   --sleep=S      every other rank sleeps S seconds before finalizing, and
  *                  prints "rank R got signal N" on stderr when it gets
  *                  SIGTERM, SIGINT or SIGHUP (then exits 128+N), and
@@ -119,7 +121,8 @@ static void on_usr1(int sig)
 
 int main(int argc, char **argv)
 {
-    int abort_rank = -1, abort_echo = 0, exit_rank = -1, exit_code = 0;
+    int abort_rank = -1, abort_echo = 0, exit_rank = -1, exit_code = 0, delay_rank = -1;
+    unsigned delay_s = 0;
     double sleep_s = 0;
     pmix_proc_t me, wildcard, peer;
     pmix_value_t value, *val;
@@ -153,7 +156,8 @@ int main(int argc, char **argv)
         }
         if (sscanf(argv[i], "--abort=%d", &abort_rank) == 1 ||
             sscanf(argv[i], "--exit=%d:%d", &exit_rank, &exit_code) == 2 ||
-            sscanf(argv[i], "--sleep=%lf", &sleep_s) == 1) {
+            sscanf(argv[i], "--sleep=%lf", &sleep_s) == 1 ||
+            sscanf(argv[i], "--delay-init=%d:%u", &delay_rank, &delay_s) == 2) {
             continue;
         }
         if (eq == NULL || (size_t)(eq - argv[i]) >= sizeof name) {
@@ -172,6 +176,9 @@ int main(int argc, char **argv)
         signal(SIGINT, on_signal);
         signal(SIGHUP, on_signal);
         signal(SIGUSR1, on_usr1);
+    }
+    if (getenv("PMIX_RANK") != NULL && atoi(getenv("PMIX_RANK")) == delay_rank) {
+        sleep(delay_s);
     }
     rc = PMIx_Init(&me, NULL, 0);
     if (rc != PMIX_SUCCESS) {

@@ -23,12 +23,18 @@ BIN = sys.argv[1] if len(sys.argv) > 1 else "build/bin"
 TARANTELLA = os.path.join(BIN, "tarantella")
 CLIENT = os.path.join(BIN, "launcher_pmix_client")
 TNT_LOOP = os.path.join(BIN, "launcher_tnt_loop")
+INTRUDER = os.path.join(BIN, "launcher_intruder")
+UID_LIE = os.path.join(BIN, "launcher_uid_lie.so")
 # A private TMPDIR per run: the launcher's PMIx directory must be gone after
 # every case, and other tests running at the same time do not disturb it.
 TMPDIR = tempfile.mkdtemp(prefix="launcher-test-")
 
 
 class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
     pass
 
 
@@ -516,6 +522,160 @@ def case_shm_leftover():
                 os.unlink(path)
 
 
+# ---- admission: only the launcher's own processes join its PMIx server --------
+
+def listening_ports(pid):
+    """TCP ports process pid listens on (the PMIx server's), found the way
+    any local user can: the kernel's socket table (as `ss -tln` shows it)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[9]) in inodes:
+                    ports.append(int(fields[1].split(":")[1], 16))
+    return ports
+
+
+def wait_for_ranks(job, n, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        ranks = children_of(job.p.pid)
+        if len(ranks) == n:
+            return ranks
+        check(time.monotonic() < deadline and job.p.poll() is None,
+              "the launcher's %d ranks did not appear" % n, job.text())
+        time.sleep(0.05)
+
+
+def pmix_env_of(pid):
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    return {k.decode(): v.decode() for k, v in env.items() if k.startswith(b"PMIX_")}
+
+
+def run_as_nobody(args, env, timeout=20):
+    """args as user nobody, claiming uid 0 through the LD_PRELOAD shim.
+    Returns (exit status, stdout)."""
+    import pwd
+    nobody = pwd.getpwnam("nobody")
+
+    def drop():
+        os.setgroups([])
+        os.setgid(nobody.pw_gid)
+        os.setuid(nobody.pw_uid)
+
+    env = dict(env, LD_PRELOAD=UID_LIE, PATH="/usr/bin:/bin", TMPDIR="/tmp")
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env,
+                           preexec_fn=drop, cwd="/")
+    except subprocess.TimeoutExpired as e:
+        raise Failure("the intruder hung for %s s: %s\n%s" % (timeout, args, e.stdout))
+    return p.returncode, p.stdout + p.stderr
+
+
+def case_intruder():
+    """The reviewer's attack: user nobody finds the port, claims uid 0 and
+    poses as rank 1 of root's job (with the real namespace, which it could
+    not read; and with the old guessable one), and as a PMIx tool, then calls
+    PMIx_Abort. The job must not notice, and the launcher says what it
+    refused."""
+    try:
+        import pwd
+        pwd.getpwnam("nobody")
+    except (ImportError, KeyError):
+        raise Skip("there is no user nobody")
+    if os.geteuid() != 0:
+        raise Skip("needs root (to start a job as root and an intruder as nobody)")
+    job = Job(["-n", "2", "--", CLIENT, "2", "0", "--delay-init=1:6"])
+    ranks = wait_for_ranks(job, 2, 10)
+    ports = listening_ports(job.p.pid)
+    check(len(ports) == 1, "the launcher's PMIx port: %s" % ports, job.text())
+    env = pmix_env_of(ranks[1])
+    check("PMIX_NAMESPACE" in env, "rank 1's PMIx environment", str(env))
+    # Rank 1 sleeps before its PMIx_Init: the intruder is first to claim it.
+    rc, out = run_as_nobody([INTRUDER, "client"], env)
+    check(rc == 3 and "intruder: refused" in out,
+          "nobody posing as rank 1 must be refused (exit 3), got %d" % rc, out + job.text())
+    guessed = dict(env, PMIX_NAMESPACE="tarantella.%d" % job.p.pid)
+    rc, out = run_as_nobody([INTRUDER, "client"], guessed)
+    check(rc == 3, "the old guessable namespace must be refused (exit 3), got %d" % rc,
+          out + job.text())
+    rc, out = run_as_nobody([INTRUDER, "tool", "tarantella-launcher.0;tcp4://127.0.0.1:%d"
+                             % ports[0]], {})
+    check(rc == 3, "nobody must not connect as a PMIx tool (exit 3), got %d" % rc,
+          out + job.text())
+    rc, waited = job.finish(30)
+    err = job.err.decode()
+    check(rc == 0, "the job must survive the intruders and end normally", job.text())
+    for r in range(2):
+        check("rank %d ok" % r in job.out.decode(), "rank %d did not finish" % r, job.text())
+    check(re.search(r"tarantella: warning: refused a PMIx connection claiming to be rank 1: "
+                    r"it comes from uid 65534, pid \d+, which is not rank 1 \(pid %d\) or a "
+                    r"process it started" % ranks[1], err),
+          "the launcher must say whom it refused", job.text())
+    check("refused a PMIx tool connection (from uid 65534" in err,
+          "the launcher must say it refused the tool", job.text())
+    check("intruder abort" not in err, "the intruder's abort reached the launcher", job.text())
+    assert_clean_tmpdir()
+
+
+def case_second_connection():
+    """A rank's own child, with the rank's environment, connects as the same
+    rank while the rank is connected: refused, and the job goes on."""
+    with tempfile.TemporaryDirectory(dir=TMPDIR) as tmp:
+        out_file = os.path.join(tmp, "rank0.out")
+        script = ('"$1" 1 0 --sleep=8 > "$2" & '
+                  'i=0; until grep -q sleeping "$2"; do sleep 0.1; i=$((i+1)); '
+                  '[ $i -gt 200 ] && exit 9; done; '
+                  '"$3" client; echo "intruder exit $?"; wait $!; echo "client exit $?"; cat "$2"')
+        job = Job(["-n", "1", "--python-interpreter", "", "--", "/bin/sh", "-c", script, "sh",
+                   CLIENT, out_file, INTRUDER])
+        rc, _ = job.finish(40)
+    out, err = job.out.decode(), job.err.decode()
+    check("intruder exit 3" in out, "a second connection for rank 0 must be refused",
+          job.text())
+    check(rc == 0 and "client exit 0" in out and "rank 0 ok" in out,
+          "the job must go on after refusing it", job.text())
+    check(re.search(r"refused a PMIx connection claiming to be rank 0: it comes from uid %d, "
+                    r"pid \d+, and rank 0 \(pid \d+\) is connected already" % os.geteuid(),
+                    err), "the launcher must say why it refused", job.text())
+    assert_clean_tmpdir()
+
+
+def case_stuck_shutdown():
+    """A connection that never finishes its handshake blocks libpmix's
+    progress thread, and PMIx_server_finalize would wait for it forever: the
+    launcher gives up after its shutdown bound, says so, and exits with the
+    job's status."""
+    import socket
+    job = Job(["-n", "1", "--python-interpreter", "", "--", "/bin/sh", "-c",
+               '"$1" 1 0 && sleep 3', "sh", CLIENT])
+    job.wait_for_stdout(r"rank 0 ok", 1, 20)
+    ports = listening_ports(job.p.pid)
+    check(len(ports) == 1, "the launcher's PMIx port: %s" % ports, job.text())
+    stall = socket.create_connection(("127.0.0.1", ports[0]))
+    try:
+        stall.sendall(b"\0")  # 1 byte of a 16-byte header
+        rc, waited = job.finish(40)
+    finally:
+        stall.close()
+    err = job.err.decode()
+    check(rc == 0, "the job's status (0) must be the launcher's", job.text())
+    check(re.search(r"tarantella: error: the PMIx server did not shut down within 10 s .*"
+                    r"exiting with status 0", err), "the watchdog's message", job.text())
+    check(waited < 25, "the launcher took %.1f s to give up" % waited, job.text())
+    assert_clean_tmpdir()
+
+
 CASES = {
     "pmix_np1": lambda: case_pmix(1),
     "pmix_np2": lambda: case_pmix(2),
@@ -538,6 +698,9 @@ CASES = {
     "tnt_kill": case_tnt_kill,
     "tnt_exit": case_tnt_exit,
     "shm_leftover": case_shm_leftover,
+    "intruder": case_intruder,
+    "second_connection": case_second_connection,
+    "stuck_shutdown": case_stuck_shutdown,
 }
 
 
@@ -550,6 +713,9 @@ def main():
     except Failure as e:
         print("FAIL %s: %s" % (sys.argv[2], e), file=sys.stderr)
         return 1
+    except Skip as e:
+        print("SKIP %s: %s" % (sys.argv[2], e))
+        return 77
     finally:
         try:
             os.rmdir(TMPDIR)
