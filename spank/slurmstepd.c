@@ -10,6 +10,7 @@
  * where the user looks).
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -21,8 +22,17 @@
 
 #include <slurm/slurm.h>
 
+#include "pythonpath.h"
 #include "tnt_spank.h"
 #include "torch_env.h"
+
+/* Where the plugin's Python package lives (spank/CMakeLists.txt). */
+#ifndef TNT_SPANK_PYTHON_PKG_RELDIRS
+#define TNT_SPANK_PYTHON_PKG_RELDIRS ""
+#endif
+#ifndef TNT_SPANK_PYTHON_SYS_PATH
+#define TNT_SPANK_PYTHON_SYS_PATH ""
+#endif
 
 static void stepd_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -405,6 +415,67 @@ static int stepd_torch_env(spank_t sp, const tnt_spank_config_t *config, uint32_
     return 0;
 }
 
+/*
+ * PYTHONPATH: the tarantella package this plugin was built with goes first,
+ * as the launcher does for its ranks, so `srun --tarantella python3 -m
+ * tarantella.smoke` imports a package from a build tree or a private prefix
+ * without the user exporting PYTHONPATH. The user's entries follow in their
+ * order; nothing changes when the package is there already, when the user's
+ * PYTHONPATH names another tarantella package (their choice), or when ours
+ * is on the default interpreter's own sys.path (installed system-wide:
+ * nothing to add, and another interpreter must not be pointed at it). The package is
+ * found relative to this .so, whose path slurmstepd gave dlopen.
+ */
+static int stepd_pythonpath(spank_t sp, uint32_t rank)
+{
+    char dir[PATH_MAX], pkg[PATH_MAX], current[16384];
+    const char *user = NULL;
+    char *slash, *value;
+    Dl_info info;
+    spank_err_t rc;
+    int oom, ret;
+
+    if (dladdr((void *)&stepd_pythonpath, &info) == 0 || info.dli_fname == NULL ||
+        info.dli_fname[0] != '/' || strlen(info.dli_fname) >= sizeof dir) {
+        return 0;
+    }
+    strcpy(dir, info.dli_fname);
+    slash = strrchr(dir, '/');
+    *slash = '\0';
+    if (tnt_pythonpath_find_package(dir[0] != '\0' ? dir : "/", TNT_SPANK_PYTHON_PKG_RELDIRS, pkg,
+                                    sizeof pkg) != 0 ||
+        tnt_pythonpath_in_list(pkg, TNT_SPANK_PYTHON_SYS_PATH)) {
+        return 0;
+    }
+    rc = spank_getenv(sp, "PYTHONPATH", current, sizeof current);
+    if (rc == ESPANK_SUCCESS) {
+        user = current;
+    } else if (rc != ESPANK_ENV_NOEXIST) {
+        /* Too long to read back whole: the user's value stays as it is. */
+        slurm_info("tarantella: task %u: PYTHONPATH left as is (longer than %zu bytes or "
+                   "unreadable), without %s",
+                   rank, sizeof current - 1, pkg);
+        return 0;
+    }
+    /* The user's PYTHONPATH names a tarantella package already (their own
+     * build or venv copy): theirs wins, as every other value they set does. */
+    if (user != NULL && tnt_pythonpath_find_package(".", user, dir, sizeof dir) == 0 &&
+        strcmp(dir, pkg) != 0) {
+        return 0;
+    }
+    value = tnt_pythonpath_prepend(pkg, user, &oom);
+    if (value == NULL) {
+        if (oom) {
+            stepd_error("task %u: out of memory building PYTHONPATH", rank);
+            return -1;
+        }
+        return 0;
+    }
+    ret = stepd_setenv(sp, "PYTHONPATH", value);
+    free(value);
+    return ret;
+}
+
 int tnt_spank_stepd_task_init(spank_t sp)
 {
     const tnt_spank_config_t *config = &tnt_spank_state.config;
@@ -477,6 +548,9 @@ int tnt_spank_stepd_task_init(spank_t sp)
         goto err_bitmaps;
     }
     if (stepd_gpus(sp, config, local_rank, gpu_desc, sizeof gpu_desc) != 0) {
+        goto err_bitmaps;
+    }
+    if (stepd_pythonpath(sp, rank) != 0) {
         goto err_bitmaps;
     }
     if (config->verbose) {

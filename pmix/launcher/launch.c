@@ -21,6 +21,7 @@
 #include "msg.h"
 #include "pin.h"
 #include "plan.h"
+#include "pythonpath.h"
 
 extern char **environ;
 
@@ -93,27 +94,6 @@ void tnt_launch_free(struct launch *launch)
 #define TNT_LAUNCH_PYTHON_SYS_PATH ""
 #endif
 
-/* Is dir (resolved) one of the ':'-separated entries of list (resolved)? */
-static int path_in_list(const char *dir, const char *list)
-{
-    char entry[PATH_MAX], resolved[PATH_MAX];
-
-    while (*list != '\0') {
-        const char *colon = strchr(list, ':');
-        size_t n = colon != NULL ? (size_t)(colon - list) : strlen(list);
-
-        if (n > 0 && n < sizeof entry) {
-            memcpy(entry, list, n);
-            entry[n] = '\0';
-            if (realpath(entry, resolved) != NULL && strcmp(resolved, dir) == 0) {
-                return 1;
-            }
-        }
-        list += n + (colon != NULL ? 1 : 0);
-    }
-    return 0;
-}
-
 /*
  * The directory that holds this launcher's tarantella package (the one with
  * tarantella/__init__.py): build/python next to build/bin/tarantella, or the
@@ -123,8 +103,7 @@ static int path_in_list(const char *dir, const char *list)
  */
 static int find_python_package(char *out, size_t len)
 {
-    char exe[PATH_MAX], candidate[PATH_MAX + 64], resolved[PATH_MAX], probe[PATH_MAX + 32];
-    const char *rel = TNT_LAUNCH_PYTHON_PKG_RELDIRS;
+    char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char *slash;
 
@@ -137,25 +116,7 @@ static int find_python_package(char *out, size_t len)
         return -1;
     }
     *slash = '\0';
-    while (*rel != '\0') {
-        const char *colon = strchr(rel, ':');
-        int m = colon != NULL ? (int)(colon - rel) : (int)strlen(rel);
-
-        if (rel[0] == '/') {
-            snprintf(candidate, sizeof candidate, "%.*s", m, rel);
-        } else {
-            snprintf(candidate, sizeof candidate, "%s/%.*s", exe, m, rel);
-        }
-        if (realpath(candidate, resolved) != NULL) {
-            snprintf(probe, sizeof probe, "%s/tarantella/__init__.py", resolved);
-            if (access(probe, R_OK) == 0 && strlen(resolved) < len) {
-                strcpy(out, resolved);
-                return 0;
-            }
-        }
-        rel += m + (colon != NULL ? 1 : 0);
-    }
-    return -1;
+    return tnt_pythonpath_find_package(exe, TNT_LAUNCH_PYTHON_PKG_RELDIRS, out, len);
 }
 
 /*
@@ -174,10 +135,10 @@ static int plan_pythonpath(struct launch *launch)
         return 0;
     }
     if (strcmp(opts->python, TNT_LAUNCH_DEFAULT_PYTHON) == 0 &&
-        path_in_list(pkg, TNT_LAUNCH_PYTHON_SYS_PATH)) {
+        tnt_pythonpath_in_list(pkg, TNT_LAUNCH_PYTHON_SYS_PATH)) {
         return 0;
     }
-    launch->pythonpath = tnt_launch_pythonpath(pkg, getenv("PYTHONPATH"), &oom);
+    launch->pythonpath = tnt_pythonpath_prepend(pkg, getenv("PYTHONPATH"), &oom);
     return oom ? -1 : 0;
 }
 

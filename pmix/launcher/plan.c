@@ -245,36 +245,6 @@ void tnt_launch_argv_free(char **argv)
     free(argv);
 }
 
-char *tnt_launch_pythonpath(const char *pkg_dir, const char *current, int *oom)
-{
-    size_t len = strlen(pkg_dir);
-    const char *p = current;
-    char *value;
-
-    *oom = 0;
-    while (p != NULL && *p != '\0') {
-        const char *colon = strchr(p, ':');
-        size_t n = colon != NULL ? (size_t)(colon - p) : strlen(p);
-
-        /* "dir" and "dir/" name the same entry. */
-        if ((n == len || (n == len + 1 && p[len] == '/')) && strncmp(p, pkg_dir, len) == 0) {
-            return NULL;
-        }
-        p = colon != NULL ? colon + 1 : NULL;
-    }
-    value = malloc(len + (current != NULL ? strlen(current) : 0) + 2);
-    if (value == NULL) {
-        *oom = 1;
-        return NULL;
-    }
-    if (current != NULL && *current != '\0') {
-        sprintf(value, "%s:%s", pkg_dir, current);
-    } else {
-        strcpy(value, pkg_dir);
-    }
-    return value;
-}
-
 static int argv_push(char ***argv_p, int *n, const char *text)
 {
     char **grown = realloc(*argv_p, (size_t)(*n + 2) * sizeof *grown);

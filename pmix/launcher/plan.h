@@ -81,14 +81,6 @@ int tnt_launch_torch_env(const struct tnt_launch_options *opts, char *const *bas
 char **tnt_launch_exec_argv(const struct tnt_launch_options *opts);
 
 /*
- * The ranks' PYTHONPATH when the launcher's own package directory pkg_dir
- * must be on it: pkg_dir, then the current value (NULL or "" when unset).
- * Returns NULL when pkg_dir is already one of current's entries (nothing to
- * change) or when out of memory (*oom set to 1); otherwise a malloc'd string.
- */
-char *tnt_launch_pythonpath(const char *pkg_dir, const char *current, int *oom);
-
-/*
  * The mpirun command line equivalent to opts with --hostfile:
  *   mpirun -np N --hostfile FILE --bind-to <none|socket|numa|core>
  *          -x TNT_PIN=<mode> [-x VAR=VAL ...] [--map-by ppr:...] PROGRAM...

@@ -13,7 +13,7 @@ import sys as _sys
 from . import errors
 from .errors import (TarantellaError, InvalidArgumentError, NoMemoryError, TimeoutError,
                      PeerFailedError, BootstrapError, TransportError, UnsupportedError,
-                     MismatchError, NotInitializedError, SystemCallError)
+                     MismatchError, NotInitializedError, SystemCallError, DeviceIndexError)
 from . import _tnt
 
 __version__ = _tnt.version()
@@ -215,6 +215,12 @@ def _install_failure_handlers():
 
 init()
 _install_failure_handlers()
+# torch.cuda.set_device(tnt.get_local_rank()), the literal port of Horovod's
+# device choice, names a GPU that CUDA_VISIBLE_DEVICES hides on local rank 1
+# and up: fail with the fix (tnt.cuda.local_device()) instead of torch's
+# "invalid device ordinal" (_device_guard.py).
+from . import _device_guard  # noqa: E402
+_device_guard.install()
 
 from .collectives import (allreduce, allreduce_, broadcast, broadcast_, allgather,  # noqa: E402
                           allgather_concat, barrier)

@@ -12,7 +12,8 @@ import builtins
 __all__ = [
     "TarantellaError", "InvalidArgumentError", "NoMemoryError", "TimeoutError",
     "PeerFailedError", "BootstrapError", "TransportError", "UnsupportedError",
-    "MismatchError", "NotInitializedError", "SystemCallError", "ERROR_CLASSES",
+    "MismatchError", "NotInitializedError", "SystemCallError", "DeviceIndexError",
+    "ERROR_CLASSES",
 ]
 
 
@@ -80,6 +81,13 @@ class NotInitializedError(TarantellaError, RuntimeError):
 class SystemCallError(TarantellaError, OSError):
     """A system call failed; the message carries errno's text."""
     status = -10
+
+
+class DeviceIndexError(InvalidArgumentError, RuntimeError):
+    """torch.cuda.set_device was given a device this process cannot see
+    (raised by tarantella's wrapper of it; the message names
+    tnt.cuda.local_device()). A RuntimeError too, as torch's own error is, so
+    existing ``except RuntimeError`` clauses keep working."""
 
 
 #: status code -> exception class; the C extension raises through this table.

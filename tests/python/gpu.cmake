@@ -14,3 +14,12 @@ add_test(NAME python.gpu_absent
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(python.gpu_absent PROPERTIES TIMEOUT 120 LABELS python SKIP_RETURN_CODE 77
   ENVIRONMENT "TNT_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONPATH=${PROJECT_BINARY_DIR}/python")
+# The set_device guard (python/tarantella/_device_guard.py) against a CUDA
+# test double, so it runs on every machine: in-process checks and two 2-rank
+# launcher runs of the literal Horovod port (about 15 s unloaded).
+add_test(NAME python.device_guard
+  COMMAND ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_device_guard.py
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(python.device_guard PROPERTIES TIMEOUT 300 LABELS python
+  ENVIRONMENT "TNT_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONPATH=${PROJECT_BINARY_DIR}/python;OMP_NUM_THREADS=1")

@@ -16,6 +16,13 @@ if(TARGET spank_tarantella)
   tnt_add_slurm_test(NAME slurm.spank.ddp TIMEOUT 240
     COMMAND bash ${_spank_e2e} ddp $<TARGET_FILE:slurm_allreduce_check>
             ${TNT_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/ranks)
+  # srun --tarantella python3 -m tarantella.smoke from the build tree,
+  # without PYTHONPATH: the plugin adds its package (issue 25, point 6).
+  if(TNT_WITH_PYTHON)
+    tnt_add_slurm_test(NAME slurm.spank.pythonpath TIMEOUT 120
+      COMMAND bash ${_spank_e2e} pythonpath $<TARGET_FILE:slurm_allreduce_check>
+              ${TNT_TEST_PYTHON} ${PROJECT_BINARY_DIR}/python)
+  endif()
 endif()
 
 # Site defaults from plugstack.conf arguments need a cluster of their own

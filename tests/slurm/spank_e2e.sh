@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end tests of spank_tarantella.so against the test cluster
 # (tests/slurm/cluster.sh; run through `cluster.sh run`, so SLURM_CONF is set).
-#   spank_e2e.sh CASE CHECK_BINARY [CLUSTER_SH PLUGIN | PYTHON RANKS_DIR]
+#   spank_e2e.sh CASE CHECK_BINARY [CLUSTER_SH PLUGIN | PYTHON RANKS_DIR | PYTHON PKG_DIR]
 # CHECK_BINARY is tests/slurm/slurm_allreduce_check; the site_defaults case
 # starts a cluster of its own with CLUSTER_SH and PLUGIN; the ddp case runs
-# RANKS_DIR/ddp_unmodified.py (tests/python/ranks) with PYTHON. Every srun/sbatch/salloc
-# gets --immediate or a time limit and runs under timeout: a job that cannot
-# start fails the test instead of waiting.
+# RANKS_DIR/ddp_unmodified.py (tests/python/ranks) with PYTHON; the
+# pythonpath case runs `PYTHON -m tarantella.smoke` and expects PKG_DIR on
+# PYTHONPATH. Every srun/sbatch/salloc gets --immediate or a time limit and
+# runs under timeout: a job that cannot start fails the test instead of
+# waiting.
 set -euo pipefail
 
 CASE=$1
@@ -166,6 +168,30 @@ for name in ref.files:
     np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
 print("ddp: %d tensors equal the serial run's" % len(ref.files))
 PY
+    ;;
+pythonpath)
+    # A user trying it from a build tree, without PYTHONPATH: the plugin puts
+    # the package it was built with (PKG_DIR, build/python) first on the
+    # tasks' PYTHONPATH, as the launcher does, so the smoke test imports
+    # tarantella on both nodes; the user's entries stay after it; a step
+    # without --tarantella gets nothing.
+    PYTHON=$3
+    PKG_DIR=$(realpath "$4")
+    unset PYTHONPATH
+    if "$PYTHON" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tarantella") is None)'; then
+        echo "SKIP: $PYTHON finds tarantella without PYTHONPATH (installed): nothing to add"
+        exit 77
+    fi
+    OMP_NUM_THREADS=1 run out srun --tarantella -N 2 --ntasks-per-node=1 --immediate=30 -t 2 \
+        "$PYTHON" -m tarantella.smoke --expect-size 2 || fail "the smoke test without PYTHONPATH failed"
+    expect out 'smoke test passed \(2 ranks\)' 1
+    reject out 'No module named'
+    PYTHONPATH=/tnt-user-a:/tnt-user-b run out srun --tarantella -N 1 -n 1 --immediate=30 -t 2 \
+        printenv PYTHONPATH || fail "printenv failed"
+    expect out "^$PKG_DIR:/tnt-user-a:/tnt-user-b\$" 1
+    run out srun -N 1 -n 1 --immediate=30 -t 2 bash -c 'echo "pythonpath=${PYTHONPATH-unset}"' ||
+        fail "srun without --tarantella failed"
+    expect out '^pythonpath=unset$' 1
     ;;
 cpus_hint)
     # srun's default --cpus-per-task=1 warns only when it leaves a rank one

@@ -15,6 +15,7 @@
 
 #include "pmix/launcher/options.c"
 #include "pmix/launcher/plan.c"
+#include "topo/pythonpath.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -250,22 +251,22 @@ static void test_pythonpath(void **state)
     char *v;
 
     (void)state;
-    v = tnt_launch_pythonpath("/b/python", NULL, &oom);
+    v = tnt_pythonpath_prepend("/b/python", NULL, &oom);
     assert_string_equal(v, "/b/python");
     assert_int_equal(oom, 0);
     free(v);
-    v = tnt_launch_pythonpath("/b/python", "", &oom);
+    v = tnt_pythonpath_prepend("/b/python", "", &oom);
     assert_string_equal(v, "/b/python");
     free(v);
-    v = tnt_launch_pythonpath("/b/python", "/x:/y", &oom);
+    v = tnt_pythonpath_prepend("/b/python", "/x:/y", &oom);
     assert_string_equal(v, "/b/python:/x:/y");
     free(v);
-    v = tnt_launch_pythonpath("/b/python", "/b/pythonx", &oom);
+    v = tnt_pythonpath_prepend("/b/python", "/b/pythonx", &oom);
     assert_string_equal(v, "/b/python:/b/pythonx");
     free(v);
-    assert_null(tnt_launch_pythonpath("/b/python", "/x:/b/python", &oom));
+    assert_null(tnt_pythonpath_prepend("/b/python", "/x:/b/python", &oom));
     assert_int_equal(oom, 0);
-    assert_null(tnt_launch_pythonpath("/b/python", "/b/python/:/x", &oom));
+    assert_null(tnt_pythonpath_prepend("/b/python", "/b/python/:/x", &oom));
     assert_int_equal(oom, 0);
 }
 

@@ -11,6 +11,7 @@
 #ifdef TNT_SPANK_PLUGIN_PATH
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -506,8 +508,13 @@ static void test_remote_environment(void **state)
     assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
     assert_env("TNT_PIN", "none");
     /* + RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-     * MASTER_PORT (no SLURM_STEP_NODELIST here: no MASTER_ADDR). */
+     * MASTER_PORT (no SLURM_STEP_NODELIST here: no MASTER_ADDR), and
+     * PYTHONPATH when the build has the Python package. */
+#ifdef TNT_TEST_PYTHON_PKG_DIR
+    assert_int_equal(host_env_count(), 13);
+#else
     assert_int_equal(host_env_count(), 12);
+#endif
 }
 
 /* The torchrun variables: from Slurm's items, the port from the default
@@ -575,6 +582,57 @@ static void test_remote_unset_options_leave_env_alone(void **state)
     assert_env("TNT_LOG_LEVEL", "info");
     assert_env("TNT_FUSION_THRESHOLD_KB", NULL);
     assert_env("TNT_LOG_ON_ALL_DEVICES", NULL);
+}
+
+/* PYTHONPATH: the package the plugin was built with (found relative to the
+ * .so: build/lib -> build/python here) first, the user's entries after it
+ * in their order, and never twice. */
+static void test_remote_pythonpath(void **state)
+{
+#ifdef TNT_TEST_PYTHON_PKG_DIR
+    char pkg[PATH_MAX], want[PATH_MAX + 64];
+
+    (void)state;
+    assert_non_null(realpath(TNT_TEST_PYTHON_PKG_DIR, pkg));
+    assert_int_equal(remote_step(""), 0);
+    assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+    assert_int_equal(host.errors, 0);
+    assert_env("PYTHONPATH", pkg);
+    host_env_set("PYTHONPATH", "/u1:/u2");
+    assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+    snprintf(want, sizeof want, "%s:/u1:/u2", pkg);
+    assert_env("PYTHONPATH", want);
+    assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+    assert_env("PYTHONPATH", want);
+    snprintf(want, sizeof want, "/u1:%s/", pkg);
+    host_env_set("PYTHONPATH", want);
+    assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+    assert_env("PYTHONPATH", want);
+    /* The user's PYTHONPATH names another tarantella package: theirs wins. */
+    {
+        char other[] = "/tmp/tnt-pythonpath-XXXXXX", path[PATH_MAX + 64];
+        FILE *f;
+
+        assert_non_null(mkdtemp(other));
+        snprintf(path, sizeof path, "%s/tarantella", other);
+        assert_int_equal(mkdir(path, 0700), 0);
+        snprintf(path, sizeof path, "%s/tarantella/__init__.py", other);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+        snprintf(want, sizeof want, "/u1:%s", other);
+        host_env_set("PYTHONPATH", want);
+        assert_int_equal(plugin.task_init(HOST_SPANK, 0, NULL), 0);
+        assert_env("PYTHONPATH", want);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/tarantella", other);
+        rmdir(path);
+        rmdir(other);
+    }
+#else
+    (void)state;
+    skip(); /* a build without the Python package: nothing to put there */
+#endif
 }
 
 /* Without --tarantella (and nothing inherited) the plugin does nothing. */
@@ -844,6 +902,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remote_torch_env_site_range_and_user_values, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_remote_unset_options_leave_env_alone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remote_pythonpath, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_absent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_skips_special_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote_inherited_merge, setup, teardown),
