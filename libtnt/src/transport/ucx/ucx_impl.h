@@ -141,10 +141,11 @@ struct tnt_ucx {
     uint64_t seq_key; /* < TNT_UCX_DATA_SEQS */
     uint64_t low_key; /* < 2^TNT_UCX_TAG_SEQ_SHIFT */
     /* Control messages dropped for lacking the cookie (or being malformed),
-     * and when the next one may be logged (one line per 10 s at most). */
+     * and per kind (TNT_UCX_SEQ_* - TNT_UCX_DATA_SEQS) how many were and
+     * when the next may be logged: one line per kind per 10 s at most. */
     uint64_t dropped;
-    uint64_t dropped_logged;
-    uint64_t drop_log_after_ns;
+    uint64_t dropped_of_kind[3];
+    uint64_t drop_log_after_ns[3];
     /* A side message with its header, for sending (sent at once, so one
      * buffer serves every send) and for receiving. */
     unsigned char side_out[sizeof(struct tnt_ucx_ctl_header) + TNT_UCX_SIDE_MAX];

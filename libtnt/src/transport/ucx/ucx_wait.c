@@ -431,15 +431,19 @@ int tnt_ucx_ctl_take(tnt_ucx_t *ucx, uint32_t seq, int from, void *buf, size_t c
     return 1;
 }
 
-/* Counts a dropped control message and logs it, on whichever rank got it:
- * the first at once, then one line per 10 s with the count, so a flood of
- * forgeries cannot flood the job's output. */
-static void tnt_ucx_note_dropped(tnt_ucx_t *ucx, const char *what, int sender, const char *why)
+/* Counts a dropped control message of kind seq and logs it, on whichever
+ * rank got it: the first of each kind at once, then one line per kind per
+ * 10 s with the count, so a flood of forgeries cannot flood the job's
+ * output. */
+static void tnt_ucx_note_dropped(tnt_ucx_t *ucx, uint32_t seq, const char *what, int sender,
+                                 const char *why)
 {
     uint64_t now = tnt_time_ns();
+    unsigned kind = seq - TNT_UCX_DATA_SEQS; /* 0 .. 2 */
 
     ucx->dropped++;
-    if (ucx->dropped_logged != 0 && now < ucx->drop_log_after_ns) {
+    ucx->dropped_of_kind[kind]++;
+    if (ucx->dropped_of_kind[kind] > 1 && now < ucx->drop_log_after_ns[kind]) {
         return;
     }
     tnt_log_every_rank(TNT_LOG_WARN,
@@ -448,9 +452,8 @@ static void tnt_ucx_note_dropped(tnt_ucx_t *ucx, const char *what, int sender, c
                        "(another job, or anyone who can reach this node's UCX ports) sent it; "
                        "see Security in docs/admin-guide.md (UCX_NET_DEVICES, "
                        "UCX_TCP_PORT_RANGE)",
-                       what, sender, why, (unsigned long long)ucx->dropped);
-    ucx->dropped_logged = ucx->dropped;
-    ucx->drop_log_after_ns = now + 10000000000ull;
+                       what, sender, why, (unsigned long long)ucx->dropped_of_kind[kind]);
+    ucx->drop_log_after_ns[kind] = now + 10000000000ull;
 }
 
 int tnt_ucx_ctl_valid(tnt_ucx_t *ucx, uint32_t seq, const void *buf, size_t bytes, size_t expected,
@@ -480,7 +483,7 @@ int tnt_ucx_ctl_valid(tnt_ucx_t *ucx, uint32_t seq, const void *buf, size_t byte
             return 1;
         }
     }
-    tnt_ucx_note_dropped(ucx, what, sender, why);
+    tnt_ucx_note_dropped(ucx, seq, what, sender, why);
     return 0;
 }
 
