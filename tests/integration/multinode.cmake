@@ -137,6 +137,40 @@ if(TNT_WITH_UCX)
               --python-interpreter "" -- ${_mn_check} --expect-nodes 4 --mode hang --kill-rank 3)
     set_tests_properties(integration.multinode.hang PROPERTIES TIMEOUT 60 LABELS integration
       ENVIRONMENT "TNT_TIMEOUT=3;UCX_TLS=tcp,self;UCX_WARN_UNUSED_ENV_VARS=n")
+    # The hang test with a liar: rank 3 sends every other rank, every 20 ms,
+    # hang-doctor boards that call every rank paused (a paused suspect is never
+    # blamed, so believed they would keep everyone waiting for good), and
+    # hangs. stranger: from a UCX worker of its own, without the
+    # communicator's cookie, with the board after a wrong cookie and bare,
+    # plus forged goodbyes in every other rank's name (which would make a
+    # rank waiting on that one fail as if it had left). insider: through
+    # the job's own transport, cookie and all, but reporting on ranks of
+    # other nodes. Either way the others must reach the hang test's verdict
+    # at TNT_TIMEOUT = 3 s and log what they dropped. Every other rank is
+    # lied to, so a rank that believed the lie would never time out, and
+    # the job would run into the 40 s limit. (Once one rank gives up, its
+    # closed connections end its neighbours' waits too, so not every rank
+    # prints the verdict itself.)
+    set(_mn_verdict "rank 3 \\([^,]+, pid [0-9]+\\) has not entered allreduce #[0-9]+ within TNT_TIMEOUT = 3 s")
+    add_test(NAME integration.multinode.forge_stranger
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/multinode_forge.sh
+              "dropped a hang-doctor side message that claims to come from rank 3: it does not carry this communicator's cookie"
+              "dropped a goodbye that claims to come from rank [0-9]+: it does not carry this communicator's cookie" --
+              1 3 10 "${_mn_verdict}" --
+              timeout -k 5 40 $<TARGET_FILE:tarantella> --simulate-nodes 4 -n 8
+              --python-interpreter "" -- ${_mn_check} --expect-nodes 4 --mode forge
+              --forge stranger --kill-rank 3)
+    set_tests_properties(integration.multinode.forge_stranger PROPERTIES TIMEOUT 60
+      LABELS integration ENVIRONMENT "TNT_TIMEOUT=3;UCX_TLS=tcp,self;UCX_WARN_UNUSED_ENV_VARS=n")
+    add_test(NAME integration.multinode.forge_insider
+      COMMAND ${CMAKE_CURRENT_LIST_DIR}/multinode_forge.sh
+              "hang doctor: rank 3 \\(node 1\\) sent a report on rank [0-9]+, which is on node [023]; a rank reports only on its own node" --
+              1 3 10 "${_mn_verdict}" --
+              timeout -k 5 40 $<TARGET_FILE:tarantella> --simulate-nodes 4 -n 8
+              --python-interpreter "" -- ${_mn_check} --expect-nodes 4 --mode forge
+              --forge insider --kill-rank 3)
+    set_tests_properties(integration.multinode.forge_insider PROPERTIES TIMEOUT 60
+      LABELS integration ENVIRONMENT "TNT_TIMEOUT=3;UCX_TLS=tcp,self;UCX_WARN_UNUSED_ENV_VARS=n")
   endif()
 else()
   # Without UCX a job that spans nodes must fail in tnt_init with a message

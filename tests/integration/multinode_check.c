@@ -8,6 +8,7 @@
  *   multinode_check [--expect-nodes K] [--expect-size N] [--transport NAME]
  *                   [--rndv-from MIN:MAX] [--arrival yes|no]
  *                   [--mode MODE]... [--big-mib M] [--kill-rank R] [--kill-mib M]
+ *                   [--forge stranger|insider]
  *
  * Modes: matrix (every dtype x op x sizes, in place and out of place),
  * big (float32 SUM and float16 AVG over >= --big-mib MiB), half (16-bit
@@ -18,8 +19,14 @@
  * messages are in flight), hang (rank R stops taking
  * part; the others must fail after TNT_TIMEOUT), leave (rank R calls
  * tnt_finalize and exits 0 while the others go on; they must fail fast,
- * naming it), expect-error (tnt_init must
- * fail with TNT_ERR_UNSUPPORTED: a build without UCX).
+ * naming it), forge (rank R sends the others forged hang-doctor boards that
+ * call every rank paused, and hangs like hang; with --forge stranger from a
+ * UCX worker of its own without the communicator's cookie, adding forged
+ * goodbyes; with --forge insider through the job's own transport, cookie
+ * and all, reporting on ranks of other nodes: the others must still fail
+ * after TNT_TIMEOUT with the usual verdict, and log what they dropped),
+ * expect-error (tnt_init must fail with TNT_ERR_UNSUPPORTED: a build
+ * without UCX).
  *
  * --rndv-from: with --transport, the range of bytes in which must lie the
  * size from which UCX sends to the checked peer with its rendezvous
@@ -36,8 +43,11 @@
 
 #include "collectives_values.h"
 #ifdef TNT_WITH_UCX
+#include "coll/doctor.h"
 #include "coll/multinode/multinode_impl.h"
+#include "coll/verdict.h"
 #include "comm/comm.h"
+#include "transport/ucx/ucx_impl.h"
 #endif
 
 #include <math.h>
@@ -377,13 +387,170 @@ static void mode_fusion(tnt_comm_t *comm)
     }
 }
 
+#ifdef TNT_WITH_UCX
+enum forge_how { FORGE_STRANGER, FORGE_INSIDER };
+
+/* A board that would keep every rank from timing out if believed: every
+ * rank it names is paused, outside any collective, at sequence 0 (behind
+ * everyone, so the verdict's suspect is one of them, and a paused suspect
+ * is never blamed). insider: only ranks off the sender's node (its own it
+ * may report); stranger: every rank. */
+static size_t forge_board(const tnt_comm_t *comm, enum forge_how how, struct tnt_doctor_msg *msg)
+{
+    uint32_t n = 0;
+    memset(msg, 0, sizeof(*msg));
+    for (int r = 0; r < comm->size && n < TNT_DOCTOR_MSG_MAX; r++) {
+        if (how == FORGE_INSIDER && comm->node_of_rank[r] == comm->node_id) {
+            continue;
+        }
+        msg->entries[n++] =
+            (struct tnt_doctor_entry){ .rank = r, .beat_age_ms = 0, .seq = 0, .info = INFO_PAUSED };
+    }
+    msg->magic = TNT_DOCTOR_MSG_MAGIC;
+    msg->count = n;
+    return offsetof(struct tnt_doctor_msg, entries) + n * sizeof(struct tnt_doctor_entry);
+}
+
+/* The stranger: a UCX worker of this process that is not the job's, so it
+ * has no cookie. It learnt the victims' worker addresses from this rank's
+ * transport (a stranger on the network would find them by scanning the
+ * node's TCP ports). */
+struct stranger {
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_ep_h *eps; /* size entries, NULL for this rank */
+    int failed;
+};
+
+static void stranger_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    (void)ep;
+    (void)status;
+    ((struct stranger *)arg)->failed = 1;
+}
+
+static void stranger_create(tnt_comm_t *comm, struct stranger *s)
+{
+    ucp_config_t *config;
+    ucp_params_t params = { .field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG };
+    ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                               .thread_mode = UCS_THREAD_MODE_SINGLE };
+    tnt_ucx_t *victim_side = comm->net->ucx;
+
+    memset(s, 0, sizeof(*s));
+    CHECK(ucp_config_read(NULL, NULL, &config) == UCS_OK, "stranger: ucp_config_read");
+    CHECK(ucp_init(&params, config, &s->context) == UCS_OK, "stranger: ucp_init");
+    ucp_config_release(config);
+    CHECK(ucp_worker_create(s->context, &wp, &s->worker) == UCS_OK, "stranger: worker");
+    s->eps = calloc((size_t)comm->size, sizeof(*s->eps));
+    CHECK(s->eps != NULL, "calloc");
+    for (int r = 0; r < comm->size; r++) {
+        if (r == comm->rank) {
+            continue;
+        }
+        ucp_ep_params_t ep = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .address = (const ucp_address_t *)(victim_side->addresses +
+                                               (size_t)r * victim_side->address_stride),
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = { .cb = stranger_ep_error, .arg = s },
+        };
+        CHECK(ucp_ep_create(s->worker, &ep, &s->eps[r]) == UCS_OK, "stranger: ep to rank %d", r);
+    }
+}
+
+/* Sends and progresses until UCX is done with it (bounded: a victim that
+ * exited leaves the send failed, which is fine here). */
+static void stranger_send(struct stranger *s, int r, uint64_t tag, const void *buf, size_t bytes)
+{
+    ucp_request_param_t param = { .op_attr_mask = 0 };
+    ucs_status_ptr_t req = ucp_tag_send_nbx(s->eps[r], buf, bytes, tag, &param);
+    double t0 = now_s();
+    if (!UCS_PTR_IS_PTR(req)) {
+        return;
+    }
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && now_s() - t0 < 1.0) {
+        ucp_worker_progress(s->worker);
+    }
+    if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+        ucp_request_cancel(s->worker, req);
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            ucp_worker_progress(s->worker);
+        }
+    }
+    ucp_request_free(req);
+}
+
+/* Rank kill_rank's part in --mode forge: instead of its 3rd allreduce it
+ * sends forged boards to every other rank every 20 ms for 60 s (the others
+ * give up long before and the launcher then ends this rank). Its node-mates
+ * too: one rank left unfooled would time out, leave, and end the others'
+ * waits with a broken connection, hiding whether they were fooled.
+ * stranger: the board once as the doctor's payload after a header with a
+ * wrong cookie, once bare (as side messages were before cookies), and at
+ * the start forged goodbyes claiming every other rank, which a victim
+ * waiting on that rank would take as the rank having left. insider: the
+ * board through this rank's own transport, with the real cookie. */
+static void forge_and_hang(tnt_comm_t *comm, enum forge_how how)
+{
+    static struct tnt_doctor_msg board;
+    static unsigned char with_header[sizeof(struct tnt_ucx_ctl_header) + sizeof(board)];
+    static struct tnt_ucx_ctl_header goodbye;
+    size_t bytes = forge_board(comm, how, &board);
+    struct stranger s;
+    unsigned char drain[TNT_UCX_SIDE_MAX];
+    int sender;
+
+    if (how == FORGE_STRANGER) {
+        struct tnt_ucx_ctl_header header = { .cookie = { 0x5eed5eed5eed5eedull, 42 },
+                                             .rank = comm->rank,
+                                             .seq = TNT_UCX_SEQ_SIDE };
+        memcpy(with_header, &header, sizeof(header));
+        memcpy(with_header + sizeof(header), &board, bytes);
+        stranger_create(comm, &s);
+        for (int v = 0; v < comm->size; v++) {
+            for (int claimed = 0; s.eps[v] != NULL && claimed < comm->size; claimed++) {
+                if (claimed == v) {
+                    continue;
+                }
+                goodbye = (struct tnt_ucx_ctl_header){ .cookie = { 1, 2 },
+                                                       .rank = claimed,
+                                                       .seq = TNT_UCX_SEQ_GOODBYE };
+                stranger_send(&s, v, TNT_UCX_CTL_TAG(TNT_UCX_SEQ_GOODBYE, claimed), &goodbye,
+                              sizeof(goodbye));
+            }
+        }
+    }
+    for (double t0 = now_s(); now_s() - t0 < 60;) {
+        for (int v = 0; v < comm->size; v++) {
+            if (v == comm->rank) {
+                continue;
+            }
+            if (how == FORGE_STRANGER) {
+                uint64_t tag = TNT_UCX_CTL_TAG(TNT_UCX_SEQ_SIDE, comm->rank);
+                stranger_send(&s, v, tag, with_header, sizeof(struct tnt_ucx_ctl_header) + bytes);
+                stranger_send(&s, v, tag, &board, bytes);
+            } else {
+                (void)tnt_ucx_side_send(comm->net->ucx, v, &board, bytes);
+            }
+        }
+        /* Progresses this rank's own worker (the insider's sends need
+         * their connections wired up) and drains what the doctors send. */
+        (void)tnt_ucx_side_recv(comm->net->ucx, drain, sizeof(drain), &sender);
+        usleep(20000);
+    }
+    _exit(4);
+}
+#endif
+
 static void die_now(int sig)
 {
     (void)sig;
     raise(SIGKILL);
 }
 
-enum kill_how { KILL, HANG, LEAVE };
+enum kill_how { KILL, HANG, LEAVE, FORGE_STRANGER_HANG, FORGE_INSIDER_HANG };
 
 /* Rank kill_rank dies (SIGKILL) just before the 3rd allreduce, or with
  * kill_mib 10 ms into it (hang: stops taking part, alive, instead; leave:
@@ -411,6 +578,15 @@ static int mode_kill(tnt_comm_t *comm, int kill_rank, enum kill_how how, int kil
                 fflush(stdout);
                 /* Alive but silent; the launcher ends it when the rest exit. */
                 sleep(120);
+                _exit(4);
+            case FORGE_STRANGER_HANG:
+            case FORGE_INSIDER_HANG:
+#ifdef TNT_WITH_UCX
+                fprintf(stdout, "rank %d: forging boards (%s) and hanging\n", g_rank,
+                        how == FORGE_STRANGER_HANG ? "stranger" : "insider");
+                fflush(stdout);
+                forge_and_hang(comm, how == FORGE_STRANGER_HANG ? FORGE_STRANGER : FORGE_INSIDER);
+#endif
                 _exit(4);
             case LEAVE:
                 fprintf(stdout, "rank %d: finalizing and exiting early\n", g_rank);
@@ -517,7 +693,7 @@ int main(int argc, char **argv)
 {
     int expect_nodes = -1, expect_size = -1, kill_rank = -1, kill_mib = 0, expect_error = 0;
     size_t big_mib = 64;
-    const char *transport = NULL, *arrival = NULL;
+    const char *transport = NULL, *arrival = NULL, *forge = "stranger";
     long long rndv_min = -1, rndv_max = -1;
     const char *modes[16];
     int num_modes = 0;
@@ -540,6 +716,8 @@ int main(int argc, char **argv)
             big_mib = (size_t)atol(argv[++i]);
         } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
             kill_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--forge") == 0 && i + 1 < argc) {
+            forge = argv[++i];
         } else if (strcmp(argv[i], "--kill-mib") == 0 && i + 1 < argc) {
             kill_mib = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && num_modes < 16) {
@@ -595,12 +773,13 @@ int main(int argc, char **argv)
                 printf("set: OK\n");
             }
         } else if (strcmp(modes[m], "kill") == 0 || strcmp(modes[m], "hang") == 0 ||
-                   strcmp(modes[m], "leave") == 0) {
-            return mode_kill(comm, kill_rank,
-                             strcmp(modes[m], "hang") == 0    ? HANG
-                             : strcmp(modes[m], "leave") == 0 ? LEAVE
-                                                              : KILL,
-                             kill_mib);
+                   strcmp(modes[m], "leave") == 0 || strcmp(modes[m], "forge") == 0) {
+            enum kill_how how = strcmp(modes[m], "hang") == 0    ? HANG
+                                : strcmp(modes[m], "leave") == 0 ? LEAVE
+                                : strcmp(modes[m], "kill") == 0  ? KILL
+                                : strcmp(forge, "insider") == 0  ? FORGE_INSIDER_HANG
+                                                                 : FORGE_STRANGER_HANG;
+            return mode_kill(comm, kill_rank, how, kill_mib);
         } else {
             CHECK(0, "unknown mode %s", modes[m]);
         }

@@ -22,12 +22,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DOCTOR_MSG_MAGIC   0x54444f43u
 #define DOCTOR_QUIET_NS    500000000ull  /* waits shorter than this cost nothing */
 #define DOCTOR_TICK_NS     100000000ull  /* heartbeat and table refresh */
 #define DOCTOR_SEND_NS     1000000000ull /* board sent to other nodes */
 #define DOCTOR_FRESH_NS    1500000000ull /* a heartbeat this young: waiting */
-#define DOCTOR_MSG_MAX     128           /* local ranks per message */
 #define DOCTOR_RECV_ROUNDS 64            /* messages taken per refresh */
 
 struct doctor_slot {
@@ -43,19 +41,6 @@ struct doctor_slot {
 struct doctor_board {
     _Alignas(64) uint64_t reserved; /* C wants a member before the slots */
     struct doctor_slot slots[];     /* local_size of them */
-};
-
-struct doctor_entry {
-    int32_t rank;
-    uint32_t beat_age_ms; /* UINT32_MAX: never beat */
-    uint64_t seq;
-    uint64_t info;
-};
-
-struct doctor_msg {
-    uint32_t magic;
-    uint32_t count;
-    struct doctor_entry entries[DOCTOR_MSG_MAX];
 };
 
 struct doctor_view {
@@ -79,9 +64,13 @@ struct tnt_doctor {
     char **hosts;            /* size entries (pointers into host_buf) */
     char *host_buf;
     struct doctor_view *view; /* size entries */
-    struct doctor_msg msg;
+    struct tnt_doctor_msg msg;
     uint64_t next_tick_ns, next_send_ns;
     uint64_t warned_seq; /* collective already warned about (+1) */
+    /* Reports on ranks off the sender's node, ignored; when the next one
+     * may be logged (one line per 10 s at most). */
+    uint64_t overreach;
+    uint64_t overreach_log_after_ns;
     char verdict[768];
 };
 
@@ -146,6 +135,25 @@ void tnt_doctor_resume(tnt_doctor_t *d)
 
 /* ---- the table --------------------------------------------------------- */
 
+/* Counts an ignored entry and logs it, on whichever rank got it: the first
+ * at once, then one line per 10 s with the count. */
+static void doctor_note_overreach(tnt_doctor_t *d, int sender, int rank, uint64_t now)
+{
+    tnt_comm_t *comm = d->comm;
+
+    d->overreach++;
+    if (d->overreach > 1 && now < d->overreach_log_after_ns) {
+        return;
+    }
+    tnt_log_every_rank(TNT_LOG_WARN,
+                       "hang doctor: rank %d (node %d) sent a report on rank %d, which is on node "
+                       "%d; a rank reports only on its own node, so this is ignored (%llu such "
+                       "entries so far, logged at most every 10 s)",
+                       sender, comm->node_of_rank[sender], rank, comm->node_of_rank[rank],
+                       (unsigned long long)d->overreach);
+    d->overreach_log_after_ns = now + 10000000000ull;
+}
+
 /* My node's slots straight from the board; the rest from side messages. */
 static void doctor_refresh(tnt_doctor_t *d, uint64_t now)
 {
@@ -164,20 +172,29 @@ static void doctor_refresh(tnt_doctor_t *d, uint64_t now)
         return;
     }
     for (int i = 0; i < DOCTOR_RECV_ROUNDS; i++) {
-        size_t got = tnt_multinode_side_recv(comm, &d->msg, sizeof(d->msg));
+        int sender = -1;
+        size_t got = tnt_multinode_side_recv(comm, &d->msg, sizeof(d->msg), &sender);
         if (got == 0) {
             break;
         }
-        if (got < offsetof(struct doctor_msg, entries) || d->msg.magic != DOCTOR_MSG_MAGIC ||
-            d->msg.count > DOCTOR_MSG_MAX ||
-            got <
-                offsetof(struct doctor_msg, entries) + d->msg.count * sizeof(struct doctor_entry)) {
+        if (got < offsetof(struct tnt_doctor_msg, entries) ||
+            d->msg.magic != TNT_DOCTOR_MSG_MAGIC || d->msg.count > TNT_DOCTOR_MSG_MAX ||
+            got < offsetof(struct tnt_doctor_msg, entries) +
+                      d->msg.count * sizeof(struct tnt_doctor_entry) ||
+            sender < 0 || sender >= comm->size) {
             continue;
         }
         for (uint32_t k = 0; k < d->msg.count; k++) {
-            const struct doctor_entry *e = &d->msg.entries[k];
+            const struct tnt_doctor_entry *e = &d->msg.entries[k];
             if (e->rank < 0 || e->rank >= comm->size ||
                 comm->node_of_rank[e->rank] == comm->node_id) {
+                continue;
+            }
+            /* A rank reports only what its node's board shows: an entry for
+             * a rank elsewhere is a lie (one forged "paused" entry would
+             * keep every rank from ever timing out), whoever sent it. */
+            if (comm->node_of_rank[e->rank] != comm->node_of_rank[sender]) {
+                doctor_note_overreach(d, sender, e->rank, now);
                 continue;
             }
             struct doctor_view *v = &d->view[e->rank];
@@ -229,9 +246,9 @@ static void doctor_send(tnt_doctor_t *d, uint64_t now)
         }
     }
     uint32_t n = 0;
-    for (int l = 0; l < comm->local_size && n < DOCTOR_MSG_MAX; l++) {
+    for (int l = 0; l < comm->local_size && n < TNT_DOCTOR_MSG_MAX; l++) {
         const struct doctor_view *v = &d->view[comm->local_to_global[l]];
-        struct doctor_entry *e = &d->msg.entries[n++];
+        struct tnt_doctor_entry *e = &d->msg.entries[n++];
         e->rank = comm->local_to_global[l];
         e->seq = v->seq;
         e->info = v->info;
@@ -240,9 +257,9 @@ static void doctor_send(tnt_doctor_t *d, uint64_t now)
                              ? UINT32_MAX - 1
                              : (uint32_t)(v->beat_age_ns / 1000000u);
     }
-    d->msg.magic = DOCTOR_MSG_MAGIC;
+    d->msg.magic = TNT_DOCTOR_MSG_MAGIC;
     d->msg.count = n;
-    size_t bytes = offsetof(struct doctor_msg, entries) + n * sizeof(struct doctor_entry);
+    size_t bytes = offsetof(struct tnt_doctor_msg, entries) + n * sizeof(struct tnt_doctor_entry);
     for (int r = 0; r < comm->size; r++) {
         if (comm->node_of_rank[r] != comm->node_id) {
             (void)tnt_multinode_side_send(comm, r, &d->msg, bytes);
@@ -512,7 +529,8 @@ void tnt_doctor_quiesce(tnt_doctor_t *d)
     if (d == NULL || d->comm->net == NULL) {
         return;
     }
-    while (tnt_multinode_side_recv(d->comm, &d->msg, sizeof(d->msg)) != 0) {
+    int sender;
+    while (tnt_multinode_side_recv(d->comm, &d->msg, sizeof(d->msg), &sender) != 0) {
     }
 }
 

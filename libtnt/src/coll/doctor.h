@@ -26,6 +26,26 @@
 
 typedef struct tnt_doctor tnt_doctor_t;
 
+/* The side message a node's reporter sends to every rank off its node: the
+ * node's board, one entry per local rank (the lowest waiting local rank
+ * sends it, once a second). The transport adds the communicator's cookie
+ * and tells the receiver which rank sent it; the receiver takes only the
+ * entries for ranks on the sender's node. Here, not in doctor.c, because
+ * the integration test forges such messages. */
+#define TNT_DOCTOR_MSG_MAGIC 0x54444f43u
+#define TNT_DOCTOR_MSG_MAX   128 /* local ranks per message */
+struct tnt_doctor_entry {
+    int32_t rank;
+    uint32_t beat_age_ms; /* UINT32_MAX: never beat */
+    uint64_t seq;         /* last collective entered */
+    uint64_t info;        /* INFO_* of coll/verdict.h */
+};
+struct tnt_doctor_msg {
+    uint32_t magic;
+    uint32_t count;
+    struct tnt_doctor_entry entries[TNT_DOCTOR_MSG_MAX];
+};
+
 typedef enum {
     TNT_DOCTOR_ALLREDUCE = 1,
     TNT_DOCTOR_BROADCAST,

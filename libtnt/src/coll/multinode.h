@@ -25,8 +25,10 @@ tnt_status_t tnt_multinode_barrier(tnt_comm_t *comm);
 
 /* The hang doctor's messages to ranks on other nodes (transport/ucx/ucx.h
  * side messages): send returns 0 or -1 (skipped), recv the length of one
- * queued message or 0. Without UCX both do nothing. */
+ * queued message or 0, and the rank of this communicator that sent it
+ * (messages without the communicator's cookie are dropped before). Without
+ * UCX both do nothing. */
 int tnt_multinode_side_send(tnt_comm_t *comm, int peer, const void *buf, size_t bytes);
-size_t tnt_multinode_side_recv(tnt_comm_t *comm, void *buf, size_t bytes);
+size_t tnt_multinode_side_recv(tnt_comm_t *comm, void *buf, size_t bytes, int *sender_p);
 
 #endif

@@ -57,10 +57,11 @@ int tnt_multinode_side_send(tnt_comm_t *comm, int peer, const void *buf, size_t 
     return -1;
 }
 
-size_t tnt_multinode_side_recv(tnt_comm_t *comm, void *buf, size_t bytes)
+size_t tnt_multinode_side_recv(tnt_comm_t *comm, void *buf, size_t bytes, int *sender_p)
 {
     (void)comm;
     (void)buf;
     (void)bytes;
+    (void)sender_p;
     return 0;
 }

@@ -176,6 +176,18 @@ void tnt_log(tnt_log_level_t level, const char *fmt, ...)
     va_end(ap);
 }
 
+void tnt_log_every_rank(tnt_log_level_t level, const char *fmt, ...)
+{
+    log_init();
+    if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed)) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    log_vprint(level, fmt, ap);
+    va_end(ap);
+}
+
 /* Formats "rank R: <message>" into this thread's last-error buffer and returns
  * the part after the rank prefix (what the log line shows after its own
  * "tarantella[rank R@host]: " prefix). */

@@ -38,6 +38,12 @@ int tnt_log_enabled(tnt_log_level_t level);
 void tnt_log_drain(double timeout_s);
 void tnt_log(tnt_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Like tnt_log, but on whichever rank it happens even below error level:
+ * for what only that rank can see and an admin must hear of (a message
+ * that did not come from the job, dropped by this rank). Callers rate-limit. */
+void tnt_log_every_rank(tnt_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #define tnt_log_error(...) tnt_log(TNT_LOG_ERROR, __VA_ARGS__)
 #define tnt_log_warn(...)  tnt_log(TNT_LOG_WARN, __VA_ARGS__)
 #define tnt_log_info(...)  tnt_log(TNT_LOG_INFO, __VA_ARGS__)

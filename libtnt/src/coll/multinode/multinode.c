@@ -274,7 +274,7 @@ int tnt_multinode_side_send(tnt_comm_t *comm, int peer, const void *buf, size_t 
     return comm->net != NULL ? tnt_ucx_side_send(comm->net->ucx, peer, buf, bytes) : -1;
 }
 
-size_t tnt_multinode_side_recv(tnt_comm_t *comm, void *buf, size_t bytes)
+size_t tnt_multinode_side_recv(tnt_comm_t *comm, void *buf, size_t bytes, int *sender_p)
 {
-    return comm->net != NULL ? tnt_ucx_side_recv(comm->net->ucx, buf, bytes) : 0;
+    return comm->net != NULL ? tnt_ucx_side_recv(comm->net->ucx, buf, bytes, sender_p) : 0;
 }

@@ -104,8 +104,9 @@ void *tnt_ucx_staging(tnt_ucx_t *ucx, size_t *bytes_p)
 
 uint64_t tnt_ucx_tag(uint32_t seq, int src_rank, uint32_t step)
 {
-    /* seq % (2^24 - 1): the all-ones value is the side messages' (below). */
-    return ((uint64_t)(seq % TNT_UCX_SIDE_SEQ) << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)) |
+    /* seq % TNT_UCX_DATA_SEQS: the values above are control messages'
+     * (ucx_impl.h). */
+    return ((uint64_t)(seq % TNT_UCX_DATA_SEQS) << TNT_UCX_TAG_SEQ_SHIFT) |
            ((uint64_t)((uint32_t)src_rank & (TNT_UCX_MAX_RANKS - 1)) << TNT_UCX_TAG_STEP_BITS) |
            (uint64_t)(step & ((1u << TNT_UCX_TAG_STEP_BITS) - 1));
 }
@@ -224,7 +225,8 @@ static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, co
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         param.memh = ucx->staging_memh;
     }
-    tnt_ucx_start(op, ucp_tag_send_nbx(ucx->peers[peer].ep, buf, count, tag, &param));
+    tnt_ucx_start(
+        op, ucp_tag_send_nbx(ucx->peers[peer].ep, buf, count, tnt_ucx_wire_tag(ucx, tag), &param));
     ucx->bytes_sent += bytes;
     *op_p = op;
     return TNT_OK;
@@ -261,7 +263,8 @@ static tnt_status_t tnt_ucx_post_recv(tnt_ucx_t *ucx, int peer, uint64_t tag, vo
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         param.memh = ucx->staging_memh;
     }
-    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, buf, count, tag, UINT64_MAX, &param));
+    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, buf, count, tnt_ucx_wire_tag(ucx, tag),
+                                       UINT64_MAX, &param));
     *op_p = op;
     return TNT_OK;
 }

@@ -76,8 +76,11 @@ void *tnt_ucx_staging(tnt_ucx_t *ucx, size_t *bytes_p);
 
 /* Tags: collectives build them with tnt_ucx_tag(); the source rank is part of
  * the tag, so a receive matches exactly one peer's message. seq is the
- * collective's sequence number (wraps at 2^24, safe because collectives
- * complete in order), step distinguishes messages within one collective. */
+ * collective's sequence number (wraps below 2^24, safe because collectives
+ * complete in order), step distinguishes messages within one collective.
+ * The transport mixes the communicator's cookie into every such tag before
+ * it goes on the wire (ucx_impl.h), so a process outside the communicator
+ * cannot send into a posted receive. */
 uint64_t tnt_ucx_tag(uint32_t seq, int src_rank, uint32_t step);
 
 /* Nonblocking, allocation-free. On success *op_p is a pool slot that the
@@ -133,10 +136,18 @@ tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const 
 /* Side messages for the hang doctor, in a tag range no collective uses, on
  * the thread that drives the worker. side_send sends at once or not at all
  * (0, or -1: skipped; buf is free on return either way). side_recv takes one
- * queued side message from any rank into buf and returns its length (0:
- * none); larger ones are truncated. */
+ * queued side message from any rank into buf, sets *sender_p to the rank
+ * that sent it and returns its length (0: none); larger ones are
+ * truncated. Every side message carries the communicator's cookie;
+ * side_recv drops (and logs, at most every 10 s) those that do not, so what
+ * it returns was sent by a rank of this communicator. At most
+ * TNT_UCX_SIDE_MAX bytes. */
+#define TNT_UCX_SIDE_MAX 8192
 int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes);
-size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes);
+size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes, int *sender_p);
+/* Control messages (wire-up, goodbye, side messages) dropped so far because
+ * they lacked the communicator's cookie or were malformed. */
+uint64_t tnt_ucx_num_dropped(const tnt_ucx_t *ucx);
 
 /* Diagnostics, checked by the tests to prove the inter-node path is UCX:
  * bytes sent / received through UCX so far, and the transports UCX selected

@@ -21,21 +21,48 @@
 /* Ops in flight at once. Collectives keep at most 2 * pipeline depth plus a
  * few; the wire-up handshake batches to stay under it. */
 #define TNT_UCX_POOL_SLOTS 256
-/* The tag layout: seq (24 bits) | source rank (20 bits) | step (20 bits). */
+/* The tag layout: seq (24 bits) | source rank (20 bits) | step (20 bits).
+ * No bit is spare, so the communicator's cookie is mixed into the tags of
+ * collectives instead of taking bits of its own: tnt_ucx_wire_tag maps a
+ * collective's tag to the tag on the wire by adding a secret offset to the
+ * sequence field (modulo TNT_UCX_DATA_SEQS) and xor-ing the low 40 bits with
+ * a secret mask, about 64 secret bits in all. That is a bijection on the
+ * collectives' tags, so matching is unchanged for the job's ranks, and a
+ * process without the cookie cannot name a tag that a posted receive
+ * matches. The sequence values above TNT_UCX_DATA_SEQS are control messages
+ * (wire-up, goodbye, the hang doctor's side messages): their tags stay in
+ * the clear so that a forgery is received, checked against the cookie in
+ * its payload, and reported, not left unmatched and unseen. */
 #define TNT_UCX_TAG_RANK_BITS 20
 #define TNT_UCX_TAG_STEP_BITS 20
+#define TNT_UCX_TAG_SEQ_SHIFT (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)
+#define TNT_UCX_TAG_LOW_MASK  ((1ull << TNT_UCX_TAG_SEQ_SHIFT) - 1)
 #define TNT_UCX_MAX_RANKS     (1 << TNT_UCX_TAG_RANK_BITS)
-/* Side messages (the hang doctor's) use sequence field 2^24 - 1, which no
- * collective's tag has (tnt_ucx_tag), and step 0; any source matches. */
-#define TNT_UCX_SIDE_SEQ 0xFFFFFFu
-#define TNT_UCX_SIDE_TAG \
-    ((uint64_t)TNT_UCX_SIDE_SEQ << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS))
-#define TNT_UCX_SIDE_TAG_MASK                                                   \
-    (((uint64_t)0xFFFFFFu << (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)) | \
-     ((1ull << TNT_UCX_TAG_STEP_BITS) - 1))
-/* Sequence numbers reserved for the wire-up and goodbye handshakes. */
-#define TNT_UCX_SEQ_WIREUP    0xFFFFFFu
+#define TNT_UCX_DATA_SEQS     0xFFFFFDu /* collectives' sequence field: 0 .. this - 1 */
+#define TNT_UCX_SEQ_WIREUP    0xFFFFFDu
 #define TNT_UCX_SEQ_GOODBYE   0xFFFFFEu
+#define TNT_UCX_SEQ_SIDE      0xFFFFFFu
+/* A control message's tag: its kind in the sequence field, the sender's
+ * rank, step 0. With TNT_UCX_CTL_ANY_MASK it matches any sender. */
+#define TNT_UCX_CTL_TAG(seq, rank)                \
+    (((uint64_t)(seq) << TNT_UCX_TAG_SEQ_SHIFT) | \
+     ((uint64_t)((uint32_t)(rank) & (TNT_UCX_MAX_RANKS - 1)) << TNT_UCX_TAG_STEP_BITS))
+#define TNT_UCX_CTL_ANY_MASK \
+    (((uint64_t)0xFFFFFFu << TNT_UCX_TAG_SEQ_SHIFT) | ((1ull << TNT_UCX_TAG_STEP_BITS) - 1))
+#define TNT_UCX_CTL_RANK(tag) ((int)(((tag) >> TNT_UCX_TAG_STEP_BITS) & (TNT_UCX_MAX_RANKS - 1)))
+
+/* What every control message starts with (the whole of a wire-up hello or
+ * a goodbye; a side message's payload follows it). cookie is the
+ * communicator's: 128 bits that rank 0 draws and the bootstrap carries,
+ * so only the communicator's own ranks know it. rank must equal the rank in
+ * the tag and seq the tag's kind, so a valid message cannot be replayed as
+ * another kind or on behalf of another rank. */
+struct tnt_ucx_ctl_header {
+    uint64_t cookie[2];
+    int32_t rank;
+    uint32_t seq;
+};
+
 #define TNT_UCX_TRANSPORT_MAX 96
 
 struct tnt_ucx_op {
@@ -107,7 +134,40 @@ struct tnt_ucx {
     uint64_t bytes_sent;
     uint64_t bytes_received;
     uint64_t bytes_consumed; /* of bytes_received: through consuming receives */
+
+    /* The communicator's cookie (rank 0's, from the address exchange) and
+     * the tag keys derived from it (tnt_ucx_wire_tag). */
+    uint64_t cookie[2];
+    uint64_t seq_key; /* < TNT_UCX_DATA_SEQS */
+    uint64_t low_key; /* < 2^TNT_UCX_TAG_SEQ_SHIFT */
+    /* Control messages dropped for lacking the cookie (or being malformed),
+     * and per kind (TNT_UCX_SEQ_* - TNT_UCX_DATA_SEQS) how many were and
+     * when the next may be logged: one line per kind per 10 s at most. */
+    uint64_t dropped;
+    uint64_t dropped_of_kind[3];
+    uint64_t drop_log_after_ns[3];
+    /* A side message with its header, for sending (sent at once, so one
+     * buffer serves every send) and for receiving. */
+    unsigned char side_out[sizeof(struct tnt_ucx_ctl_header) + TNT_UCX_SIDE_MAX];
+    unsigned char side_in[sizeof(struct tnt_ucx_ctl_header) + TNT_UCX_SIDE_MAX];
 };
+
+/* The tag on the wire for tag (see the layout above): collectives' tags get
+ * the communicator's keys, control tags pass unchanged. A few adds and no
+ * division: this runs for every message. */
+static inline uint64_t tnt_ucx_wire_tag(const tnt_ucx_t *ucx, uint64_t tag)
+{
+    uint64_t seq = tag >> TNT_UCX_TAG_SEQ_SHIFT;
+
+    if (seq >= TNT_UCX_DATA_SEQS) {
+        return tag;
+    }
+    seq += ucx->seq_key; /* both below TNT_UCX_DATA_SEQS */
+    if (seq >= TNT_UCX_DATA_SEQS) {
+        seq -= TNT_UCX_DATA_SEQS;
+    }
+    return (seq << TNT_UCX_TAG_SEQ_SHIFT) | ((tag ^ ucx->low_key) & TNT_UCX_TAG_LOW_MASK);
+}
 
 /* The generic datatype of consuming receives (ucx.c). */
 extern const ucp_generic_dt_ops_t tnt_ucx_consume_ops;
@@ -124,5 +184,23 @@ tnt_status_t tnt_ucx_ep_create(tnt_ucx_t *ucx, int r);
 tnt_status_t tnt_ucx_status_of(ucs_status_t status);
 void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer);
 void tnt_ucx_config_tcp_segments(ucp_config_t *config, size_t bytes);
+/* ucx_wait.c: takes one queued control message of kind seq (from sender
+ * `from`, or any sender when from < 0) into buf (at most cap bytes; a longer
+ * one is consumed and reported as cap + 1 bytes). Returns 1 with its length
+ * and the sender's rank as the tag claims it, or 0 when none is queued. */
+int tnt_ucx_ctl_take(tnt_ucx_t *ucx, uint32_t seq, int from, void *buf, size_t cap, size_t *bytes_p,
+                     int *sender_p);
+/* ucx_wait.c: 1 when a control message of bytes (>= the header) carries
+ * this communicator's cookie, kind seq and the tag's sender; otherwise 0,
+ * after counting and (rate-limited) logging it as dropped. what names the
+ * kind for the log ("wire-up hello"). */
+int tnt_ucx_ctl_valid(tnt_ucx_t *ucx, uint32_t seq, const void *buf, size_t bytes, size_t expected,
+                      int sender, const char *what);
+/* ucx_wait.c: waits until the count ranks r with pending[r] set have sent
+ * their control message of kind seq (hello, goodbye), dropping forged ones
+ * (kind names them in the log: "goodbye"), bounded like tnt_ucx_waitall
+ * (what names the wait in errors); clears pending[r] as each arrives. */
+tnt_status_t tnt_ucx_ctl_collect(tnt_ucx_t *ucx, uint32_t seq, unsigned char *pending, int count,
+                                 const char *what, const char *kind);
 
 #endif

@@ -137,23 +137,30 @@ static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int 
  * an unfinished op still waits for means that rank's program ended while
  * this collective needs it; nothing would ever complete the op. Without
  * this check the op waits for TNT_TIMEOUT, and the leaving rank waits up
- * to 30 s for goodbyes that never come. The goodbye stays queued (probed,
- * not received) for this rank's own handshake. */
+ * to 30 s for goodbyes that never come. The goodbye is received to check
+ * its cookie (a forged one is dropped, and the wait goes on); a real one
+ * fails the transport, so this rank's own goodbye handshake, which would
+ * have wanted it, never runs. */
 static tnt_status_t tnt_ucx_check_left(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
 {
     if (ucx->saying_goodbye) {
         return TNT_OK;
     }
     for (int i = 0; i < n; i++) {
-        ucp_tag_recv_info_t info;
-        int peer;
+        struct tnt_ucx_ctl_header goodbye;
+        size_t bytes;
+        int peer, sender;
 
         if (ops[i] == NULL) {
             continue;
         }
         peer = ops[i]->peer;
-        if (ucp_tag_probe_nb(ucx->worker, tnt_ucx_tag(TNT_UCX_SEQ_GOODBYE, peer, 0), UINT64_MAX, 0,
-                             &info) != NULL) {
+        while (tnt_ucx_ctl_take(ucx, TNT_UCX_SEQ_GOODBYE, peer, &goodbye, sizeof(goodbye), &bytes,
+                                &sender)) {
+            if (!tnt_ucx_ctl_valid(ucx, TNT_UCX_SEQ_GOODBYE, &goodbye, bytes, sizeof(goodbye),
+                                   sender, "goodbye")) {
+                continue;
+            }
             ucx->failed = TNT_ERR_PEER_FAILED;
             return tnt_error_raise(TNT_ERR_PEER_FAILED,
                                    "%s: rank %d left the job (it called tnt_finalize: its program "
@@ -340,21 +347,26 @@ static int tnt_ucx_side_connect(tnt_ucx_t *ucx, int peer)
 
 int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes)
 {
+    struct tnt_ucx_ctl_header header = { .cookie = { ucx->cookie[0], ucx->cookie[1] },
+                                         .rank = ucx->rank,
+                                         .seq = TNT_UCX_SEQ_SIDE };
     ucp_request_param_t param;
     ucs_status_ptr_t ret;
 
     if (ucx->failed != TNT_OK || peer < 0 || peer >= ucx->size || peer == ucx->rank ||
-        ucx->poisoned || tnt_ucx_side_connect(ucx, peer) != 0 || ucx->peers[peer].failed) {
+        bytes > TNT_UCX_SIDE_MAX || ucx->poisoned || tnt_ucx_side_connect(ucx, peer) != 0 ||
+        ucx->peers[peer].failed) {
         return -1;
     }
-    /* Sent at once or not at all: the caller's buffer is free on return and
-     * no request outlives the call; a message that cannot go now is skipped
+    memcpy(ucx->side_out, &header, sizeof(header));
+    memcpy(ucx->side_out + sizeof(header), buf, bytes);
+    /* Sent at once or not at all: side_out is free on return and no
+     * request outlives the call; a message that cannot go now is skipped
      * (the doctor sends again a second later). */
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-    ret =
-        ucp_tag_send_nbx(ucx->peers[peer].ep, buf, bytes,
-                         TNT_UCX_SIDE_TAG | ((uint64_t)ucx->rank << TNT_UCX_TAG_STEP_BITS), &param);
+    ret = ucp_tag_send_nbx(ucx->peers[peer].ep, ucx->side_out, sizeof(header) + bytes,
+                           TNT_UCX_CTL_TAG(TNT_UCX_SEQ_SIDE, ucx->rank), &param);
     if (ret == NULL) {
         return 0;
     }
@@ -366,8 +378,8 @@ int tnt_ucx_side_send(tnt_ucx_t *ucx, int peer, const void *buf, size_t bytes)
     return -1;
 }
 
-static void tnt_ucx_side_recv_done(void *request, ucs_status_t status,
-                                   const ucp_tag_recv_info_t *info, void *user_data)
+static void tnt_ucx_ctl_recv_done(void *request, ucs_status_t status,
+                                  const ucp_tag_recv_info_t *info, void *user_data)
 {
     (void)request;
     (void)status;
@@ -375,7 +387,8 @@ static void tnt_ucx_side_recv_done(void *request, ucs_status_t status,
     (void)user_data;
 }
 
-size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes)
+int tnt_ucx_ctl_take(tnt_ucx_t *ucx, uint32_t seq, int from, void *buf, size_t cap, size_t *bytes_p,
+                     int *sender_p)
 {
     ucp_tag_recv_info_t info;
     ucp_tag_message_h msg;
@@ -383,25 +396,22 @@ size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes)
     ucs_status_ptr_t ret;
     ucs_status_t st = UCS_OK;
 
-    ucp_worker_progress(ucx->worker);
-    msg = ucp_tag_probe_nb(ucx->worker, TNT_UCX_SIDE_TAG, TNT_UCX_SIDE_TAG_MASK, 1, &info);
+    msg = ucp_tag_probe_nb(ucx->worker, TNT_UCX_CTL_TAG(seq, from < 0 ? 0 : from),
+                           from < 0 ? TNT_UCX_CTL_ANY_MASK : UINT64_MAX, 1, &info);
     if (msg == NULL) {
         return 0;
     }
-    if (info.length > bytes) {
-        /* Not one of ours: receive into nothing would fail; drop it by
-         * truncation (UCX reports MESSAGE_TRUNCATED, which is fine here). */
-        info.length = bytes;
-    }
+    /* Received even when longer than cap (UCX then reports it truncated):
+     * a probed message must be taken off the queue, and whoever sent it
+     * must not be able to fill the queue with messages we never look at. */
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
-    param.cb.recv = tnt_ucx_side_recv_done;
-    ret = ucp_tag_msg_recv_nbx(ucx->worker, buf, bytes, msg, &param);
+    param.cb.recv = tnt_ucx_ctl_recv_done;
+    ret = ucp_tag_msg_recv_nbx(ucx->worker, buf, cap, msg, &param);
     if (UCS_PTR_IS_ERR(ret)) {
-        return 0;
-    }
-    if (ret != NULL) {
+        st = UCS_PTR_STATUS(ret);
+    } else if (ret != NULL) {
         /* Eager messages are already here: this finishes in a few progress
-         * calls; bounded anyway. */
+         * calls; bounded anyway (a stranger's rendezvous may never end). */
         tnt_backoff_t backoff;
         tnt_backoff_init(&backoff, 1.0);
         while ((st = ucp_request_check_status(ret)) == UCS_INPROGRESS) {
@@ -416,14 +426,169 @@ size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes)
         }
         ucp_request_free(ret);
     }
-    if (st != UCS_OK) {
-        return 0;
+    *bytes_p = st == UCS_OK && info.length <= cap ? info.length : SIZE_MAX;
+    *sender_p = TNT_UCX_CTL_RANK(info.sender_tag);
+    return 1;
+}
+
+/* Counts a dropped control message of kind seq and logs it, on whichever
+ * rank got it: the first of each kind at once, then one line per kind per
+ * 10 s with the count, so a flood of forgeries cannot flood the job's
+ * output. */
+static void tnt_ucx_note_dropped(tnt_ucx_t *ucx, uint32_t seq, const char *what, int sender,
+                                 const char *why)
+{
+    uint64_t now = tnt_time_ns();
+    unsigned kind = seq - TNT_UCX_DATA_SEQS; /* 0 .. 2 */
+
+    ucx->dropped++;
+    ucx->dropped_of_kind[kind]++;
+    if (ucx->dropped_of_kind[kind] > 1 && now < ucx->drop_log_after_ns[kind]) {
+        return;
     }
-    int sender = (int)((info.sender_tag >> TNT_UCX_TAG_STEP_BITS) & (TNT_UCX_MAX_RANKS - 1));
-    if (sender < ucx->size && sender != ucx->rank && !ucx->poisoned) {
-        (void)tnt_ucx_side_connect(ucx, sender);
+    tnt_log_every_rank(TNT_LOG_WARN,
+                       "ucx: dropped a %s that claims to come from rank %d: %s (%llu dropped so "
+                       "far, logged at most every 10 s); a process outside this communicator "
+                       "(another job, or anyone who can reach this node's UCX ports) sent it; "
+                       "see Security in docs/admin-guide.md (UCX_NET_DEVICES, "
+                       "UCX_TCP_PORT_RANGE)",
+                       what, sender, why, (unsigned long long)ucx->dropped_of_kind[kind]);
+    ucx->drop_log_after_ns[kind] = now + 10000000000ull;
+}
+
+int tnt_ucx_ctl_valid(tnt_ucx_t *ucx, uint32_t seq, const void *buf, size_t bytes, size_t expected,
+                      int sender, const char *what)
+{
+    struct tnt_ucx_ctl_header header;
+    char why[128];
+
+    if (bytes == SIZE_MAX) {
+        snprintf(why, sizeof(why), "it is longer than any %s, or broke off", what);
+    } else if (bytes < sizeof(header) || (expected != 0 && bytes != expected)) {
+        snprintf(why, sizeof(why), "it is %zu B, not the %zu B of a %s", bytes,
+                 expected != 0 ? expected : sizeof(header), what);
+    } else {
+        memcpy(&header, buf, sizeof(header));
+        /* Branch-free over all 128 bits: how much of a guess was right does
+         * not show in the time this takes. */
+        if (((header.cookie[0] ^ ucx->cookie[0]) | (header.cookie[1] ^ ucx->cookie[1])) != 0) {
+            snprintf(why, sizeof(why), "it does not carry this communicator's cookie");
+        } else if (header.rank != sender || header.seq != seq) {
+            snprintf(why, sizeof(why), "its header (rank %d, kind %x) does not match its tag",
+                     (int)header.rank, (unsigned)header.seq);
+        } else if (sender >= ucx->size || sender == ucx->rank) {
+            snprintf(why, sizeof(why), "rank %d is not a peer in this communicator of %d", sender,
+                     ucx->size);
+        } else {
+            return 1;
+        }
     }
-    return info.length;
+    tnt_ucx_note_dropped(ucx, seq, what, sender, why);
+    return 0;
+}
+
+uint64_t tnt_ucx_num_dropped(const tnt_ucx_t *ucx)
+{
+    return ucx->dropped;
+}
+
+size_t tnt_ucx_side_recv(tnt_ucx_t *ucx, void *buf, size_t bytes, int *sender_p)
+{
+    ucp_worker_progress(ucx->worker);
+    /* Bounded: a flood of forgeries must not hold up the caller, whose next
+     * call goes on with the queue. */
+    for (int i = 0; i < 64; i++) {
+        size_t got, length;
+        int sender;
+
+        if (!tnt_ucx_ctl_take(ucx, TNT_UCX_SEQ_SIDE, -1, ucx->side_in, sizeof(ucx->side_in), &got,
+                              &sender)) {
+            return 0;
+        }
+        if (!tnt_ucx_ctl_valid(ucx, TNT_UCX_SEQ_SIDE, ucx->side_in, got, 0, sender,
+                               "hang-doctor side message")) {
+            continue;
+        }
+        length = got - sizeof(struct tnt_ucx_ctl_header);
+        length = length < bytes ? length : bytes;
+        memcpy(buf, ucx->side_in + sizeof(struct tnt_ucx_ctl_header), length);
+        if (!ucx->poisoned) {
+            (void)tnt_ucx_side_connect(ucx, sender);
+        }
+        *sender_p = sender;
+        return length;
+    }
+    return 0;
+}
+
+tnt_status_t tnt_ucx_ctl_collect(tnt_ucx_t *ucx, uint32_t seq, unsigned char *pending, int count,
+                                 const char *what, const char *kind)
+{
+    tnt_status_t status = TNT_OK;
+    tnt_backoff_t backoff;
+    uint64_t spin_start;
+
+    tnt_backoff_init(&backoff, tnt_watch_own_timeout(ucx->watch, ucx->timeout_s));
+    spin_start = tnt_time_ns();
+    while (count > 0 && status == TNT_OK) {
+        struct tnt_ucx_ctl_header header;
+        size_t bytes;
+        int sender, arrived = 0;
+
+        while (ucp_worker_progress(ucx->worker) != 0) {
+        }
+        while (count > 0 &&
+               tnt_ucx_ctl_take(ucx, seq, -1, &header, sizeof(header), &bytes, &sender)) {
+            /* Only a valid message is progress: forgeries must not keep
+             * the wait from ever timing out. */
+            if (tnt_ucx_ctl_valid(ucx, seq, &header, bytes, sizeof(header), sender, kind) &&
+                pending[sender]) {
+                pending[sender] = 0;
+                count--;
+                arrived = 1;
+            }
+        }
+        if (count == 0) {
+            break;
+        }
+        for (int r = 0; r < ucx->size; r++) {
+            if (pending[r] && ucx->peers[r].failed) {
+                status = tnt_error_raise(TNT_ERR_PEER_FAILED,
+                                         "%s: connection to rank %d broke (%s); did it exit or "
+                                         "crash? its own output names the cause",
+                                         what, r, ucs_status_string(ucx->peers[r].error));
+                break;
+            }
+        }
+        if (status != TNT_OK) {
+            break;
+        }
+        if (arrived) {
+            tnt_backoff_init(&backoff, tnt_watch_own_timeout(ucx->watch, ucx->timeout_s));
+            spin_start = tnt_time_ns();
+            continue;
+        }
+        if (backoff.deadline_ns != UINT64_MAX && tnt_time_ns() >= backoff.deadline_ns) {
+            int missing = 0;
+            while (!pending[missing]) {
+                missing++;
+            }
+            status = tnt_error_raise(TNT_ERR_TIMEOUT,
+                                     "%s: rank %d did not answer within %g s; is it still "
+                                     "running? see TNT_TIMEOUT",
+                                     what, missing, ucx->timeout_s);
+            break;
+        }
+        uint64_t waited_ns = tnt_time_ns() - spin_start;
+        status = tnt_watch_poll(ucx->watch, waited_ns);
+        if (status == TNT_OK) {
+            tnt_ucx_idle(ucx, &backoff, waited_ns);
+        }
+    }
+    if (status != TNT_OK && ucx->failed == TNT_OK) {
+        ucx->failed = status;
+    }
+    return status;
 }
 
 tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what)

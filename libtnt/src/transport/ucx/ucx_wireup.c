@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 
 static void tnt_ucx_ep_error_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
@@ -80,17 +81,59 @@ void tnt_ucx_poison(tnt_ucx_t *ucx)
     tnt_ucx_close_eps(ucx, 1, 5.0);
 }
 
-/* Gathers every rank's worker address. Addresses can differ in length
- * (different devices per node), so the lengths go first and the blobs are
- * padded to the longest: on success *all_p holds size blobs of *stride_p
- * bytes each, rank r's at r * stride, and the caller frees it. */
+/* The communicator's cookie: 128 bits from the kernel's CSPRNG, drawn by
+ * rank 0 only (the others take its value from the exchange). */
+static tnt_status_t tnt_ucx_draw_cookie(uint64_t cookie[2])
+{
+    unsigned char *p = (unsigned char *)cookie;
+    size_t got = 0;
+
+    while (got < 2 * sizeof(uint64_t)) {
+        ssize_t n = getrandom(p + got, 2 * sizeof(uint64_t) - got, 0);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return tnt_error_raise(TNT_ERR_SYSTEM,
+                                   "ucx: getrandom for the communicator's cookie failed: %s",
+                                   n < 0 ? strerror(errno) : "no bytes");
+        }
+        got += (size_t)n;
+    }
+    return TNT_OK;
+}
+
+/* The keys of tnt_ucx_wire_tag, from the cookie's second word (the first
+ * word travels in control messages only). */
+static void tnt_ucx_set_cookie(tnt_ucx_t *ucx, const uint64_t cookie[2])
+{
+    ucx->cookie[0] = cookie[0];
+    ucx->cookie[1] = cookie[1];
+    ucx->seq_key = (cookie[1] >> TNT_UCX_TAG_SEQ_SHIFT) % TNT_UCX_DATA_SEQS;
+    ucx->low_key = cookie[1] & TNT_UCX_TAG_LOW_MASK;
+}
+
+/* What each rank contributes to the first allgather: its address length and,
+ * from rank 0, the communicator's cookie. The bootstrap (PMIx, a split's
+ * parent, the caller's out-of-band exchange) is the one channel that only
+ * the communicator's ranks share, so the cookie rides with it. */
+struct tnt_ucx_first {
+    uint64_t address_len;
+    uint64_t cookie[2];
+};
+
+/* Gathers every rank's worker address and rank 0's cookie. Addresses can
+ * differ in length (different devices per node), so the lengths go first
+ * and the blobs are padded to the longest: on success *all_p holds size
+ * blobs of *stride_p bytes each, rank r's at r * stride, and the caller
+ * frees it. */
 static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
                                                unsigned char **all_p, size_t *stride_p)
 {
     ucp_address_t *address = NULL;
     size_t address_len = 0;
-    uint64_t my_len, max_len = 0;
-    uint64_t *lens = NULL;
+    uint64_t max_len = 0;
+    struct tnt_ucx_first my_first, *firsts = NULL;
     unsigned char *mine = NULL, *all = NULL;
     ucs_status_t us;
     tnt_status_t status;
@@ -100,19 +143,35 @@ static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
         return tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: ucp_worker_get_address failed: %s",
                                ucs_status_string(us));
     }
-    lens = calloc((size_t)ucx->size, sizeof(*lens));
-    if (lens == NULL) {
+    firsts = calloc((size_t)ucx->size, sizeof(*firsts));
+    if (firsts == NULL) {
         status =
             tnt_error_raise(TNT_ERR_NO_MEMORY, "ucx: out of memory for %d addresses", ucx->size);
         goto err_release_address;
     }
-    my_len = address_len;
-    status = tnt_boot_allgather(boot, &my_len, lens, sizeof(my_len));
-    if (status != TNT_OK) {
-        goto err_free_lens;
+    memset(&my_first, 0, sizeof(my_first));
+    my_first.address_len = address_len;
+    if (ucx->rank == 0) {
+        status = tnt_ucx_draw_cookie(my_first.cookie);
+        if (status != TNT_OK) {
+            /* Still takes part, so the other ranks fail in the exchange's
+             * check below instead of waiting for this one. */
+            my_first.address_len = 0;
+        }
     }
+    status = tnt_boot_allgather(boot, &my_first, firsts, sizeof(my_first));
+    if (status != TNT_OK) {
+        goto err_free_firsts;
+    }
+    if (firsts[0].address_len == 0) {
+        status = tnt_error_raise(TNT_ERR_SYSTEM,
+                                 "ucx: rank 0 could not draw the communicator's cookie; its "
+                                 "own output says why");
+        goto err_free_firsts;
+    }
+    tnt_ucx_set_cookie(ucx, firsts[0].cookie);
     for (int r = 0; r < ucx->size; r++) {
-        max_len = lens[r] > max_len ? lens[r] : max_len;
+        max_len = firsts[r].address_len > max_len ? firsts[r].address_len : max_len;
     }
     mine = calloc(1, max_len);
     all = calloc((size_t)ucx->size, max_len);
@@ -127,7 +186,7 @@ static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
         goto err_free_blobs;
     }
     free(mine);
-    free(lens);
+    free(firsts);
     ucp_worker_release_address(ucx->worker, address);
     *all_p = all;
     *stride_p = (size_t)max_len;
@@ -136,8 +195,8 @@ static tnt_status_t tnt_ucx_exchange_addresses(tnt_ucx_t *ucx, tnt_boot_t *boot,
 err_free_blobs:
     free(all);
     free(mine);
-err_free_lens:
-    free(lens);
+err_free_firsts:
+    free(firsts);
 err_release_address:
     ucp_worker_release_address(ucx->worker, address);
     return status;
@@ -193,49 +252,62 @@ static tnt_status_t tnt_ucx_connect(tnt_ucx_t *ucx, tnt_boot_t *boot, const unsi
 }
 
 /* Sends one small message to every connected peer and receives one from
- * each, in batches that fit the pool. At create time (wire-up) every
- * connection is really up afterwards, and a peer that cannot be reached fails
- * tnt_init, not step 1. At destroy time (goodbye) every peer has stopped
- * using this rank, so closing the endpoints cannot break a peer's
- * collective. */
-static tnt_status_t tnt_ucx_handshake(tnt_ucx_t *ucx, uint32_t seq, const char *what)
+ * each. At create time (wire-up) every connection is really up afterwards,
+ * and a peer that cannot be reached fails tnt_init, not step 1. At destroy
+ * time (goodbye) every peer has stopped using this rank, so closing the
+ * endpoints cannot break a peer's collective.
+ *
+ * Each message is a control header with the communicator's cookie. They are
+ * the first messages a peer sends on a new connection, and their tags are
+ * public (ucx_impl.h), so a stranger who sends one first gets it received
+ * and checked: it is dropped with a log line naming the rank it claimed to
+ * be, and the wait goes on for the real one. The sends go out in batches
+ * that fit the request pool; eager sends complete without the peer's
+ * receive, so sending everything before receiving cannot deadlock, and
+ * every rank progresses its worker in both phases. */
+static tnt_status_t tnt_ucx_handshake(tnt_ucx_t *ucx, uint32_t seq, const char *what,
+                                      const char *kind)
 {
     enum { BATCH = TNT_UCX_POOL_SLOTS / 2 };
-    tnt_ucx_op_t *ops[2 * BATCH];
-    int32_t sent = ucx->rank;
-    int32_t received[BATCH];
-    int r = 0;
+    tnt_ucx_op_t *ops[BATCH];
+    const struct tnt_ucx_ctl_header sent = { .cookie = { ucx->cookie[0], ucx->cookie[1] },
+                                             .rank = ucx->rank,
+                                             .seq = seq };
+    unsigned char *pending = calloc((size_t)ucx->size, 1);
+    tnt_status_t status = TNT_OK;
+    int count = 0;
 
-    while (r < ucx->size) {
-        int n = 0, k = 0;
-        tnt_status_t status;
+    if (pending == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d ranks", what,
+                               ucx->size);
+    }
+    for (int r = 0; r < ucx->size && status == TNT_OK;) {
+        int n = 0;
 
-        for (; r < ucx->size && k < BATCH; r++) {
+        for (; r < ucx->size && n < BATCH; r++) {
             if (ucx->peers[r].ep == NULL) {
                 continue;
             }
-            status = tnt_ucx_irecv(ucx, r, tnt_ucx_tag(seq, r, 0), &received[k],
-                                   sizeof(received[k]), &ops[n]);
+            pending[r] = 1;
+            count++;
+            status = tnt_ucx_isend(ucx, r, TNT_UCX_CTL_TAG(seq, ucx->rank), &sent, sizeof(sent),
+                                   &ops[n]);
             if (status != TNT_OK) {
-                tnt_ucx_waitall(ucx, ops, n, what);
-                return status;
+                break;
             }
             n++;
-            status =
-                tnt_ucx_isend(ucx, r, tnt_ucx_tag(seq, ucx->rank, 0), &sent, sizeof(sent), &ops[n]);
-            if (status != TNT_OK) {
-                tnt_ucx_waitall(ucx, ops, n, what);
-                return status;
-            }
-            n++;
-            k++;
         }
-        status = tnt_ucx_waitall(ucx, ops, n, what);
         if (status != TNT_OK) {
-            return status;
+            (void)tnt_ucx_waitall(ucx, ops, n, what);
+        } else {
+            status = tnt_ucx_waitall(ucx, ops, n, what);
         }
     }
-    return TNT_OK;
+    if (status == TNT_OK) {
+        status = tnt_ucx_ctl_collect(ucx, seq, pending, count, what, kind);
+    }
+    free(pending);
+    return status;
 }
 
 /* The tnt_ucx_t and its peer table, with nothing of UCX's yet. */
@@ -443,7 +515,7 @@ tnt_status_t tnt_ucx_create(const tnt_ucx_params_t *params, tnt_ucx_t **ucx_p)
     if (status != TNT_OK) {
         goto err_close_eps;
     }
-    status = tnt_ucx_handshake(ucx, TNT_UCX_SEQ_WIREUP, "UCX wire-up");
+    status = tnt_ucx_handshake(ucx, TNT_UCX_SEQ_WIREUP, "UCX wire-up", "wire-up hello");
     if (status != TNT_OK) {
         goto err_close_eps;
     }
@@ -485,7 +557,7 @@ void tnt_ucx_destroy(tnt_ucx_t *ucx)
             ucx->timeout_s = 30;
         }
         ucx->saying_goodbye = 1;
-        (void)tnt_ucx_handshake(ucx, TNT_UCX_SEQ_GOODBYE, "UCX goodbye (tnt_finalize)");
+        (void)tnt_ucx_handshake(ucx, TNT_UCX_SEQ_GOODBYE, "UCX goodbye (tnt_finalize)", "goodbye");
         ucx->timeout_s = timeout_s;
     }
     if (ucx->failed != TNT_OK) {
