@@ -11,6 +11,7 @@ packages=(
   munge slurmctld slurmd slurm-client libslurm-dev
   openmpi-bin libopenmpi-dev
   python3-dev python3-venv python3-torch python3-numpy python3-sklearn python3-pytest
+  libtorch-dev pybind11-dev
   iproute2 procps util-linux
 )
 
