@@ -72,11 +72,11 @@ if(_tnt_torch_why)
     message(FATAL_ERROR "tarantella: the tnt torch backend cannot be built: ${_tnt_torch_why}")
   endif()
   message(STATUS "tarantella: tnt torch.distributed backend (_tnt_torch): not built (${_tnt_torch_why})")
-  set(TNT_TORCH_BACKEND_BUILT OFF)
+  set(TNT_TORCH_BACKEND_BUILT OFF CACHE INTERNAL "tarantella._tnt_torch is built")
   return()
 endif()
 message(STATUS "tarantella: tnt torch.distributed backend (_tnt_torch): built, against torch ${_tnt_torch_version} (${TNT_TORCH_INCLUDE_DIR})")
-set(TNT_TORCH_BACKEND_BUILT ON)
+set(TNT_TORCH_BACKEND_BUILT ON CACHE INTERNAL "tarantella._tnt_torch is built")
 
 Python3_add_library(tnt_torch_pyext MODULE WITH_SOABI tarantella/_tnt_torch.cpp)
 # torch's headers are not warning-clean under -Wall -Wextra; SYSTEM keeps our

@@ -49,6 +49,12 @@ namespace tnt_torch
 using c10d::OpType;
 using Millis = std::chrono::milliseconds;
 
+/* Seconds for messages: "0.5", "1800". */
+static std::string seconds(Millis ms)
+{
+    return c10::str(static_cast<double>(ms.count()) / 1000.0);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Bootstrap: libtnt's out-of-band allgather over a c10d Store               */
 /* ------------------------------------------------------------------------ */
@@ -161,8 +167,7 @@ class StoreOob
                 missing += (missing.empty() ? "" : ", ") + std::to_string(r);
             }
         }
-        return "rank " + std::to_string(rank_) + " waited " +
-               std::to_string(timeout_.count() / 1000.0) +
+        return "rank " + std::to_string(rank_) + " waited " + seconds(timeout_) +
                " s (init_process_group's timeout) for rank(s) " +
                (missing.empty() ? std::string("?") : missing) +
                " of the group in bootstrap round " + std::to_string(round_) +
@@ -215,7 +220,7 @@ class WorkTnt : public c10d::Work
         if (!cv_.wait_for(lock, limit, [this] { return completed_; })) {
             throw std::runtime_error(
                 "tnt: " + name_ + " #" + std::to_string(seq_) + " on process group '" + group_ +
-                "' did not complete within " + std::to_string(limit.count() / 1000.0) +
+                "' did not complete within " + seconds(limit) +
                 " s (the process group's timeout, or wait()'s); is every rank of the group "
                 "still running and calling the same collectives?");
         }
@@ -251,6 +256,67 @@ class WorkTnt : public c10d::Work
 static const char *kSupportedReduce = "float16, bfloat16, float32, float64, int32 and int64 "
                                       "natively; int8, uint8, int16 and bool through int32";
 
+/* Names as Python spells them ("torch.float32"), not c10's ("Float"). */
+static std::string dtype_name(at::ScalarType t)
+{
+    switch (t) {
+    case at::kFloat:
+        return "torch.float32";
+    case at::kDouble:
+        return "torch.float64";
+    case at::kHalf:
+        return "torch.float16";
+    case at::kBFloat16:
+        return "torch.bfloat16";
+    case at::kInt:
+        return "torch.int32";
+    case at::kLong:
+        return "torch.int64";
+    case at::kShort:
+        return "torch.int16";
+    case at::kChar:
+        return "torch.int8";
+    case at::kByte:
+        return "torch.uint8";
+    case at::kBool:
+        return "torch.bool";
+    case at::kComplexHalf:
+        return "torch.complex32";
+    case at::kComplexFloat:
+        return "torch.complex64";
+    case at::kComplexDouble:
+        return "torch.complex128";
+    default:
+        return std::string("torch.") + c10::toString(t);
+    }
+}
+
+static const char *op_name(c10d::ReduceOp rop)
+{
+    switch (rop.op_) {
+    case c10d::ReduceOp::SUM:
+        return "SUM";
+    case c10d::ReduceOp::AVG:
+        return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+        return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+        return "MIN";
+    case c10d::ReduceOp::MAX:
+        return "MAX";
+    case c10d::ReduceOp::BAND:
+        return "BAND";
+    case c10d::ReduceOp::BOR:
+        return "BOR";
+    case c10d::ReduceOp::BXOR:
+        return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+        return "PREMUL_SUM";
+    default:
+        return "(unknown)";
+    }
+}
+
 static void check_tensor(const char *op, const at::Tensor &t)
 {
     TORCH_CHECK(t.defined(), "tnt: ", op, ": got an undefined tensor");
@@ -284,8 +350,9 @@ static void check_same(const char *op, const at::Tensor &t, const at::Tensor &re
                        const std::string &what, const char *ref_what)
 {
     TORCH_CHECK(t.scalar_type() == ref.scalar_type() && t.numel() == ref.numel(), "tnt: ", op, ": ",
-                what, " has ", t.numel(), " elements of ", t.scalar_type(), ", the ", ref_what, " ",
-                ref.numel(), " of ", ref.scalar_type(), "; they must match");
+                what, " has ", t.numel(), " elements of ", dtype_name(t.scalar_type()), ", the ",
+                ref_what, " ", ref.numel(), " of ", dtype_name(ref.scalar_type()),
+                "; they must match");
 }
 
 /* A reduction's element type: a libtnt dtype, or int32 for the narrow
@@ -322,7 +389,7 @@ static ReduceType reduce_type(const char *op, at::ScalarType t, c10d::ReduceOp r
                     "SUM (or) or convert the tensor");
         return { TNT_INT32, true };
     default:
-        TORCH_CHECK(false, "tnt: ", op, ": dtype ", t,
+        TORCH_CHECK(false, "tnt: ", op, ": dtype ", dtype_name(t),
                     " is not supported in reductions by the tnt backend (supported: ",
                     kSupportedReduce, "); convert the tensor first");
     }
@@ -346,8 +413,8 @@ static tnt_op_t reduce_op(const char *op, c10d::ReduceOp rop)
     case c10d::ReduceOp::BXOR:
     case c10d::ReduceOp::PREMUL_SUM:
     default:
-        TORCH_CHECK(false, "tnt: ", op, ": ReduceOp ", c10d::ReduceOp::RedOpType(rop.op_),
-                    " (BAND, BOR, BXOR or PREMUL_SUM) is not supported by the tnt backend; "
+        TORCH_CHECK(false, "tnt: ", op, ": ReduceOp.", op_name(rop),
+                    " is not supported by the tnt backend; "
                     "supported: SUM, AVG, PRODUCT, MIN, MAX");
     }
 }
@@ -462,8 +529,9 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         check_tensors(op, tensors);
         for (const auto &t : tensors) {
             TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "tnt: ", op,
-                        ": all tensors must have one dtype (got ", tensors[0].scalar_type(),
-                        " and ", t.scalar_type(), "); make one call per dtype");
+                        ": all tensors must have one dtype (got ",
+                        dtype_name(tensors[0].scalar_type()), " and ", dtype_name(t.scalar_type()),
+                        "); make one call per dtype");
         }
         ReduceType rt = reduce_type(op, tensors[0].scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
@@ -538,8 +606,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
                         output.numel() == size_ * input.numel(),
                     "tnt: ", op, ": the output has ", output.numel(), " elements of ",
-                    output.scalar_type(), "; it needs the group size (", size_,
-                    ") times the input's ", input.numel(), " of ", input.scalar_type());
+                    dtype_name(output.scalar_type()), "; it needs the group size (", size_,
+                    ") times the input's ", input.numel(), " of ", dtype_name(input.scalar_type()));
         at::Tensor out = output, in = input;
         return enqueue(
             OpType::_ALLGATHER_BASE, op, opts.timeout, { output }, { input }, [this, op, in, out] {
@@ -649,11 +717,11 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "_reduce_scatter_base";
         check_tensor(op, output);
         check_tensor(op, input);
-        TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
-                        input.numel() == size_ * output.numel(),
-                    "tnt: ", op, ": the input has ", input.numel(), " elements of ",
-                    input.scalar_type(), "; it needs the group size (", size_,
-                    ") times the output's ", output.numel(), " of ", output.scalar_type());
+        TORCH_CHECK(
+            output.scalar_type() == input.scalar_type() && input.numel() == size_ * output.numel(),
+            "tnt: ", op, ": the input has ", input.numel(), " elements of ",
+            dtype_name(input.scalar_type()), "; it needs the group size (", size_,
+            ") times the output's ", output.numel(), " of ", dtype_name(output.scalar_type()));
         ReduceType rt = reduce_type(op, output.scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
         at::Tensor out = output, in = input;
@@ -671,8 +739,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         check_tensor(op, output);
         check_tensor(op, input);
         TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tnt: ", op,
-                    ": input and output dtypes differ (", input.scalar_type(), ", ",
-                    output.scalar_type(), ")");
+                    ": input and output dtypes differ (", dtype_name(input.scalar_type()), ", ",
+                    dtype_name(output.scalar_type()), ")");
         /* Splits count rows of dim 0, as torch's all_to_all_single says. */
         std::vector<size_t> send = split_bytes(op, "input", input, input_splits);
         std::vector<size_t> recv = split_bytes(op, "output", output, output_splits);
@@ -699,8 +767,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         for (int r = 0; r < size_; r++) {
             TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
                             outputs[r].scalar_type() == inputs[0].scalar_type(),
-                        "tnt: ", op, ": all tensors must have one dtype (", inputs[0].scalar_type(),
-                        "); tensor ", r, " differs");
+                        "tnt: ", op, ": all tensors must have one dtype (",
+                        dtype_name(inputs[0].scalar_type()), "); tensor ", r, " differs");
             send.push_back(nbytes(inputs[r]));
             recv.push_back(nbytes(outputs[r]));
         }
