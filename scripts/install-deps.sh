@@ -12,6 +12,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   python3-dev python3-venv python3-torch python3-numpy python3-sklearn python3-pytest
   python3-torchvision
+  libtorch-dev pybind11-dev
   iproute2 procps util-linux
 )
 

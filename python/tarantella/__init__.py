@@ -222,6 +222,42 @@ _install_failure_handlers()
 from . import _device_guard  # noqa: E402
 _device_guard.install()
 
+
+def _load_torch_backend():
+    from . import torch_backend  # registers "tnt" with torch.distributed
+
+
+class _TorchImportHook:
+    """Watches the import system for torch only: lets the usual finders
+    find it, and registers the tnt backend once torch's own __init__ has
+    run (torch.distributed is complete then)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        _sys.meta_path.remove(self)
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        torch_exec = spec.loader.exec_module
+
+        def exec_module(module):
+            torch_exec(module)
+            _load_torch_backend()
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+# `import tarantella` registers the "tnt" torch.distributed backend
+# (torch_backend.py): at once when torch is loaded, else right after the
+# script imports torch, so that scripts that never use torch do not pay for
+# importing it (about a second).
+if "torch" in _sys.modules:
+    _load_torch_backend()
+elif not any(isinstance(f, _TorchImportHook) for f in _sys.meta_path):
+    _sys.meta_path.insert(0, _TorchImportHook())
+
 from .collectives import (allreduce, allreduce_, broadcast, broadcast_, allgather,  # noqa: E402
                           allgather_concat, barrier)
 from .objects import broadcast_object, allgather_object  # noqa: E402

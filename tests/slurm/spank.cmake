@@ -23,6 +23,11 @@ if(TARGET spank_tarantella)
       COMMAND bash ${_spank_e2e} pythonpath $<TARGET_FILE:slurm_allreduce_check>
               ${TNT_TEST_PYTHON} ${PROJECT_BINARY_DIR}/python)
   endif()
+  # The same on the tnt backend (import tarantella, init_process_group("tnt")),
+  # from the build tree's package; skipped where _tnt_torch is not built.
+  tnt_add_slurm_test(NAME slurm.spank.ddp_tnt TIMEOUT 240
+    COMMAND bash ${_spank_e2e} ddp_tnt $<TARGET_FILE:slurm_allreduce_check>
+            ${TNT_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/tests/python/ranks ${PROJECT_BINARY_DIR}/python)
 endif()
 
 # Site defaults from plugstack.conf arguments need a cluster of their own

@@ -63,6 +63,22 @@ affinity_matches_verbose() {
     done
 }
 
+# ddp_matches_serial PYTHON RANKS_DIR DDP.npz: the weights DDP wrote equal
+# a serial run's at the same global batch, to float tolerance.
+ddp_matches_serial() {
+    OMP_NUM_THREADS=1 timeout 120 "$1" "$2/ddp_unmodified.py" --serial "$WORK/serial.npz" ||
+        fail "serial reference failed"
+    "$1" - "$3" "$WORK/serial.npz" <<'PY' || fail "DDP weights differ from the serial run"
+import sys
+import numpy as np
+got, ref = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert sorted(got.files) == sorted(ref.files), (got.files, ref.files)
+for name in ref.files:
+    np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+print("ddp: %d tensors equal the serial run's" % len(ref.files))
+PY
+}
+
 case $CASE in
 allreduce)
     # 4 nodes x 2 tasks; MpiDefault=none, so this passes only if
@@ -157,17 +173,23 @@ ddp)
         "$PYTHON" "$RANKS_DIR/ddp_unmodified.py" "$WORK/ddp.npz" || fail "DDP under srun failed"
     expect out '^ddp_unmodified: rank 0 of 4 wrote' 1
     reject out 'torchrun|singleton|Traceback'
-    OMP_NUM_THREADS=1 timeout 120 "$PYTHON" "$RANKS_DIR/ddp_unmodified.py" --serial "$WORK/serial.npz" ||
-        fail "serial reference failed"
-    "$PYTHON" - "$WORK/ddp.npz" "$WORK/serial.npz" <<'PY' || fail "DDP weights differ from the serial run"
-import sys
-import numpy as np
-got, ref = np.load(sys.argv[1]), np.load(sys.argv[2])
-assert sorted(got.files) == sorted(ref.files), (got.files, ref.files)
-for name in ref.files:
-    np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
-print("ddp: %d tensors equal the serial run's" % len(ref.files))
-PY
+    ddp_matches_serial "$PYTHON" "$RANKS_DIR" "$WORK/ddp.npz"
+    ;;
+ddp_tnt)
+    # The same script on Tarantella's tnt backend (BACKEND=tnt: it imports
+    # tarantella, which registers "tnt"): each rank's process group is a
+    # libtnt communicator bootstrapped from torch's env:// store.
+    PYTHON=$3
+    RANKS_DIR=$4
+    export PYTHONPATH=$5
+    "$PYTHON" -c 'import torch' 2>/dev/null || { echo "SKIP: $PYTHON has no torch"; exit 77; }
+    "$PYTHON" -c 'import tarantella.torch_backend as b; assert b.available()' 2>/dev/null ||
+        { echo "SKIP: the tnt backend (tarantella._tnt_torch) is not built"; exit 77; }
+    BACKEND=tnt OMP_NUM_THREADS=1 run out srun --tarantella -N 2 -n 4 --immediate=30 -t 3 \
+        "$PYTHON" "$RANKS_DIR/ddp_unmodified.py" "$WORK/ddp.npz" || fail "DDP on tnt under srun failed"
+    expect out '^ddp_unmodified: rank 0 of 4 wrote .* \(backend tnt\)$' 1
+    reject out 'Traceback'
+    ddp_matches_serial "$PYTHON" "$RANKS_DIR" "$WORK/ddp.npz"
     ;;
 pythonpath)
     # A user trying it from a build tree, without PYTHONPATH: the plugin puts

@@ -7,6 +7,10 @@ DistributedSampler shards the data, DDP averages the gradients.
     srun --tarantella -N 2 -n 4 python3 ddp_unmodified.py OUT.npz
     python3 ddp_unmodified.py --serial OUT.npz      # the reference, no DDP
 
+BACKEND=tnt in the environment runs the same script on Tarantella's "tnt"
+backend: the one change a script needs is the import of tarantella, which
+registers the backend (docs/torch-distributed.md, "Backend tnt").
+
 Rank 0 writes the final weights to OUT.npz. --serial trains the same model
 in one process, no torch.distributed, on the same global batches (the
 sampler's permutation for one replica), which DDP must reproduce to float
@@ -14,6 +18,7 @@ tolerance: with N divisible by the rank count the sampler pads nothing,
 every rank's batch has GLOBAL_BATCH / world samples, and the mean of the
 ranks' mean-loss gradients is the global batch's mean-loss gradient.
 """
+import os
 import sys
 
 import numpy as np
@@ -27,6 +32,9 @@ N = 96             # divisible by 2, 3 and 4 ranks (and by GLOBAL_BATCH)
 GLOBAL_BATCH = 12  # per-rank batch = GLOBAL_BATCH / world
 EPOCHS = 3
 SEED = 0
+BACKEND = os.environ.get("BACKEND", "gloo")
+if BACKEND == "tnt":
+    import tarantella  # noqa: F401  registers the "tnt" backend with torch.distributed
 
 
 def make_data():
@@ -57,7 +65,7 @@ def save(module, path):
 
 
 def main_ddp(out):
-    dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    dist.init_process_group(BACKEND)  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     rank, world = dist.get_rank(), dist.get_world_size()
     dataset = make_data()
     sampler = DistributedSampler(dataset, shuffle=True, seed=SEED)
@@ -66,7 +74,8 @@ def main_ddp(out):
     train(model, sampler, loader)
     if rank == 0:
         save(model.module, out)
-        print("ddp_unmodified: rank 0 of %d wrote %s" % (world, out), flush=True)
+        print("ddp_unmodified: rank 0 of %d wrote %s (backend %s)" % (world, out, dist.get_backend()),
+              flush=True)
     dist.destroy_process_group()
 
 

@@ -1,0 +1,970 @@
+/*
+ * tarantella._tnt_torch: the "tnt" torch.distributed backend, a
+ * c10d::ProcessGroup over libtnt's public C API (docs/torch-distributed.md,
+ * "Backend tnt").
+ *
+ * Who owns what:
+ * - Each process group owns one libtnt communicator, made from the c10d
+ *   Store that torch hands the backend (tnt_comm_create_oob with an
+ *   allgather over the store), so env://, file:// and torchrun starts work
+ *   as well as our launchers. new_group gets its own store prefix from
+ *   torch and therefore its own communicator.
+ * - Each process group owns one FIFO worker thread, the only thread that
+ *   calls libtnt on its communicator (libtnt wants one thread per
+ *   communicator at a time, and torch wants collectives in call order).
+ *   The worker completes each Work and its future, so DDP's autograd
+ *   threads, which wait on futures and never call Work::wait, see every
+ *   collective finish.
+ * - The ProcessGroup methods only check arguments (raising at once, on the
+ *   calling thread) and queue a closure; errors that only the collective
+ *   finds (a peer's sizes differ, a timeout) travel on the future and are
+ *   raised by wait().
+ * - Nothing here calls into Python, except through torch's future
+ *   callbacks, which take the GIL themselves; the worker runs them after
+ *   libtnt has returned, so no libtnt lock is held then.
+ */
+#include <tnt/tnt.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/utils/pybind.h>
+#include <pybind11/chrono.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tnt_torch
+{
+
+using c10d::OpType;
+using Millis = std::chrono::milliseconds;
+
+/* Seconds for messages: "0.5", "1800". */
+static std::string seconds(Millis ms)
+{
+    return c10::str(static_cast<double>(ms.count()) / 1000.0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bootstrap: libtnt's out-of-band allgather over a c10d Store               */
+/* ------------------------------------------------------------------------ */
+
+/* Every round r of the exchange, rank i sets "<prefix>/<r>/<i>" and then
+ * waits for all ranks' keys of that round. The prefix names the creation
+ * ("tnt/<n>"), so that two communicators made from one store (a user who
+ * calls the creation function twice on the same store) never read each
+ * other's keys; torch's PrefixStore already separates groups. */
+class StoreOob
+{
+  public:
+    StoreOob(c10::intrusive_ptr<c10d::Store> store, int rank, int size, Millis timeout)
+        : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout)
+    {
+    }
+
+    tnt_comm_t *create()
+    {
+        /* Every rank adds 1 once per creation; all adds of creation n
+         * happen before any rank finishes it (its first round needs every
+         * rank's key, set after that rank's add), so (value - 1) / size is
+         * the same n on every rank. */
+        int64_t ticket = store_->add("tnt/creations", 1);
+        prefix_ = "tnt/" + std::to_string((ticket - 1) / size_);
+
+        tnt_oob_t oob;
+        std::memset(&oob, 0, sizeof(oob));
+        oob.allgather = &StoreOob::allgather_cb;
+        oob.ctx = this;
+        oob.rank = rank_;
+        oob.size = size_;
+        oob.job_id = "torch.distributed";
+        tnt_comm_t *comm = nullptr;
+        tnt_status_t s = tnt_comm_create_oob(&oob, &comm);
+        if (s != TNT_OK) {
+            std::string why = error_.empty() ? std::string(tnt_last_error()) : error_;
+            throw std::runtime_error("tnt: creating the process group (rank " +
+                                     std::to_string(rank_) + " of " + std::to_string(size_) +
+                                     ") through torch's store failed: " + tnt_status_string(s) +
+                                     ": " + why);
+        }
+        return comm;
+    }
+
+  private:
+    std::string key(int round, int rank) const
+    {
+        return prefix_ + "/" + std::to_string(round) + "/" + std::to_string(rank);
+    }
+
+    static int allgather_cb(void *ctx, const void *sendbuf, void *recvbuf, size_t bytes, void **req)
+    {
+        (void)req; /* blocking: libtnt ignores *req when test is NULL */
+        auto *self = static_cast<StoreOob *>(ctx);
+        try {
+            self->allgather(sendbuf, recvbuf, bytes);
+            return 0;
+        } catch (const std::exception &e) {
+            self->error_ = e.what();
+            return -1;
+        }
+    }
+
+    void allgather(const void *sendbuf, void *recvbuf, size_t bytes)
+    {
+        const auto *in = static_cast<const uint8_t *>(sendbuf);
+        store_->set(key(round_, rank_), std::vector<uint8_t>(in, in + bytes));
+        std::vector<std::string> keys;
+        for (int r = 0; r < size_; r++) {
+            keys.push_back(key(round_, r));
+        }
+        try {
+            store_->wait(keys, timeout_);
+        } catch (const std::exception &e) {
+            throw std::runtime_error(missing_message(keys, e.what()));
+        }
+        for (int r = 0; r < size_; r++) {
+            std::vector<uint8_t> v = store_->get(keys[r]);
+            if (v.size() != bytes) {
+                throw std::runtime_error(
+                    "rank " + std::to_string(r) + " sent " + std::to_string(v.size()) +
+                    " bytes in bootstrap round " + std::to_string(round_) + ", this rank " +
+                    std::to_string(bytes) + "; do all ranks run the same Tarantella?");
+            }
+            std::memcpy(static_cast<uint8_t *>(recvbuf) + r * bytes, v.data(), bytes);
+        }
+        /* Everybody who set a key of this round has read all keys of the
+         * previous one, so this rank's previous key is garbage now. Stores
+         * that cannot delete keep it; that costs a few bytes. */
+        if (round_ > 0) {
+            try {
+                store_->deleteKey(key(round_ - 1, rank_));
+            } catch (const std::exception &) {
+            }
+        }
+        round_++;
+    }
+
+    std::string missing_message(const std::vector<std::string> &keys, const char *what)
+    {
+        std::string missing;
+        for (int r = 0; r < size_; r++) {
+            bool there = false;
+            try {
+                there = store_->check({ keys[r] });
+            } catch (const std::exception &) {
+            }
+            if (!there) {
+                missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+            }
+        }
+        return "rank " + std::to_string(rank_) + " waited " + seconds(timeout_) +
+               " s (init_process_group's timeout) for rank(s) " +
+               (missing.empty() ? std::string("?") : missing) +
+               " of the group in bootstrap round " + std::to_string(round_) +
+               "; did every rank call init_process_group/new_group? (" + what + ")";
+    }
+
+    c10::intrusive_ptr<c10d::Store> store_;
+    int rank_, size_;
+    Millis timeout_;
+    std::string prefix_;
+    int round_ = 0;
+    std::string error_;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Work                                                                      */
+/* ------------------------------------------------------------------------ */
+
+class WorkTnt : public c10d::Work
+{
+  public:
+    WorkTnt(OpType type, const char *name, uint64_t seq, std::string group, Millis timeout,
+            std::vector<at::Tensor> outputs, const std::vector<at::Tensor> &inputs)
+        : c10d::Work(-1, type, name, inputs), name_(name), seq_(seq), group_(std::move(group)),
+          timeout_(timeout), outputs_(std::move(outputs)),
+          future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors()))
+    {
+    }
+
+    /* Called by the worker only, exactly once, with no lock held. */
+    void complete()
+    {
+        future_->markCompleted(c10::IValue(outputs_));
+        finish();
+    }
+
+    void fail(std::exception_ptr e)
+    {
+        future_->setError(e);
+        finish(e);
+    }
+
+    /* A timeout of 0 (kNoTimeout) means the op's or the group's timeout:
+     * torch's default is 30 minutes, so a hang that libtnt's own
+     * TNT_TIMEOUT did not end still ends here. */
+    bool wait(Millis timeout) override
+    {
+        Millis limit = timeout == kNoTimeout ? timeout_ : timeout;
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (!cv_.wait_for(lock, limit, [this] { return completed_; })) {
+            throw std::runtime_error(
+                "tnt: " + name_ + " #" + std::to_string(seq_) + " on process group '" + group_ +
+                "' did not complete within " + seconds(limit) +
+                " s (the process group's timeout, or wait()'s); is every rank of the group "
+                "still running and calling the same collectives?");
+        }
+        if (exception_) {
+            std::rethrow_exception(exception_);
+        }
+        return true;
+    }
+
+    std::vector<at::Tensor> result() override
+    {
+        return outputs_;
+    }
+
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
+    {
+        return future_;
+    }
+
+  private:
+    std::string name_;
+    uint64_t seq_;
+    std::string group_;
+    Millis timeout_;
+    std::vector<at::Tensor> outputs_;
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Argument checks and conversions (on the calling thread)                   */
+/* ------------------------------------------------------------------------ */
+
+static const char *kSupportedReduce = "float16, bfloat16, float32, float64, int32 and int64 "
+                                      "natively; int8, uint8, int16 and bool through int32";
+
+/* Names as Python spells them ("torch.float32"), not c10's ("Float"). */
+static std::string dtype_name(at::ScalarType t)
+{
+    switch (t) {
+    case at::kFloat:
+        return "torch.float32";
+    case at::kDouble:
+        return "torch.float64";
+    case at::kHalf:
+        return "torch.float16";
+    case at::kBFloat16:
+        return "torch.bfloat16";
+    case at::kInt:
+        return "torch.int32";
+    case at::kLong:
+        return "torch.int64";
+    case at::kShort:
+        return "torch.int16";
+    case at::kChar:
+        return "torch.int8";
+    case at::kByte:
+        return "torch.uint8";
+    case at::kBool:
+        return "torch.bool";
+    case at::kComplexHalf:
+        return "torch.complex32";
+    case at::kComplexFloat:
+        return "torch.complex64";
+    case at::kComplexDouble:
+        return "torch.complex128";
+    default:
+        return std::string("torch.") + c10::toString(t);
+    }
+}
+
+static const char *op_name(c10d::ReduceOp rop)
+{
+    switch (rop.op_) {
+    case c10d::ReduceOp::SUM:
+        return "SUM";
+    case c10d::ReduceOp::AVG:
+        return "AVG";
+    case c10d::ReduceOp::PRODUCT:
+        return "PRODUCT";
+    case c10d::ReduceOp::MIN:
+        return "MIN";
+    case c10d::ReduceOp::MAX:
+        return "MAX";
+    case c10d::ReduceOp::BAND:
+        return "BAND";
+    case c10d::ReduceOp::BOR:
+        return "BOR";
+    case c10d::ReduceOp::BXOR:
+        return "BXOR";
+    case c10d::ReduceOp::PREMUL_SUM:
+        return "PREMUL_SUM";
+    default:
+        return "(unknown)";
+    }
+}
+
+static void check_tensor(const char *op, const at::Tensor &t)
+{
+    TORCH_CHECK(t.defined(), "tnt: ", op, ": got an undefined tensor");
+    TORCH_CHECK(!t.is_sparse(), "tnt: ", op,
+                ": sparse tensors are not supported by the tnt backend; pass "
+                "tensor.to_dense(), or use backend 'gloo' for sparse collectives");
+    TORCH_CHECK(t.device().is_cpu(), "tnt: ", op, ": ", t.device().str(),
+                " tensors are not supported by the tnt backend yet (CPU tensors only); "
+                "move the tensor to the CPU, or use backend 'nccl' for GPU tensors");
+    TORCH_CHECK(t.layout() == at::kStrided, "tnt: ", op, ": tensors with layout ", t.layout(),
+                " are not supported by the tnt backend; pass a dense (strided) tensor");
+    TORCH_CHECK(t.is_contiguous(), "tnt: ", op,
+                ": the tensor is not contiguous (the tnt backend reads and writes tensor "
+                "memory in place); pass tensor.contiguous()");
+}
+
+static void check_tensors(const char *op, const std::vector<at::Tensor> &ts)
+{
+    for (const auto &t : ts) {
+        check_tensor(op, t);
+    }
+}
+
+static void check_one(const char *op, const std::vector<at::Tensor> &ts, const char *what)
+{
+    TORCH_CHECK(ts.size() == 1, "tnt: ", op, ": takes one ", what, " tensor per rank, got ",
+                ts.size());
+}
+
+static void check_same(const char *op, const at::Tensor &t, const at::Tensor &ref,
+                       const std::string &what, const char *ref_what)
+{
+    TORCH_CHECK(t.scalar_type() == ref.scalar_type() && t.numel() == ref.numel(), "tnt: ", op, ": ",
+                what, " has ", t.numel(), " elements of ", dtype_name(t.scalar_type()), ", the ",
+                ref_what, " ", ref.numel(), " of ", dtype_name(ref.scalar_type()),
+                "; they must match");
+}
+
+/* A reduction's element type: a libtnt dtype, or int32 for the narrow
+ * integer types and bool, which the worker widens into a staging copy
+ * (exact: a sum or product of int8s wraps to the same low bits in int32,
+ * min and max are unchanged). */
+struct ReduceType {
+    tnt_dtype_t dtype;
+    bool widen;
+};
+
+static ReduceType reduce_type(const char *op, at::ScalarType t, c10d::ReduceOp rop)
+{
+    switch (t) {
+    case at::kFloat:
+        return { TNT_FLOAT32, false };
+    case at::kDouble:
+        return { TNT_FLOAT64, false };
+    case at::kHalf:
+        return { TNT_FLOAT16, false };
+    case at::kBFloat16:
+        return { TNT_BFLOAT16, false };
+    case at::kInt:
+        return { TNT_INT32, false };
+    case at::kLong:
+        return { TNT_INT64, false };
+    case at::kChar:
+    case at::kByte:
+    case at::kShort:
+        return { TNT_INT32, true };
+    case at::kBool:
+        TORCH_CHECK(rop.op_ != c10d::ReduceOp::AVG, "tnt: ", op,
+                    ": ReduceOp.AVG of a bool tensor has no meaning; use MIN (and), MAX or "
+                    "SUM (or) or convert the tensor");
+        return { TNT_INT32, true };
+    default:
+        TORCH_CHECK(false, "tnt: ", op, ": dtype ", dtype_name(t),
+                    " is not supported in reductions by the tnt backend (supported: ",
+                    kSupportedReduce, "); convert the tensor first");
+    }
+}
+
+static tnt_op_t reduce_op(const char *op, c10d::ReduceOp rop)
+{
+    switch (rop.op_) {
+    case c10d::ReduceOp::SUM:
+        return TNT_SUM;
+    case c10d::ReduceOp::AVG:
+        return TNT_AVG;
+    case c10d::ReduceOp::PRODUCT:
+        return TNT_PROD;
+    case c10d::ReduceOp::MIN:
+        return TNT_MIN;
+    case c10d::ReduceOp::MAX:
+        return TNT_MAX;
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+    case c10d::ReduceOp::PREMUL_SUM:
+    default:
+        TORCH_CHECK(false, "tnt: ", op, ": ReduceOp.", op_name(rop),
+                    " is not supported by the tnt backend; "
+                    "supported: SUM, AVG, PRODUCT, MIN, MAX");
+    }
+}
+
+static void check_root(const char *op, int64_t root, int size)
+{
+    TORCH_CHECK(root >= 0 && root < size, "tnt: ", op, ": root rank ", root,
+                " is not in the group (0 .. ", size - 1, ")");
+}
+
+static size_t nbytes(const at::Tensor &t)
+{
+    return static_cast<size_t>(t.numel()) * t.element_size();
+}
+
+/* One flat contiguous tensor holding @p ts one after another. */
+static at::Tensor flatten(const std::vector<at::Tensor> &ts)
+{
+    std::vector<at::Tensor> flat;
+    flat.reserve(ts.size());
+    for (const auto &t : ts) {
+        flat.push_back(t.reshape({ -1 }));
+    }
+    return at::cat(flat);
+}
+
+static void unflatten_into(const at::Tensor &flat, std::vector<at::Tensor> &ts)
+{
+    int64_t off = 0;
+    for (auto &t : ts) {
+        t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
+        off += t.numel();
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The process group                                                         */
+/* ------------------------------------------------------------------------ */
+
+class ProcessGroupTnt : public c10d::ProcessGroup
+{
+  public:
+    ProcessGroupTnt(tnt_comm_t *comm, int rank, int size, Millis timeout)
+        : c10d::ProcessGroup(rank, size), comm_(comm), timeout_(timeout), name_(tnt_comm_name(comm))
+    {
+        worker_ = std::thread(&ProcessGroupTnt::run_worker, this);
+    }
+
+    ~ProcessGroupTnt() override
+    {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        /* The worker finishes what is queued and may run future callbacks
+         * that take the GIL (Python hooks); the last reference may be
+         * dropped from Python (destroy_process_group), so let go of the
+         * GIL while joining. */
+        if (Py_IsInitialized() && PyGILState_Check()) {
+            pybind11::gil_scoped_release no_gil;
+            worker_.join();
+        } else {
+            worker_.join();
+        }
+        tnt_finalize(comm_);
+    }
+
+    const std::string getBackendName() const override
+    {
+        return "tnt";
+    }
+
+    const std::string &comm_name() const
+    {
+        return name_;
+    }
+
+    c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
+                                             const c10d::BroadcastOptions &opts) override
+    {
+        const char *op = "broadcast";
+        check_one(op, tensors, "");
+        check_tensors(op, tensors);
+        check_root(op, opts.rootRank, size_);
+        at::Tensor t = tensors[0];
+        int root = static_cast<int>(opts.rootRank);
+        return enqueue(OpType::BROADCAST, op, opts.timeout, tensors, tensors, [this, op, t, root] {
+            check(op, tnt_broadcast(comm_, t.data_ptr(), nbytes(t), root));
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
+                                             const c10d::AllreduceOptions &opts) override
+    {
+        const char *op = "allreduce";
+        check_one(op, tensors, "");
+        check_tensors(op, tensors);
+        at::Tensor t = tensors[0];
+        ReduceType rt = reduce_type(op, t.scalar_type(), opts.reduceOp);
+        tnt_op_t top = reduce_op(op, opts.reduceOp);
+        return enqueue(OpType::ALLREDUCE, op, opts.timeout, tensors, tensors,
+                       [this, op, t, rt, top] { allreduce_flat(op, t, rt, top); });
+    }
+
+    c10::intrusive_ptr<c10d::Work>
+    allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                        const c10d::AllreduceCoalescedOptions &opts) override
+    {
+        const char *op = "allreduce_coalesced";
+        TORCH_CHECK(!tensors.empty(), "tnt: ", op, ": got no tensors");
+        check_tensors(op, tensors);
+        for (const auto &t : tensors) {
+            TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "tnt: ", op,
+                        ": all tensors must have one dtype (got ",
+                        dtype_name(tensors[0].scalar_type()), " and ", dtype_name(t.scalar_type()),
+                        "); make one call per dtype");
+        }
+        ReduceType rt = reduce_type(op, tensors[0].scalar_type(), opts.reduceOp);
+        tnt_op_t top = reduce_op(op, opts.reduceOp);
+        std::vector<at::Tensor> ts = tensors;
+        return enqueue(OpType::ALLREDUCE_COALESCED, op, opts.timeout, tensors, tensors,
+                       [this, op, ts, rt, top]() mutable {
+                           /* One libtnt call for all: fewer collectives,
+                            * one sequence number. */
+                           at::Tensor flat = flatten(ts);
+                           allreduce_flat(op, flat, rt, top);
+                           unflatten_into(flat, ts);
+                       });
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
+                                          const c10d::ReduceOptions &opts) override
+    {
+        const char *op = "reduce";
+        check_one(op, tensors, "");
+        check_tensors(op, tensors);
+        check_root(op, opts.rootRank, size_);
+        at::Tensor t = tensors[0];
+        ReduceType rt = reduce_type(op, t.scalar_type(), opts.reduceOp);
+        tnt_op_t top = reduce_op(op, opts.reduceOp);
+        int root = static_cast<int>(opts.rootRank);
+        bool is_root = root == rank_;
+        return enqueue(
+            OpType::REDUCE, op, opts.timeout, tensors, tensors,
+            [this, op, t, rt, top, root, is_root]() mutable {
+                /* In place on the root; the others' tensors are
+                            * left as they were (libtnt takes NULL there). */
+                at::Tensor buf = rt.widen ? t.to(at::kInt) : t;
+                check(op, tnt_reduce(comm_, buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
+                                     static_cast<size_t>(buf.numel()), rt.dtype, top, root));
+                if (rt.widen && is_root) {
+                    t.copy_(buf);
+                }
+            });
+    }
+
+    c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                                             std::vector<at::Tensor> &inputs,
+                                             const c10d::AllgatherOptions &opts) override
+    {
+        const char *op = "allgather";
+        check_one(op, inputs, "input");
+        TORCH_CHECK(outputs.size() == 1, "tnt: ", op, ": takes one output list per rank, got ",
+                    outputs.size());
+        check_tensors(op, inputs);
+        std::vector<at::Tensor> outs = outputs[0];
+        TORCH_CHECK(static_cast<int>(outs.size()) == size_, "tnt: ", op, ": the output list has ",
+                    outs.size(), " tensors; it needs one per rank of the group (", size_, ")");
+        check_tensors(op, outs);
+        at::Tensor in = inputs[0];
+        for (size_t r = 0; r < outs.size(); r++) {
+            check_same(op, outs[r], in, "output tensor " + std::to_string(r), "input");
+        }
+        return enqueue(
+            OpType::ALLGATHER, op, opts.timeout, outs, inputs, [this, op, in, outs]() mutable {
+                at::Tensor flat = at::empty({ size_ * in.numel() }, in.options());
+                check(op, tnt_allgather(comm_, in.data_ptr(), flat.data_ptr(), nbytes(in)));
+                unflatten_into(flat, outs);
+            });
+    }
+
+    c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
+                                                   const c10d::AllgatherOptions &opts) override
+    {
+        const char *op = "_allgather_base";
+        check_tensor(op, output);
+        check_tensor(op, input);
+        TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
+                        output.numel() == size_ * input.numel(),
+                    "tnt: ", op, ": the output has ", output.numel(), " elements of ",
+                    dtype_name(output.scalar_type()), "; it needs the group size (", size_,
+                    ") times the input's ", input.numel(), " of ", dtype_name(input.scalar_type()));
+        at::Tensor out = output, in = input;
+        return enqueue(
+            OpType::_ALLGATHER_BASE, op, opts.timeout, { output }, { input }, [this, op, in, out] {
+                check(op, tnt_allgather(comm_, in.data_ptr(), out.data_ptr(), nbytes(in)));
+            });
+    }
+
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
+                                          std::vector<at::Tensor> &inputs,
+                                          const c10d::GatherOptions &opts) override
+    {
+        const char *op = "gather";
+        check_one(op, inputs, "input");
+        check_tensors(op, inputs);
+        check_root(op, opts.rootRank, size_);
+        int root = static_cast<int>(opts.rootRank);
+        at::Tensor in = inputs[0];
+        std::vector<at::Tensor> outs;
+        if (rank_ == root) {
+            TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+                        "tnt: ", op, ": the root needs one output list with one tensor per rank (",
+                        size_, ")");
+            outs = outputs[0];
+            check_tensors(op, outs);
+            for (size_t r = 0; r < outs.size(); r++) {
+                check_same(op, outs[r], in, "output tensor " + std::to_string(r), "input");
+            }
+        } else {
+            TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "tnt: ", op,
+                        ": only the root (rank ", root, ") passes output tensors");
+        }
+        return enqueue(
+            OpType::GATHER, op, opts.timeout, outs, inputs, [this, op, in, outs, root]() mutable {
+                at::Tensor flat;
+                if (rank_ == root) {
+                    flat = at::empty({ size_ * in.numel() }, in.options());
+                }
+                check(op, tnt_gather(comm_, in.data_ptr(),
+                                     flat.defined() ? flat.data_ptr() : nullptr, nbytes(in), root));
+                if (flat.defined()) {
+                    unflatten_into(flat, outs);
+                }
+            });
+    }
+
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
+                                           std::vector<std::vector<at::Tensor>> &inputs,
+                                           const c10d::ScatterOptions &opts) override
+    {
+        const char *op = "scatter";
+        check_one(op, outputs, "output");
+        check_tensors(op, outputs);
+        check_root(op, opts.rootRank, size_);
+        int root = static_cast<int>(opts.rootRank);
+        at::Tensor out = outputs[0];
+        std::vector<at::Tensor> ins;
+        if (rank_ == root) {
+            TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                        "tnt: ", op, ": the root needs one input list with one tensor per rank (",
+                        size_, ")");
+            ins = inputs[0];
+            check_tensors(op, ins);
+            for (size_t r = 0; r < ins.size(); r++) {
+                check_same(op, ins[r], out, "input tensor " + std::to_string(r), "output");
+            }
+        } else {
+            TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "tnt: ", op,
+                        ": only the root (rank ", root, ") passes input tensors");
+        }
+        return enqueue(OpType::SCATTER, op, opts.timeout, outputs, ins, [this, op, out, ins, root] {
+            at::Tensor flat;
+            if (rank_ == root) {
+                flat = flatten(ins);
+            }
+            check(op, tnt_scatter(comm_, flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(),
+                                  nbytes(out), root));
+        });
+    }
+
+    c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
+                                                  std::vector<std::vector<at::Tensor>> &inputs,
+                                                  const c10d::ReduceScatterOptions &opts) override
+    {
+        const char *op = "reduce_scatter";
+        check_one(op, outputs, "output");
+        TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "tnt: ", op,
+                    ": takes one input list with one tensor per rank of the group (", size_, ")");
+        check_tensors(op, outputs);
+        check_tensors(op, inputs[0]);
+        at::Tensor out = outputs[0];
+        std::vector<at::Tensor> ins = inputs[0];
+        for (size_t r = 0; r < ins.size(); r++) {
+            check_same(op, ins[r], out, "input tensor " + std::to_string(r), "output");
+        }
+        ReduceType rt = reduce_type(op, out.scalar_type(), opts.reduceOp);
+        tnt_op_t top = reduce_op(op, opts.reduceOp);
+        return enqueue(OpType::REDUCE_SCATTER, op, opts.timeout, outputs, ins,
+                       [this, op, out, ins, rt, top]() mutable {
+                           reduce_scatter_flat(op, flatten(ins), out, rt, top);
+                       });
+    }
+
+    c10::intrusive_ptr<c10d::Work>
+    _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                         const c10d::ReduceScatterOptions &opts) override
+    {
+        const char *op = "_reduce_scatter_base";
+        check_tensor(op, output);
+        check_tensor(op, input);
+        TORCH_CHECK(
+            output.scalar_type() == input.scalar_type() && input.numel() == size_ * output.numel(),
+            "tnt: ", op, ": the input has ", input.numel(), " elements of ",
+            dtype_name(input.scalar_type()), "; it needs the group size (", size_,
+            ") times the output's ", output.numel(), " of ", dtype_name(output.scalar_type()));
+        ReduceType rt = reduce_type(op, output.scalar_type(), opts.reduceOp);
+        tnt_op_t top = reduce_op(op, opts.reduceOp);
+        at::Tensor out = output, in = input;
+        return enqueue(
+            OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, { output }, { input },
+            [this, op, in, out, rt, top]() mutable { reduce_scatter_flat(op, in, out, rt, top); });
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
+                                                 std::vector<int64_t> &output_splits,
+                                                 std::vector<int64_t> &input_splits,
+                                                 const c10d::AllToAllOptions &opts) override
+    {
+        const char *op = "alltoall_base";
+        check_tensor(op, output);
+        check_tensor(op, input);
+        TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tnt: ", op,
+                    ": input and output dtypes differ (", dtype_name(input.scalar_type()), ", ",
+                    dtype_name(output.scalar_type()), ")");
+        /* Splits count rows of dim 0, as torch's all_to_all_single says. */
+        std::vector<size_t> send = split_bytes(op, "input", input, input_splits);
+        std::vector<size_t> recv = split_bytes(op, "output", output, output_splits);
+        at::Tensor out = output, in = input;
+        return enqueue(OpType::ALLTOALL_BASE, op, opts.timeout, { output }, { input },
+                       [this, op, in, out, send, recv] {
+                           check(op, tnt_alltoallv(comm_, in.data_ptr(), send.data(),
+                                                   out.data_ptr(), recv.data()));
+                       });
+    }
+
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
+                                            std::vector<at::Tensor> &inputs,
+                                            const c10d::AllToAllOptions &opts) override
+    {
+        const char *op = "alltoall";
+        TORCH_CHECK(static_cast<int>(inputs.size()) == size_ &&
+                        static_cast<int>(outputs.size()) == size_,
+                    "tnt: ", op, ": takes one input and one output tensor per rank of the group (",
+                    size_, "), got ", inputs.size(), " and ", outputs.size());
+        check_tensors(op, inputs);
+        check_tensors(op, outputs);
+        std::vector<size_t> send, recv;
+        for (int r = 0; r < size_; r++) {
+            TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                            outputs[r].scalar_type() == inputs[0].scalar_type(),
+                        "tnt: ", op, ": all tensors must have one dtype (",
+                        dtype_name(inputs[0].scalar_type()), "); tensor ", r, " differs");
+            send.push_back(nbytes(inputs[r]));
+            recv.push_back(nbytes(outputs[r]));
+        }
+        std::vector<at::Tensor> ins = inputs, outs = outputs;
+        return enqueue(OpType::ALLTOALL, op, opts.timeout, outputs, inputs,
+                       [this, op, ins, outs, send, recv]() mutable {
+                           at::Tensor in = flatten(ins);
+                           int64_t total = 0;
+                           for (const auto &t : outs) {
+                               total += t.numel();
+                           }
+                           at::Tensor flat = at::empty({ total }, in.options());
+                           check(op, tnt_alltoallv(comm_, in.data_ptr(), send.data(),
+                                                   flat.data_ptr(), recv.data()));
+                           unflatten_into(flat, outs);
+                       });
+    }
+
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override
+    {
+        const char *op = "barrier";
+        return enqueue(OpType::BARRIER, op, opts.timeout, {}, {},
+                       [this, op] { check(op, tnt_barrier(comm_)); });
+    }
+
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &, int, int) override
+    {
+        no_p2p("send");
+    }
+
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &, int, int) override
+    {
+        no_p2p("recv");
+    }
+
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override
+    {
+        no_p2p("recv (from any source)");
+    }
+
+  private:
+    struct Entry {
+        c10::intrusive_ptr<WorkTnt> work;
+        std::function<void()> run;
+    };
+
+    [[noreturn]] static void no_p2p(const char *op)
+    {
+        TORCH_CHECK(false, "tnt: ", op,
+                    " is not supported yet by the tnt backend (libtnt has no point-to-point "
+                    "operations yet); use a gloo group for it, e.g. "
+                    "dist.new_group(backend='gloo')");
+    }
+
+    /* Only on the worker, right after the libtnt call: tnt_last_error is
+     * per thread. */
+    void check(const char *op, tnt_status_t s)
+    {
+        if (s != TNT_OK) {
+            throw std::runtime_error(std::string("tnt: ") + op + " on process group '" + name_ +
+                                     "' failed: " + tnt_status_string(s) + ": " + tnt_last_error());
+        }
+    }
+
+    void allreduce_flat(const char *op, at::Tensor t, ReduceType rt, tnt_op_t top)
+    {
+        at::Tensor buf = rt.widen ? t.to(at::kInt) : t;
+        check(op, tnt_allreduce(comm_, buf.data_ptr(), buf.data_ptr(),
+                                static_cast<size_t>(buf.numel()), rt.dtype, top));
+        if (rt.widen) {
+            t.copy_(buf);
+        }
+    }
+
+    void reduce_scatter_flat(const char *op, const at::Tensor &in, at::Tensor out, ReduceType rt,
+                             tnt_op_t top)
+    {
+        at::Tensor send = rt.widen ? in.to(at::kInt) : in;
+        at::Tensor recv = rt.widen ? at::empty({ out.numel() }, send.options()) : out;
+        check(op, tnt_reduce_scatter(comm_, send.data_ptr(), recv.data_ptr(),
+                                     static_cast<size_t>(out.numel()), rt.dtype, top));
+        if (rt.widen) {
+            out.copy_(recv.view(out.sizes()));
+        }
+    }
+
+    std::vector<size_t> split_bytes(const char *op, const char *what, const at::Tensor &t,
+                                    const std::vector<int64_t> &splits)
+    {
+        int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+        size_t row_bytes = rows == 0 ? 0 : nbytes(t) / static_cast<size_t>(rows);
+        std::vector<size_t> bytes(size_);
+        if (splits.empty()) {
+            TORCH_CHECK(rows % size_ == 0, "tnt: ", op, ": the ", what, "'s first dimension (",
+                        rows, ") does not divide by the group size (", size_,
+                        "); pass split sizes");
+            std::fill(bytes.begin(), bytes.end(), static_cast<size_t>(rows / size_) * row_bytes);
+            return bytes;
+        }
+        TORCH_CHECK(static_cast<int>(splits.size()) == size_, "tnt: ", op, ": ", what,
+                    " split sizes have ", splits.size(), " entries; they need one per rank (",
+                    size_, ")");
+        int64_t sum = 0;
+        for (int r = 0; r < size_; r++) {
+            TORCH_CHECK(splits[r] >= 0, "tnt: ", op, ": negative ", what, " split size ",
+                        splits[r]);
+            sum += splits[r];
+            bytes[r] = static_cast<size_t>(splits[r]) * row_bytes;
+        }
+        TORCH_CHECK(sum == rows, "tnt: ", op, ": the ", what, " split sizes add up to ", sum,
+                    ", the ", what, "'s first dimension is ", rows);
+        return bytes;
+    }
+
+    c10::intrusive_ptr<c10d::Work> enqueue(OpType type, const char *op, Millis op_timeout,
+                                           std::vector<at::Tensor> outputs,
+                                           const std::vector<at::Tensor> &inputs,
+                                           std::function<void()> run)
+    {
+        Millis timeout = op_timeout == c10d::kUnsetTimeout ? timeout_ : op_timeout;
+        std::unique_lock<std::mutex> lock(mutex_);
+        /* The profiler's title is a static string, as torch's own backends
+         * keep them. */
+        auto work = c10::make_intrusive<WorkTnt>(type, op, ++seq_, name_, timeout,
+                                                 std::move(outputs), inputs);
+        queue_.push_back(Entry{ work, std::move(run) });
+        lock.unlock();
+        cv_.notify_one();
+        return work;
+    }
+
+    void run_worker()
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) {
+                return; /* stopping, and everything queued is done */
+            }
+            Entry e = std::move(queue_.front());
+            queue_.pop_front();
+            lock.unlock();
+            /* Staging copies must not become part of anyone's graph. */
+            at::NoGradGuard no_grad;
+            std::exception_ptr err;
+            try {
+                e.run();
+            } catch (...) {
+                err = std::current_exception();
+            }
+            if (err) {
+                e.work->fail(err);
+            } else {
+                e.work->complete();
+            }
+            /* Drop the tensors and the closure before taking the lock. */
+            e = Entry();
+            lock.lock();
+        }
+    }
+
+    tnt_comm_t *comm_;
+    Millis timeout_;
+    std::string name_;
+    std::thread worker_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<Entry> queue_;
+    bool stop_ = false;
+    uint64_t seq_ = 0;
+};
+
+static c10::intrusive_ptr<c10d::ProcessGroup>
+create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                     Millis timeout)
+{
+    TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "tnt: bad rank ", rank, " of ", size);
+    StoreOob oob(store, rank, size, timeout);
+    tnt_comm_t *comm = oob.create();
+    return c10::make_intrusive<ProcessGroupTnt>(comm, rank, size, timeout);
+}
+
+} // namespace tnt_torch
+
+PYBIND11_MODULE(_tnt_torch, m)
+{
+    m.doc() = "The tnt torch.distributed backend (private; see tarantella.torch_backend)";
+    /* torch's ProcessGroup and Store types must be registered before ours
+     * refers to them. */
+    pybind11::module::import("torch.distributed");
+    pybind11::class_<tnt_torch::ProcessGroupTnt, c10d::ProcessGroup,
+                     c10::intrusive_ptr<tnt_torch::ProcessGroupTnt>>(m, "ProcessGroupTnt")
+        .def_property_readonly("comm_name", &tnt_torch::ProcessGroupTnt::comm_name);
+    /* The store waits can be long: no GIL while bootstrapping (a Python
+     * store's methods take it back themselves). */
+    m.def("create_process_group", &tnt_torch::create_process_group, pybind11::arg("store"),
+          pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
+          pybind11::call_guard<pybind11::gil_scoped_release>());
+}
