@@ -4,11 +4,7 @@
 # file; pytest exits 5 when it collects nothing, which fails the test like any other non-zero exit.
 # Budget: about 4 minutes together on the 2-core CI machine.
 set(_tnt_pymodel_suites model callbacks save model_inputs clipping preemption porting untrusted
-<<<<<<< HEAD
-  torch_distributed ported)
-=======
-  torch_distributed tnt_backend)
->>>>>>> tnt-backend
+  torch_distributed ported tnt_backend)
 set(_tnt_pymodel_timeout_model 300)
 # Multi-rank runs with DataLoader workers, 1-vs-3-rank seeds, the porting
 # example with a resume; generous for an oversubscribed 2-core machine.
@@ -25,16 +21,13 @@ set(_tnt_pymodel_timeout_porting 300)
 # torch_distributed: unmodified DDP on 2, 2 and 3 ranks plus four short
 # launcher runs (about 40 s unloaded).
 set(_tnt_pymodel_timeout_torch_distributed 300)
-<<<<<<< HEAD
 # ported: Horovod's synthetic benchmark (ResNet-18, 32x32, 2 ranks) and
 # mnist on digits (1 epoch on 2 ranks and on 1): about 60 s unloaded.
 set(_tnt_pymodel_timeout_ported 600)
-=======
 # tnt_backend: DDP on 2 and 3 ranks, every op on 2 and 3 ranks and 2
 # torchrun-style, the bad inputs, four short interpreters (about 30 s
 # unloaded).
 set(_tnt_pymodel_timeout_tnt_backend 300)
->>>>>>> tnt-backend
 foreach(_suite ${_tnt_pymodel_suites})
   add_test(NAME python.${_suite}
     COMMAND ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider
