@@ -225,6 +225,8 @@ _device_guard.install()
 
 def _load_torch_backend():
     from . import torch_backend  # registers "tnt" with torch.distributed
+    from . import rendezvous
+    rendezvous.register()  # and the tnt:// rendezvous, for any backend
 
 
 class _TorchImportHook:
@@ -278,6 +280,8 @@ _LAZY = {
     # Preemption-safe training (preemption.py; docs/preemption.md).
     "preemption": ("preemption", None),
     "preemption_requested": ("preemption", "requested"),
+    # torch.distributed started through tnt:// (rendezvous.py).
+    "init_process_group": ("rendezvous", "init_process_group"),
 }
 
 

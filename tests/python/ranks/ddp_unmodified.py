@@ -10,6 +10,9 @@ DistributedSampler shards the data, DDP averages the gradients.
 BACKEND=tnt in the environment runs the same script on Tarantella's "tnt"
 backend: the one change a script needs is the import of tarantella, which
 registers the backend (docs/torch-distributed.md, "Backend tnt").
+INIT=helper starts with tnt.init_process_group(BACKEND), INIT=url with
+init_process_group(BACKEND, init_method="tnt://"): no MASTER_ADDR or
+MASTER_PORT is read then.
 
 Rank 0 writes the final weights to OUT.npz. --serial trains the same model
 in one process, no torch.distributed, on the same global batches (the
@@ -33,8 +36,9 @@ GLOBAL_BATCH = 12  # per-rank batch = GLOBAL_BATCH / world
 EPOCHS = 3
 SEED = 0
 BACKEND = os.environ.get("BACKEND", "gloo")
-if BACKEND == "tnt":
-    import tarantella  # noqa: F401  registers the "tnt" backend with torch.distributed
+INIT = os.environ.get("INIT", "env")
+if BACKEND == "tnt" or INIT != "env":
+    import tarantella  # noqa: F401  registers the "tnt" backend and tnt:// with torch
 
 
 def make_data():
@@ -65,7 +69,12 @@ def save(module, path):
 
 
 def main_ddp(out):
-    dist.init_process_group(BACKEND)  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    if INIT == "helper":
+        tarantella.init_process_group(BACKEND)
+    elif INIT == "url":
+        dist.init_process_group(BACKEND, init_method="tnt://")
+    else:
+        dist.init_process_group(BACKEND)  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
     rank, world = dist.get_rank(), dist.get_world_size()
     dataset = make_data()
     sampler = DistributedSampler(dataset, shuffle=True, seed=SEED)
