@@ -67,8 +67,10 @@ static std::string seconds(Millis ms)
 class StoreOob
 {
   public:
-    StoreOob(c10::intrusive_ptr<c10d::Store> store, int rank, int size, Millis timeout)
-        : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout)
+    StoreOob(c10::intrusive_ptr<c10d::Store> store, int rank, int size, Millis timeout,
+             std::string name)
+        : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
+          name_(std::move(name))
     {
     }
 
@@ -88,6 +90,7 @@ class StoreOob
         oob.rank = rank_;
         oob.size = size_;
         oob.job_id = "torch.distributed";
+        oob.name = name_.c_str();
         tnt_comm_t *comm = nullptr;
         tnt_status_t s = tnt_comm_create_oob(&oob, &comm);
         if (s != TNT_OK) {
@@ -179,6 +182,7 @@ class StoreOob
     Millis timeout_;
     std::string prefix_;
     int round_ = 0;
+    std::string name_;
     std::string error_;
 };
 
@@ -943,10 +947,10 @@ class ProcessGroupTnt : public c10d::ProcessGroup
 
 static c10::intrusive_ptr<c10d::ProcessGroup>
 create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-                     Millis timeout)
+                     Millis timeout, const std::string &name)
 {
     TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "tnt: bad rank ", rank, " of ", size);
-    StoreOob oob(store, rank, size, timeout);
+    StoreOob oob(store, rank, size, timeout, name);
     tnt_comm_t *comm = oob.create();
     return c10::make_intrusive<ProcessGroupTnt>(comm, rank, size, timeout);
 }
@@ -966,5 +970,6 @@ PYBIND11_MODULE(_tnt_torch, m)
      * store's methods take it back themselves). */
     m.def("create_process_group", &tnt_torch::create_process_group, pybind11::arg("store"),
           pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
+          pybind11::arg("name") = std::string("torch"),
           pybind11::call_guard<pybind11::gil_scoped_release>());
 }

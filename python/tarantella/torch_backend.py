@@ -40,7 +40,10 @@ def _create(store, rank, size, timeout):
             "Tarantella (%s); rebuild with torch's C++ headers and pybind11 present (Debian: "
             "apt-get install libtorch-dev pybind11-dev; CMake prints whether it built it), or "
             "use backend 'gloo'" % _IMPORT_ERROR)
-    return _tnt_torch.create_process_group(store, rank, size, timeout)
+    # Errors and hang verdicts name the communicator: the default group is
+    # created while torch.distributed is not initialized yet.
+    name = "torch.default_pg" if not dist.is_initialized() else "torch.group%d" % size
+    return _tnt_torch.create_process_group(store, rank, size, timeout, name)
 
 
 def register():

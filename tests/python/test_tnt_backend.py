@@ -21,6 +21,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -121,7 +122,7 @@ BAD_INPUTS = {
     "local size mismatch": "tnt: _allgather_base: the output has 5 elements",
     "send": "tnt: send is not supported yet",
     "recv": "tnt: recv is not supported yet",
-    "all_to_all splits differ across ranks": "tnt: alltoall_base on process group 'oob' failed",
+    "all_to_all splits differ across ranks": "tnt: alltoall_base on process group 'torch.default_pg' failed",
     "wait timeout": "did not complete within 0.5 s",
     "sizes differ across ranks": "called different collectives",
     "after a mismatch": "out of step",
@@ -183,3 +184,21 @@ def test_built_as_configured_and_the_unbuilt_error(monkeypatch):
     monkeypatch.setattr(tb, "_IMPORT_ERROR", "No module named 'tarantella._tnt_torch'")
     with pytest.raises(RuntimeError, match=r"tnt torch.distributed backend is not built.*libtorch-dev pybind11-dev"):
         tb._create(None, 0, 1, None)
+
+
+@needs_backend
+@pytest.mark.parametrize("how", ["kill", "hang"])
+def test_failed_rank_ends_the_ddp_job_with_the_verdict(launch, how):
+    # A rank killed or hung in the middle of a DDP step: the job ends in
+    # seconds, not at torch's 30-minute timeout, and a hung rank is named by
+    # the hang doctor with the group, its rank and the collective's number.
+    t0 = time.monotonic()
+    rc, out, err = launch(3, "ddp_fail.py", how, timeout=120, env={"TNT_TIMEOUT": "5"})
+    took = time.monotonic() - t0
+    assert rc != 0 and "finished" not in out, out + err
+    assert took < 60, "the job took %.0f s to end" % took
+    if how == "kill":
+        assert "rank 1" in err and "SIGKILL" in err, err
+    else:
+        assert re.search(r"communicator torch\.default_pg \(its own ranks\): rank 1 \(.*\) has "
+                         r"not entered allreduce #\d+ within TNT_TIMEOUT = 5 s", err), err

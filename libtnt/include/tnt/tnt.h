@@ -144,6 +144,8 @@ typedef struct tnt_oob {
     int rank;             /**< this process, 0 .. size-1, unique */
     int size;             /**< processes that call tnt_comm_create_oob together */
     const char *job_id;   /**< names the job in logs; NULL: "oob" */
+    const char *name;     /**< the communicator's name (tnt_comm_name) in
+                           *   errors and verdicts; NULL: "oob" */
     const char *hostname; /**< NULL: gethostname(); processes share a node
                            *   only if hostname, kernel boot id and /dev/shm
                            *   are all the same (containers may share a
@@ -181,8 +183,8 @@ TNT_API tnt_status_t tnt_comm_split(tnt_comm_t *comm, int color, int key, tnt_co
 /** tnt_comm_split with one color and key = rank: same ranks, new everything else. */
 TNT_API tnt_status_t tnt_comm_dup(tnt_comm_t *comm, tnt_comm_t **newcomm_p);
 
-/** A name for logs and verdicts: "world" for tnt_init's, "oob" for
- *  tnt_comm_create_oob's, "<parent>.<color>" for a split's and
+/** A name for logs and verdicts: "world" for tnt_init's, tnt_oob_t.name
+ *  (or "oob") for tnt_comm_create_oob's, "<parent>.<color>" for a split's and
  *  "<parent>.dup<n>" for a dup's. */
 TNT_API const char *tnt_comm_name(const tnt_comm_t *comm);
 

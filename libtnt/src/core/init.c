@@ -250,7 +250,8 @@ TNT_API tnt_status_t tnt_comm_create_oob(const tnt_oob_t *oob, tnt_comm_t **comm
         return status;
     }
     tnt_log_set_identity(oob->rank, tnt_boot_info(boot)->hostname);
-    return tnt_comm_create(boot, settings, "oob", comm_p);
+    return tnt_comm_create(boot, settings,
+                           oob->name != NULL && oob->name[0] != '\0' ? oob->name : "oob", comm_p);
 }
 
 tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const char *name,

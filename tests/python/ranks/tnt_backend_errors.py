@@ -85,7 +85,7 @@ def main():
     # rank's wait() raises its mismatch error, and (the collective set
     # checks before sending anything) the group stays usable.
     expect_error("all_to_all splits differ across ranks",
-                 r"tnt: alltoall_base on process group 'oob' failed",
+                 r"tnt: alltoall_base on process group 'torch.default_pg' failed",
                  lambda: dist.all_to_all_single(
                      torch.zeros(size + 1), torch.zeros(size + 1),
                      output_split_sizes=[1] * (size - 1) + [2],
@@ -100,7 +100,7 @@ def main():
         time.sleep(2.0)
     work = dist.all_reduce(t, async_op=True)
     if rank != size - 1:
-        expect_error("wait timeout", r"tnt: allreduce #\d+ on process group 'oob' did not "
+        expect_error("wait timeout", r"tnt: allreduce #\d+ on process group 'torch.default_pg' did not "
                      r"complete within 0.5 s",
                      lambda: work.wait(timeout=datetime.timedelta(seconds=0.5)), size, rank)
         work.wait()
@@ -115,10 +115,10 @@ def main():
     # collective, so the ranks are out of step afterwards: the next
     # collective fails at once, saying so, instead of hanging.
     expect_error("sizes differ across ranks",
-                 r"tnt: allreduce on process group 'oob' failed: ranks disagree.*rank 0 called "
+                 r"tnt: allreduce on process group 'torch.default_pg' failed: ranks disagree.*rank 0 called "
                  r"allreduce #\d+ of 4 float32 elements, sum, rank 1 called allreduce #\d+ of 5",
                  lambda: dist.all_reduce(torch.ones(4 + rank)), size, rank, usable=False)
-    expect_error("after a mismatch", r"tnt: barrier on process group 'oob' failed: .*out of step",
+    expect_error("after a mismatch", r"tnt: barrier on process group 'torch.default_pg' failed: .*out of step",
                  lambda: dist.barrier(), size, rank, usable=False)
 
     dist.destroy_process_group()

@@ -215,7 +215,9 @@ def check_new_group(rank, size):
     t = torch.ones(2)
     dist.all_reduce(t, group=everyone)
     expect(t, torch.full((2,), float(size)), "all_reduce in new_group()")
-    assert everyone.comm_name == "oob", everyone.comm_name
+    # Each group's communicator is named after it in errors and verdicts.
+    assert everyone.comm_name == "torch.group%d" % size, everyone.comm_name
+    assert dist.distributed_c10d._get_default_group().comm_name == "torch.default_pg"
 
 
 def main():
