@@ -147,7 +147,7 @@ mode_cut() {
     # it is, then count the late ones as failures.
     local bound
     bound=$(awk -v t="$timeout_s" -v s="$slack_s" 'BEGIN { print t + s }')
-    local left=$nodes bad=0 ends=()
+    local left=$nodes bad=0 ends=() statuses=()
     while [ $left -gt 0 ]; do
         left=0
         for i in $(seq 0 $((nodes - 1))); do
@@ -174,23 +174,39 @@ mode_cut() {
         rc=$?
         say "rank $i (nfnode$i) ended ${ends[$i]} s after the cut, status $rc:" \
             "$(grep '^failed' "$job.out$i" | head -n 1)"
-        # 3: the step failed and the rank's error named the cut node
-        # (netfault_check checks the text).
-        [ $rc = 3 ] || bad=1
+        statuses[$i]=$rc
         if awk -v e="${ends[$i]}" -v b="$bound" 'BEGIN { exit !(e > b) }'; then
             say "rank $i took longer than TNT_TIMEOUT + $slack_s s = $bound s"
             bad=1
         fi
     done
-    # What libtnt printed: every verdict line must name the cut node.
-    local verdicts
-    verdicts=$(cat "$job".err* | grep -c 'error: ' || true)
-    cat "$job".err* | grep 'error: ' | sed 's/^/    /'
-    [ "$verdicts" -ge 1 ] || {
+    # netfault_check's statuses: 3, a verdict naming the cut node (it
+    # checks the text); 4, a follow-on failure: the connection to a peer
+    # broke, and that peer must be one that ended with a verdict (3) and
+    # left first. No other status may occur, and at least one verdict.
+    local verdicts=0
+    for i in $(seq 0 $((nodes - 1))); do
+        case ${statuses[$i]:-} in
+        3) verdicts=$((verdicts + 1)) ;;
+        4)
+            local peer
+            peer=$(grep '^failed' "$job.out$i" | sed -n 's/.*connection to rank \([0-9]*\) broke.*/\1/p')
+            if [ -z "$peer" ] || [ "${statuses[$peer]:-}" != 3 ]; then
+                say "rank $i's connection broke to rank ${peer:-?}, which did not end with a verdict"
+                bad=1
+            fi
+            ;;
+        *) bad=1 ;;
+        esac
+    done
+    [ $verdicts -ge 1 ] || {
         bad=1
-        say "no rank printed a verdict"
+        say "no rank ended with a verdict"
     }
-    if cat "$job".err* | grep 'error: ' | grep -v "nfnode$cut" >/dev/null; then
+    # What libtnt printed: every verdict (a TNT_TIMEOUT line) names the cut
+    # node; the rest are the follow-on lines checked above.
+    cat "$job".err* | grep 'error: ' | sed 's/^/    /'
+    if cat "$job".err* | grep 'error: .*TNT_TIMEOUT' | grep -v "nfnode$cut" >/dev/null; then
         say "a printed verdict does not name nfnode$cut"
         bad=1
     fi
