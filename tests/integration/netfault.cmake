@@ -23,6 +23,7 @@ if(TNT_WITH_UCX)
   # ranks run with TNT_TIMEOUT=5 and must all end within 5 + 5 s of the cut.
   tnt_netfault_test(cut_3 90 cut)
   # The last node's link loses 5% of its packets and delays each by 20 ms,
-  # both ways: every allreduce of the run is still exact.
+  # both ways (tc netem, or netfault_link.py where the kernel lacks netem):
+  # every allreduce of the run is still exact, and packets were dropped.
   tnt_netfault_test(netem_3 180 netem)
 endif()

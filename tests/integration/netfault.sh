@@ -16,6 +16,10 @@
 #                                              delays packets: the job
 #                                              finishes with exact results
 #
+# netem comes from tc where the kernel has it, and otherwise from
+# netfault_link.py, a user-space switch that replaces the bridge (the
+# project's sandbox kernels are built without CONFIG_NET_SCH_NETEM).
+#
 # Exit 77 (skip) when not root or when namespaces cannot be made (an
 # unprivileged container). Settings (environment): NETFAULT_TIMEOUT (the
 # ranks' TNT_TIMEOUT in the cut test, default 5), NETFAULT_SLACK (seconds
@@ -233,26 +237,83 @@ run_steps() {
     duration=$(sed -n 's/^done: .* in \([0-9.]*\) s$/\1/p' "$job.out0")
 }
 
+# The user-space switch (netfault_link.py) in place of the bridge: every
+# node's eth0 becomes one of its TAP devices; $@: its link specs.
+switch_pid=
+start_switch() {
+    for i in $(seq 0 $((nodes - 1))); do
+        ip -n "$sw" link del "n$i" 2>/dev/null # the veth pair, both ends
+        ip -n "$tag-n$i" link del eth0 2>/dev/null
+    done
+    rm -f "$work/switch.out"
+    ip netns exec "$sw" python3 "$(dirname "$0")/netfault_link.py" "$work/switch.stats" "$@" \
+        >"$work/switch.out" 2>&1 &
+    switch_pid=$!
+    pids+=("$switch_pid")
+    local t=0
+    until grep -q ready "$work/switch.out" 2>/dev/null; do
+        sleep 0.1
+        t=$((t + 1))
+        [ $t -lt 100 ] || fail "the user-space switch did not start: $(cat "$work/switch.out")"
+    done
+    for i in $(seq 0 $((nodes - 1))); do
+        ip -n "$tag-n$i" addr add "10.213.0.$((i + 1))/24" dev eth0 || fail "address $i"
+        ip -n "$tag-n$i" link set eth0 up || fail "eth0 up in $tag-n$i"
+    done
+}
+stop_switch() {
+    kill "$switch_pid"
+    wait "$switch_pid"
+    switch_pid=
+}
+
 mode_netem() {
     # A stall long enough to hit TNT_TIMEOUT would be a failure here: the
     # lossy link must only slow the job down.
     export TNT_TIMEOUT=60
-    local base
-    run_steps "$work/base"
-    base=$duration
-    say "$steps steps on clean links: $base s"
-    ip netns exec "$tag-n$cut" tc qdisc add dev eth0 root netem $netem || fail "netem in"
-    tc -n "$sw" qdisc add dev "n$cut" root netem $netem || fail "netem out"
-    run_steps "$work/netem"
-    say "$steps steps with nfnode$cut's link at '$netem' both ways: $duration s" \
-        "(clean: $base s)"
-    # The faults must have happened, or the test proved nothing.
-    local dropped
-    dropped=$( (ip netns exec "$tag-n$cut" tc -s qdisc show dev eth0
-        tc -n "$sw" -s qdisc show dev "n$cut") | sed -n 's/.*dropped \([0-9]*\).*/\1/p' |
-        awk '{ n += $1 } END { print n + 0 }')
-    say "netem dropped $dropped packets"
-    [ "$dropped" -gt 0 ] || fail "netem dropped nothing: the job did not cross the lossy link"
+    local base dropped
+    if tc -n "$sw" qdisc add dev "n$cut" root netem $netem 2>/dev/null; then
+        tc -n "$sw" qdisc del dev "n$cut" root
+        run_steps "$work/base"
+        base=$duration
+        say "$steps steps on clean links: $base s"
+        ip netns exec "$tag-n$cut" tc qdisc add dev eth0 root netem $netem || fail "netem in"
+        tc -n "$sw" qdisc add dev "n$cut" root netem $netem || fail "netem out"
+        run_steps "$work/netem"
+        say "$steps steps with nfnode$cut's link at '$netem' both ways (tc netem): $duration s" \
+            "(clean: $base s)"
+        # The faults must have happened, or the test proved nothing.
+        dropped=$( (ip netns exec "$tag-n$cut" tc -s qdisc show dev eth0
+            tc -n "$sw" -s qdisc show dev "n$cut") | sed -n 's/.*dropped \([0-9]*\).*/\1/p' |
+            awk '{ n += $1 } END { print n + 0 }')
+    else
+        # No netem in this kernel: the same loss and delay from the
+        # user-space switch, which also carries the clean run so that the
+        # two durations differ only by the faults.
+        local loss delay
+        loss=$(echo "$netem" | sed -n 's/.*loss \([0-9.]*\)%.*/\1/p')
+        delay=$(echo "$netem" | sed -n 's/.*delay \([0-9.]*\)ms.*/\1/p')
+        loss=$(awk -v l="${loss:-0}" 'BEGIN { print l / 100 }')
+        local specs=() i
+        for i in $(seq 0 $((nodes - 1))); do
+            specs+=("$tag-n$i")
+        done
+        say "no tc netem in this kernel: links from the user-space switch (netfault_link.py)"
+        start_switch "${specs[@]}"
+        run_steps "$work/base"
+        base=$duration
+        stop_switch
+        say "$steps steps on clean links: $base s"
+        specs[$cut]="$tag-n$cut:$loss:${delay:-0}"
+        start_switch "${specs[@]}"
+        run_steps "$work/netem"
+        stop_switch
+        say "$steps steps with nfnode$cut's link at '$netem' both ways (user-space switch):" \
+            "$duration s (clean: $base s); switch: $(cat "$work/switch.stats")"
+        dropped=$(sed -n 's/^dropped \([0-9]*\).*/\1/p' "$work/switch.stats")
+    fi
+    say "dropped $dropped packets"
+    [ "${dropped:-0}" -gt 0 ] || fail "nothing was dropped: the job did not cross the lossy link"
     say "OK"
 }
 
