@@ -148,6 +148,52 @@ static void test_truncation(void **state)
     assert_string_equal(small + sizeof small - 4, "...");
 }
 
+/* A node cut off from the network: none of the other nodes was heard from
+ * during this wait. It is this node that cannot be reached, so its verdict
+ * names itself, not the lowest silent rank elsewhere (which the nodes
+ * still connected to each other would contradict). */
+static void test_cut_off_node(void **state)
+{
+    (void)state;
+    static const char *six[] = { "a", "a", "b", "b", "c", "c" };
+    struct tnt_verdict_rank v[6];
+    char text[768];
+    int reporter = -9;
+    for (int r = 0; r < 6; r++) {
+        v[r] = (struct tnt_verdict_rank){ .known = 1,
+                                          .waiting = 0,
+                                          .seq = 3, /* stale reports of an earlier wait */
+                                          .info = ALLREDUCE_OUT,
+                                          .host = six[r],
+                                          .pid = 100 + r,
+                                          .node = r / 2 };
+    }
+    v[4].local = v[5].local = v[4].heard = v[5].heard = 1;
+    v[4].waiting = v[5].waiting = 1;
+    v[4].seq = v[5].seq = 9;
+    v[4].info = v[5].info = ALLREDUCE_IN;
+    assert_int_equal(tnt_verdict_rule(v, 6, 5, "within", text, sizeof text, &reporter), 1);
+    assert_non_null(strstr(text, "node c (ranks 4-5) hears from no other node"));
+    assert_non_null(strstr(text, "ranks 0-3 on 2 other nodes"));
+    assert_non_null(strstr(text, "allreduce #9"));
+    assert_null(strstr(text, "rank 0 ("));
+    assert_int_equal(reporter, 4);
+
+    /* One other node still heard from: not cut off, the usual rule. */
+    v[2].heard = 1;
+    assert_int_equal(tnt_verdict_rule(v, 6, 5, "within", text, sizeof text, &reporter), 1);
+    assert_null(strstr(text, "hears from no other node"));
+
+    /* Two nodes: from either side the other one is silent, and nothing
+     * tells which link broke; the usual rule names the other node. */
+    v[2].heard = 0;
+    for (int r = 0; r < 6; r++) {
+        v[r].node = r < 4 ? 0 : 1;
+    }
+    assert_int_equal(tnt_verdict_rule(v, 6, 5, "within", text, sizeof text, &reporter), 1);
+    assert_null(strstr(text, "hears from no other node"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_lowest_seq_then_rank), cmocka_unit_test(test_silent_node),
         cmocka_unit_test(test_paused_suspect),       cmocka_unit_test(test_all_waiting),
         cmocka_unit_test(test_same_table_same_line), cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_cut_off_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -269,9 +269,13 @@ static void doctor_send(tnt_doctor_t *d, uint64_t now)
 
 /* Fills d->verdict from this rank's table (verdict.c's rule); returns 0
  * when nobody is to blame, 1 otherwise. */
-static int doctor_verdict(tnt_doctor_t *d, uint64_t now, double threshold_s, const char *what,
-                          int *reporter_p)
+static int doctor_verdict(tnt_doctor_t *d, uint64_t now, uint64_t waited_ns, double threshold_s,
+                          const char *what, int *reporter_p)
 {
+    /* Reports older than this wait describe an earlier collective: they
+     * keep a rank known, but do not show that its node can still be
+     * reached now. */
+    uint64_t wait_began = now - waited_ns;
     tnt_comm_t *comm = d->comm;
     struct tnt_verdict_rank *rows = calloc((size_t)comm->size, sizeof(*rows));
     if (rows == NULL) {
@@ -283,7 +287,10 @@ static int doctor_verdict(tnt_doctor_t *d, uint64_t now, double threshold_s, con
                                              .seq = d->view[r].seq,
                                              .info = d->view[r].info,
                                              .host = d->hosts[r],
-                                             .pid = d->pids[r] };
+                                             .pid = d->pids[r],
+                                             .node = comm->node_of_rank[r],
+                                             .local = comm->node_of_rank[r] == comm->node_id,
+                                             .heard = d->view[r].received_ns >= wait_began };
     }
     int blamed = tnt_verdict_rule(rows, comm->size, threshold_s, what, d->verdict,
                                   sizeof d->verdict, reporter_p);
@@ -339,7 +346,7 @@ static tnt_status_t doctor_poll(tnt_watch_t *watch, uint64_t waited_ns)
         return TNT_OK;
     }
     int reporter = -1;
-    int blamed = doctor_verdict(d, now, timed_out ? d->timeout_s : d->warn_s,
+    int blamed = doctor_verdict(d, now, waited_ns, timed_out ? d->timeout_s : d->warn_s,
                                 timed_out ? "within TNT_TIMEOUT =" : "for more than", &reporter);
     if (timed_out) {
         if (!blamed) {

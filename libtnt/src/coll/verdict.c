@@ -83,9 +83,67 @@ void tnt_verdict_describe(uint64_t seq, uint64_t info, char *buf, size_t len)
     }
 }
 
+/* Whether the applying rank's node heard from no other node during this
+ * wait, with every one of its own ranks waiting, and at least two other
+ * nodes exist (verdict.h says why). Writes that verdict if so. */
+static int verdict_cut_off(const struct tnt_verdict_rank *view, int size, double threshold_s,
+                           const char *what, char *verdict, size_t len, int *reporter_p)
+{
+    /* local, others: rank flags for the text; node_seen: per node index
+     * (an index is below size). */
+    unsigned char *local = calloc((size_t)size, 1), *others = calloc((size_t)size, 1);
+    unsigned char *node_seen = calloc((size_t)size, 1);
+    int reporter = -1, other_nodes = 0, cut_off = 1;
+    const struct tnt_verdict_rank *mine = NULL;
+
+    for (int r = 0; r < size && cut_off && local != NULL && others != NULL && node_seen != NULL;
+         r++) {
+        if (view[r].local) {
+            local[r] = 1;
+            cut_off = view[r].waiting;
+            if (reporter < 0) {
+                reporter = r;
+                mine = &view[r];
+            }
+            continue;
+        }
+        others[r] = 1;
+        /* A rank that declared a long wait keeps its node quiet on purpose
+         * (and is never blamed): not evidence of a broken link. */
+        cut_off = !view[r].heard && !(view[r].known && (view[r].info & INFO_PAUSED));
+        if (view[r].node >= 0 && view[r].node < size && !node_seen[view[r].node]) {
+            node_seen[view[r].node] = 1;
+            other_nodes++;
+        }
+    }
+    free(node_seen);
+    if (!cut_off || mine == NULL || other_nodes < 2) {
+        free(local);
+        free(others);
+        return 0;
+    }
+    char coll[160], ours[160], theirs[256];
+    tnt_verdict_describe(mine->seq, mine->info, coll, sizeof coll);
+    format_ranks(local, size, ours, sizeof ours);
+    format_ranks(others, size, theirs, sizeof theirs);
+    const char *host = mine->host != NULL ? mine->host : "?";
+    tnt_verdict_format(verdict, len,
+                       "node %s (ranks %s) hears from no other node: ranks %s on %d other nodes "
+                       "sent nothing while it waited in %s %s %g s; is %s's network link down "
+                       "(or are all %d other nodes down)?",
+                       host, ours, theirs, other_nodes, coll, what, threshold_s, host, other_nodes);
+    *reporter_p = reporter;
+    free(local);
+    free(others);
+    return 1;
+}
+
 int tnt_verdict_rule(const struct tnt_verdict_rank *view, int size, double threshold_s,
                      const char *what, char *verdict, size_t len, int *reporter_p)
 {
+    if (verdict_cut_off(view, size, threshold_s, what, verdict, len, reporter_p)) {
+        return 1;
+    }
     unsigned char *waiting = calloc((size_t)size, 1);
     int suspect = -1, silent = -1, reporter = -1;
 

@@ -10,7 +10,14 @@
  *   - with no known suspect, the lowest rank nobody ever reported on is
  *     named (its whole node is silent);
  *   - a suspect that declared a long wait (tnt_stall_pause) is not blamed;
- *   - when every rank waits, the line names where each group waits.
+ *   - when every rank waits, the line names where each group waits;
+ *   - before all of that: when the rank applying the rule heard from none
+ *     of at least two other nodes during this wait while its own node's
+ *     ranks all wait, its own node is the one cut off (one broken link is
+ *     likelier than all other nodes going silent at once), and the line
+ *     names this node. The nodes still connected to each other find it
+ *     silent and name it too. With two nodes either side sees the other
+ *     go silent, so the usual rule applies.
  * The text carries only the table's values and the given threshold, so
  * every rank that applies the rule to the same table prints the same line.
  */
@@ -39,6 +46,9 @@ struct tnt_verdict_rank {
     uint64_t info;    /* INFO_* word */
     const char *host; /* for the text */
     int64_t pid;
+    int node;  /* its node's index */
+    int local; /* on the node of the rank applying the rule */
+    int heard; /* a report of it arrived during the wait being judged (local: 1) */
 };
 
 /* Writes the verdict into verdict (len bytes) and the lowest waiting rank
