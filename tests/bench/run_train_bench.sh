@@ -38,6 +38,9 @@ PROBE_SRC=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
 PROBE=$OUT/vcpu_probe
 cc -O2 -pthread -o "$PROBE" "$PROBE_SRC"
 WORKLOADS=${TNT_TRAIN_WORKLOADS:-digits mlp64 mlp2 mlp1}
+# tnt: tnt.Model.fit; ddp: DDP on gloo; ddptnt: the same DDP script on the
+# tnt torch.distributed backend (from the same env:// store).
+PROGRAMS=${TNT_TRAIN_PROGRAMS:-tnt ddp}
 EXTRA=${TNT_TRAIN_ARGS:-}          # e.g. "--steps 2 --windows 1" for a smoke run
 PLOTS=${TNT_TRAIN_PLOTS:-$REPO/docs/img}
 
@@ -54,6 +57,9 @@ run_one() {  # backend workload repeat
     elif [ "$1" = tnt ]; then
         line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend tnt --workload "$2" $EXTRA 2>/dev/null \
                | grep '^RESULT ' | sed 's/^RESULT //') || true
+    elif [ "$1" = ddptnt ]; then
+        line=$(timeout 600 $PY "$BENCH" --backend ddp --ddp-backend tnt --workload "$2" --nproc 2 \
+               $EXTRA 2>/dev/null | grep '^RESULT ' | sed 's/^RESULT //') || true
     else
         line=$(timeout 600 $PY "$BENCH" --backend ddp --workload "$2" --nproc 2 $EXTRA 2>/dev/null \
                | grep '^RESULT ' | sed 's/^RESULT //') || true
@@ -71,9 +77,9 @@ i=1
 while [ "$i" -le "$REPEATS" ]; do
     for w in $WORKLOADS; do
         if [ $((i % 2)) -eq 1 ]; then
-            run_one tnt $w $i; run_one ddp $w $i
+            for p in $PROGRAMS; do run_one "$p" "$w" "$i"; done
         else
-            run_one ddp $w $i; run_one tnt $w $i
+            for p in $(echo $PROGRAMS | tr ' ' '\n' | tac); do run_one "$p" "$w" "$i"; done
         fi
     done
     i=$((i + 1))

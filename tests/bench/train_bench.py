@@ -17,7 +17,9 @@ ranks, with one BLAS/OpenMP thread per rank:
 
   tnt:  build/bin/tarantella -n 2 -- python3 train_bench.py --backend tnt --workload mlp2
   ddp:  python3 train_bench.py --backend ddp --workload mlp2 --nproc 2
-        (starts the ranks itself on 127.0.0.1 with the gloo backend)
+        (starts the ranks itself on 127.0.0.1 with the gloo backend;
+        --ddp-backend tnt runs the same DDP script on Tarantella's tnt
+        process-group backend, bootstrapped from the same env:// store)
 
 Rank 0 prints one JSON line (prefix "RESULT ") with the measurements.
 tests/bench/run_train_bench.sh alternates the two programs and repeats.
@@ -141,7 +143,7 @@ def spawn_ddp(args):
     for r in range(args.nproc):
         cmd = [sys.executable, os.path.abspath(__file__), "--backend", "ddp-rank",
                "--workload", args.workload, "--steps", str(args.steps),
-               "--windows", str(args.windows)]
+               "--windows", str(args.windows), "--ddp-backend", args.ddp_backend]
         procs.append(subprocess.Popen(cmd, env=dict(env, RANK=str(r))))
     rc = 0
     for p in procs:
@@ -152,7 +154,9 @@ def spawn_ddp(args):
 def run_ddp_rank(args):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
-    dist.init_process_group("gloo")
+    if args.ddp_backend == "tnt":
+        import tarantella  # noqa: F401  registers the tnt backend
+    dist.init_process_group(args.ddp_backend)
     rank, size = dist.get_rank(), dist.get_world_size()
     make, make_opt, x, y, x_test, y_test, batch, epochs = workload(args.workload, args.steps)
     torch.manual_seed(0)
@@ -180,7 +184,8 @@ def run_ddp_rank(args):
             loss.backward()
             opt.step()
 
-    result = {"backend": "ddp", "workload": args.workload, "ranks": size, "batch": batch,
+    result = {"backend": "ddp" if args.ddp_backend == "gloo" else "ddp-tnt",
+              "workload": args.workload, "ranks": size, "batch": batch,
               "blas": blas_name(), "threads": torch.get_num_threads()}
     if args.workload == "digits":
         times = []
@@ -217,6 +222,8 @@ def main():
                         help="steps per timed window (mlp) or epochs (digits)")
     parser.add_argument("--windows", type=int, default=3, help="timed windows (mlp)")
     parser.add_argument("--nproc", type=int, default=2, help="ranks (ddp)")
+    parser.add_argument("--ddp-backend", choices=("gloo", "tnt"), default="gloo",
+                        help="torch.distributed backend of the ddp runs")
     args = parser.parse_args()
     if args.steps is None:
         args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40, "mlp1": 40}[args.workload]

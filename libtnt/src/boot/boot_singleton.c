@@ -123,7 +123,9 @@ tnt_status_t tnt_boot_singleton_create(const char *why, int warn, tnt_boot_t **b
         tnt_log_warn("%s=%ld (set by %s) says this process is rank %s of %ld, but it found no PMIx "
                      "server (%s), so it runs alone as a singleton of size 1; Tarantella starts "
                      "its ranks itself: launch with 'srun --tarantella ...' on a SLURM cluster or "
-                     "'tarantella -n %ld -- script.py' on one machine (not torchrun)",
+                     "'tarantella -n %ld -- script.py' on one machine (not torchrun) to use "
+                     "Tarantella's own API; a script that only uses torch.distributed's 'tnt' "
+                     "backend, which bootstraps from torchrun's store, may ignore this",
                      variable, world, launcher, rank != NULL ? rank : "?", world, why, world);
     } else if (warn) {
         tnt_log_warn("running as a singleton of size 1: %s", why);
