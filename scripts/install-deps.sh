@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config dpkg-dev
   libpmix-dev libucx-dev ucx-utils libhwloc-dev hwloc libnuma-dev
   libcmocka-dev
+  clang libclang-rt-14-dev
   munge slurmctld slurmd slurm-client libslurm-dev
   openmpi-bin libopenmpi-dev
   python3-dev python3-venv python3-torch python3-numpy python3-sklearn python3-pytest

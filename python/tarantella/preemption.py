@@ -210,9 +210,26 @@ def _rng_state():
     return state
 
 
+def _check_numpy_state(state):
+    """Raises ValueError unless ``state`` has the form np.random.get_state()
+    returns: ("MT19937", 624 integer keys, pos, has_gauss, cached_gaussian),
+    the last two optional. numpy's legacy RandomState.set_state indexes its
+    argument before checking it and trusts pos: an empty tuple, a short one
+    or pos = 2**31 - 1 from a damaged backup crashed the interpreter with a
+    segfault (found by tests/fuzz/fuzz_backup.py; numpy 1.24)."""
+    if (type(state) not in (tuple, list) or len(state) not in (3, 5)
+            or not isinstance(state[0], str) or state[0] != "MT19937"
+            or not isinstance(state[1], np.ndarray) or state[1].shape != (624,)
+            or state[1].dtype.kind not in "iu"
+            or type(state[2]) is not int or not 0 <= state[2] <= 624):
+        raise ValueError("the numpy RNG state is not ('MT19937', 624 keys, a position "
+                         "0..624, ...)")
+
+
 def _set_rng_state(state):
     import torch
     torch.set_rng_state(state["torch"])
+    _check_numpy_state(state["numpy"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
@@ -275,6 +292,9 @@ def _write_backup(path, content):
 # What every backup holds, and what a fit backup holds besides.
 _KEYS = ("kind", "epoch", "step", "model", "optimizer", "rng", "size")
 _FIT_KEYS = ("shuffle_seed", "meta", "callbacks", "stats")
+# The types the readers rely on, for the keys that have one.
+_KEY_TYPES = (("kind", str), ("rng", list), ("model", dict), ("meta", dict),
+              ("callbacks", dict))
 
 
 def _load_backup(path, data):
@@ -286,7 +306,14 @@ def _load_backup(path, data):
     no_older = ("tarantella keeps one backup in this file and replaces it atomically, so "
                 "there is no older backup to resume from: delete %s to start training from "
                 "the beginning" % path)
-    if not zipfile.is_zipfile(io.BytesIO(data)):
+    try:
+        is_zip = zipfile.is_zipfile(io.BytesIO(data))
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        # is_zipfile raises for some damaged end records ("zipfiles that
+        # span multiple disks are not supported"; found by
+        # tests/fuzz/fuzz_backup.py) instead of returning False.
+        is_zip = False
+    if not is_zip:
         raise TarantellaError("backup %s is truncated or corrupted (%d bytes, not a complete "
                               "torch.save archive); %s" % (path, len(data), no_older))
     try:
@@ -303,10 +330,16 @@ def _load_backup(path, data):
     except Exception as e:
         raise TarantellaError("backup %s is truncated or corrupted (%s); %s"
                               % (path, e, no_older)) from None
-    if not isinstance(content, dict) or content.get("format") != _BACKUP_FORMAT:
+    # Types first, then values: a tensor compared with == gives a tensor,
+    # and one of several elements has no truth value (torch's RuntimeError
+    # "Boolean value of Tensor ... is ambiguous" escaped from here for a
+    # backup whose version was such a tensor; found by
+    # tests/fuzz/fuzz_backup.py).
+    if (not isinstance(content, dict) or type(content.get("format")) is not str
+            or content["format"] != _BACKUP_FORMAT):
         raise TarantellaError("%s is not a tarantella backup; delete it or point backup_dir "
                               "elsewhere" % (path,))
-    if content.get("version") != _BACKUP_VERSION:
+    if type(content.get("version")) is not int or content["version"] != _BACKUP_VERSION:
         raise TarantellaError("backup %s has format version %r, this tarantella reads %d; "
                               "resume it with the tarantella version that wrote it, or delete "
                               "it to start fresh" % (path, content.get("version"),
@@ -316,6 +349,12 @@ def _load_backup(path, data):
     if missing:
         raise TarantellaError("backup %s is corrupted (it lacks %s); %s"
                               % (path, ", ".join(missing), no_older))
+    # What the readers index or take the length of (the RNG states once
+    # were a tensor here, whose truth value raised RuntimeError).
+    wrong = [k for k, types in _KEY_TYPES if k in content and not isinstance(content[k], types)]
+    if wrong:
+        raise TarantellaError("backup %s is corrupted (wrong type of %s); %s"
+                              % (path, ", ".join(wrong), no_older))
     return content
 
 
@@ -335,7 +374,9 @@ def _restore_rng(content, path):
         return
     try:
         _set_rng_state(states[_rank() % len(states)])
-    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+    # OverflowError: random.setstate on a key outside 0..2**32-1 (found by
+    # tests/fuzz/fuzz_backup.py); IndexError: a state tuple too short.
+    except (KeyError, IndexError, TypeError, ValueError, OverflowError, RuntimeError) as e:
         raise TarantellaError("backup %s is corrupted: its RNG states cannot be restored (%s); "
                               "delete it to start training from the beginning"
                               % (path, e)) from None

@@ -172,29 +172,21 @@ static void doctor_refresh(tnt_doctor_t *d, uint64_t now)
         return;
     }
     for (int i = 0; i < DOCTOR_RECV_ROUNDS; i++) {
+        tnt_doctor_entry_use_t use[TNT_DOCTOR_MSG_MAX];
         int sender = -1;
         size_t got = tnt_multinode_side_recv(comm, &d->msg, sizeof(d->msg), &sender);
         if (got == 0) {
             break;
         }
-        if (got < offsetof(struct tnt_doctor_msg, entries) ||
-            d->msg.magic != TNT_DOCTOR_MSG_MAGIC || d->msg.count > TNT_DOCTOR_MSG_MAX ||
-            got < offsetof(struct tnt_doctor_msg, entries) +
-                      d->msg.count * sizeof(struct tnt_doctor_entry) ||
-            sender < 0 || sender >= comm->size) {
-            continue;
-        }
-        for (uint32_t k = 0; k < d->msg.count; k++) {
+        int count = tnt_doctor_decode(&d->msg, got, sender, comm->size, comm->node_of_rank,
+                                      comm->node_id, use);
+        for (int k = 0; k < count; k++) {
             const struct tnt_doctor_entry *e = &d->msg.entries[k];
-            if (e->rank < 0 || e->rank >= comm->size ||
-                comm->node_of_rank[e->rank] == comm->node_id) {
+            if (use[k] == TNT_DOCTOR_ENTRY_OVERREACH) {
+                doctor_note_overreach(d, sender, e->rank, now);
                 continue;
             }
-            /* A rank reports only what its node's board shows: an entry for
-             * a rank elsewhere is a lie (one forged "paused" entry would
-             * keep every rank from ever timing out), whoever sent it. */
-            if (comm->node_of_rank[e->rank] != comm->node_of_rank[sender]) {
-                doctor_note_overreach(d, sender, e->rank, now);
+            if (use[k] != TNT_DOCTOR_ENTRY_TAKE) {
                 continue;
             }
             struct doctor_view *v = &d->view[e->rank];

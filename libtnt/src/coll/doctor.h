@@ -46,6 +46,25 @@ struct tnt_doctor_msg {
     struct tnt_doctor_entry entries[TNT_DOCTOR_MSG_MAX];
 };
 
+/* What a receiver does with one entry of a board message. */
+typedef enum {
+    TNT_DOCTOR_ENTRY_TAKE,      /* a rank on the sender's node, not on mine: believed */
+    TNT_DOCTOR_ENTRY_SKIP,      /* no such rank, or one on my node (my board is fresher) */
+    TNT_DOCTOR_ENTRY_OVERREACH, /* a rank on another node than the sender's: a lie, logged */
+} tnt_doctor_entry_use_t;
+
+/* Checks a board message of bytes bytes (what follows the transport's
+ * header) that rank sender sent to a rank on node my_node of a communicator
+ * of size ranks (node_of_rank: size entries). Returns -1 for a malformed
+ * message (shorter than its count says, wrong magic, count above
+ * TNT_DOCTOR_MSG_MAX, sender not a rank), else its count, with use[k]
+ * saying what to do with entries[k]. Reads only the bytes it was given.
+ * Pure (coll/doctor_msg.c): the doctor calls it on every message it
+ * receives, tests/fuzz/fuzz_doctor_msg.c on arbitrary bytes. */
+int tnt_doctor_decode(const struct tnt_doctor_msg *msg, size_t bytes, int sender, int size,
+                      const int *node_of_rank, int my_node,
+                      tnt_doctor_entry_use_t use[TNT_DOCTOR_MSG_MAX]);
+
 typedef enum {
     TNT_DOCTOR_ALLREDUCE = 1,
     TNT_DOCTOR_BROADCAST,

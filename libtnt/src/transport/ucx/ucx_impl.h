@@ -5,11 +5,13 @@
  *   ucx_wireup.c  create/destroy: context, worker, endpoints, handshakes
  *   ucx.c         the data path: request pool, posting sends and receives
  *   ucx_wait.c    waits, failure handling and the hang doctor's side channel
+ *   ucx_ctl.c     the check of a received control message (pure; ucx_ctl.h)
  */
 #ifndef TNT_TRANSPORT_UCX_UCX_IMPL_H
 #define TNT_TRANSPORT_UCX_UCX_IMPL_H
 
 #include "transport/ucx/ucx.h"
+#include "transport/ucx/ucx_ctl.h"
 
 #include "util/wait.h"
 
@@ -38,10 +40,7 @@
 #define TNT_UCX_TAG_SEQ_SHIFT (TNT_UCX_TAG_RANK_BITS + TNT_UCX_TAG_STEP_BITS)
 #define TNT_UCX_TAG_LOW_MASK  ((1ull << TNT_UCX_TAG_SEQ_SHIFT) - 1)
 #define TNT_UCX_MAX_RANKS     (1 << TNT_UCX_TAG_RANK_BITS)
-#define TNT_UCX_DATA_SEQS     0xFFFFFDu /* collectives' sequence field: 0 .. this - 1 */
-#define TNT_UCX_SEQ_WIREUP    0xFFFFFDu
-#define TNT_UCX_SEQ_GOODBYE   0xFFFFFEu
-#define TNT_UCX_SEQ_SIDE      0xFFFFFFu
+/* TNT_UCX_DATA_SEQS and the control kinds TNT_UCX_SEQ_*: ucx_ctl.h. */
 /* A control message's tag: its kind in the sequence field, the sender's
  * rank, step 0. With TNT_UCX_CTL_ANY_MASK it matches any sender. */
 #define TNT_UCX_CTL_TAG(seq, rank)                \
@@ -51,17 +50,7 @@
     (((uint64_t)0xFFFFFFu << TNT_UCX_TAG_SEQ_SHIFT) | ((1ull << TNT_UCX_TAG_STEP_BITS) - 1))
 #define TNT_UCX_CTL_RANK(tag) ((int)(((tag) >> TNT_UCX_TAG_STEP_BITS) & (TNT_UCX_MAX_RANKS - 1)))
 
-/* What every control message starts with (the whole of a wire-up hello or
- * a goodbye; a side message's payload follows it). cookie is the
- * communicator's: 128 bits that rank 0 draws and the bootstrap carries,
- * so only the communicator's own ranks know it. rank must equal the rank in
- * the tag and seq the tag's kind, so a valid message cannot be replayed as
- * another kind or on behalf of another rank. */
-struct tnt_ucx_ctl_header {
-    uint64_t cookie[2];
-    int32_t rank;
-    uint32_t seq;
-};
+/* struct tnt_ucx_ctl_header, what every control message starts with: ucx_ctl.h. */
 
 #define TNT_UCX_TRANSPORT_MAX 96
 

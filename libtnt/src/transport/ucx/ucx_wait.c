@@ -459,29 +459,11 @@ static void tnt_ucx_note_dropped(tnt_ucx_t *ucx, uint32_t seq, const char *what,
 int tnt_ucx_ctl_valid(tnt_ucx_t *ucx, uint32_t seq, const void *buf, size_t bytes, size_t expected,
                       int sender, const char *what)
 {
-    struct tnt_ucx_ctl_header header;
     char why[128];
 
-    if (bytes == SIZE_MAX) {
-        snprintf(why, sizeof(why), "it is longer than any %s, or broke off", what);
-    } else if (bytes < sizeof(header) || (expected != 0 && bytes != expected)) {
-        snprintf(why, sizeof(why), "it is %zu B, not the %zu B of a %s", bytes,
-                 expected != 0 ? expected : sizeof(header), what);
-    } else {
-        memcpy(&header, buf, sizeof(header));
-        /* Branch-free over all 128 bits: how much of a guess was right does
-         * not show in the time this takes. */
-        if (((header.cookie[0] ^ ucx->cookie[0]) | (header.cookie[1] ^ ucx->cookie[1])) != 0) {
-            snprintf(why, sizeof(why), "it does not carry this communicator's cookie");
-        } else if (header.rank != sender || header.seq != seq) {
-            snprintf(why, sizeof(why), "its header (rank %d, kind %x) does not match its tag",
-                     (int)header.rank, (unsigned)header.seq);
-        } else if (sender >= ucx->size || sender == ucx->rank) {
-            snprintf(why, sizeof(why), "rank %d is not a peer in this communicator of %d", sender,
-                     ucx->size);
-        } else {
-            return 1;
-        }
+    if (tnt_ucx_ctl_check(ucx->cookie, ucx->rank, ucx->size, seq, buf, bytes, expected, sender,
+                          what, why, sizeof(why))) {
+        return 1;
     }
     tnt_ucx_note_dropped(ucx, seq, what, sender, why);
     return 0;
