@@ -140,3 +140,25 @@ def run_single_fixture(build_dir):
 @pytest.fixture
 def ranks_dir():
     return RANKS_DIR
+
+
+# The unmodified DDP script (ranks/ddp_unmodified.py) against its serial
+# run: the suites that start it through env://, the tnt backend and tnt://
+# share one reference per session.
+@pytest.fixture(scope="session")
+def serial_weights(tmp_path_factory):
+    """The weights ddp_unmodified.py --serial ends with, {name: array}."""
+    import numpy as np
+    out = tmp_path_factory.mktemp("serial") / "serial.npz"
+    subprocess.run([PYTHON, os.path.join(RANKS_DIR, "ddp_unmodified.py"), "--serial", str(out)],
+                   check=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return dict(np.load(out))
+
+
+def assert_matches_serial(path, ref):
+    """The .npz a DDP run wrote equals the serial weights to float tolerance."""
+    import numpy as np
+    got = dict(np.load(path))
+    assert sorted(got) == sorted(ref)
+    for name in ref:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)

@@ -9,31 +9,12 @@ address sent over libtnt, for any backend.
 * On simulated nodes the store is reached at the launcher's MASTER_ADDR.
 * Arguments that Tarantella decides are refused with a clear error, and a
   world_size given to torch that contradicts libtnt's is named."""
-import os
-import subprocess
-
-import numpy as np
 import pytest
 
-from conftest import PYTHON, RANKS_DIR, check
+from conftest import assert_matches_serial, check
 
 # env:// with these would fail: TEST-NET-1 is unroutable, port 1 is not ours.
 BROKEN_ENV = {"MASTER_ADDR": "192.0.2.1", "MASTER_PORT": "1", "RANK": None, "WORLD_SIZE": None}
-
-
-@pytest.fixture(scope="module")
-def serial_weights(tmp_path_factory):
-    out = tmp_path_factory.mktemp("serial") / "serial.npz"
-    subprocess.run([PYTHON, os.path.join(RANKS_DIR, "ddp_unmodified.py"), "--serial", str(out)],
-                   check=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    return dict(np.load(out))
-
-
-def _matches(path, ref):
-    got = dict(np.load(path))
-    assert sorted(got) == sorted(ref)
-    for name in ref:
-        np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize("backend,init,ranks", [("gloo", "helper", 2), ("gloo", "url", 3),
@@ -43,7 +24,7 @@ def test_ddp_without_master_addr_or_port(launch, tmp_path, serial_weights, backe
     env = dict(BROKEN_ENV, BACKEND=backend, INIT=init)
     check(launch(ranks, "ddp_unmodified.py", str(out), timeout=180, env=env),
           "DDP on %s through tnt:// (%s) on %d ranks" % (backend, init, ranks))
-    _matches(out, serial_weights)
+    assert_matches_serial(out, serial_weights)
 
 
 def test_simulated_nodes(launch, tmp_path, serial_weights):
@@ -53,7 +34,7 @@ def test_simulated_nodes(launch, tmp_path, serial_weights):
            "RANK": None, "WORLD_SIZE": None}
     check(launch(4, "ddp_unmodified.py", str(out), timeout=180, env=env,
                  launcher_args=("--simulate-nodes", "2")), "DDP on 2 simulated nodes")
-    _matches(out, serial_weights)
+    assert_matches_serial(out, serial_weights)
 
 
 SCRIPT_ERRORS = r"""

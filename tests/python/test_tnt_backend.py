@@ -20,13 +20,11 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 
-import numpy as np
 import pytest
 
-from conftest import PYTHON, RANKS_DIR, check, tnt_env
+from conftest import PYTHON, RANKS_DIR, assert_matches_serial, check, tnt_env
 
 TORCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
               "MASTER_ADDR", "MASTER_PORT")
@@ -58,14 +56,6 @@ def _passed(out, script, size):
     return sorted(int(r) for r, _ in found)
 
 
-@pytest.fixture(scope="module")
-def serial_weights(tmp_path_factory):
-    out = tmp_path_factory.mktemp("serial") / "serial.npz"
-    subprocess.run([PYTHON, os.path.join(RANKS_DIR, "ddp_unmodified.py"), "--serial", str(out)],
-                   check=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    return dict(np.load(out))
-
-
 @needs_backend
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_unmodified_ddp_on_tnt_matches_serial(launch, tmp_path, serial_weights, ranks):
@@ -73,10 +63,7 @@ def test_unmodified_ddp_on_tnt_matches_serial(launch, tmp_path, serial_weights, 
     stdout = check(launch(ranks, "ddp_unmodified.py", str(out), timeout=180,
                           env=_env(BACKEND="tnt")), "DDP on tnt, %d ranks" % ranks)
     assert "ddp_unmodified: rank 0 of %d wrote %s (backend tnt)" % (ranks, out) in stdout
-    got = dict(np.load(out))
-    assert sorted(got) == sorted(serial_weights)
-    for name, ref in serial_weights.items():
-        np.testing.assert_allclose(got[name], ref, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert_matches_serial(out, serial_weights)
 
 
 @needs_backend

@@ -14,12 +14,11 @@ import importlib.util
 import os
 import re
 import socket
-import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import PYTHON, RANKS_DIR, check
+from conftest import RANKS_DIR, assert_matches_serial, check
 
 # What a test must not inherit from the shell that runs ctest.
 TORCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
@@ -43,27 +42,13 @@ def _parse(out):
     return ranks
 
 
-@pytest.fixture(scope="module")
-def serial_weights(tmp_path_factory):
-    out = tmp_path_factory.mktemp("serial") / "serial.npz"
-    subprocess.run([PYTHON, os.path.join(RANKS_DIR, "ddp_unmodified.py"), "--serial", str(out)],
-                   check=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    return dict(np.load(out))
-
-
-def _assert_matches_serial(got, ref):
-    assert sorted(got) == sorted(ref)
-    for name in ref:
-        np.testing.assert_allclose(got[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
-
-
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_unmodified_ddp_matches_serial(launch, tmp_path, serial_weights, ranks):
     out = tmp_path / "ddp.npz"
     stdout = check(launch(ranks, "ddp_unmodified.py", str(out), timeout=180, env=_env()),
                    "DDP on %d ranks" % ranks)
     assert "ddp_unmodified: rank 0 of %d wrote" % ranks in stdout
-    _assert_matches_serial(dict(np.load(out)), serial_weights)
+    assert_matches_serial(out, serial_weights)
 
 
 def test_serial_reference_trains(serial_weights, tmp_path):
@@ -126,4 +111,4 @@ def test_ddp_with_the_users_port(launch, tmp_path, serial_weights):
     out = tmp_path / "ddp.npz"
     check(launch(2, "ddp_unmodified.py", str(out), timeout=180, env=_env(MASTER_PORT=port)),
           "DDP with MASTER_PORT=%d" % port)
-    _assert_matches_serial(dict(np.load(out)), serial_weights)
+    assert_matches_serial(out, serial_weights)
