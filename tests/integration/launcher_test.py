@@ -707,6 +707,7 @@ CASES = {
 def main():
     if len(sys.argv) != 3 or sys.argv[2] not in CASES:
         print("usage: launcher_test.py BINDIR {%s}" % ",".join(CASES), file=sys.stderr)
+        os.rmdir(TMPDIR)  # made at import, empty still
         return 2
     try:
         CASES[sys.argv[2]]()
