@@ -574,6 +574,17 @@ def run_as_nobody(args, env, timeout=20):
         os.setuid(nobody.pw_uid)
 
     env = dict(env, LD_PRELOAD=UID_LIE, PATH="/usr/bin:/bin", TMPDIR="/tmp")
+    # In a sanitizer build (make test-sanitizers) the intruder is checked
+    # like every other program: it gets the suite's sanitizer settings (the
+    # third-party leak suppressions among them). The preloaded shim comes
+    # before libasan, which ASan refuses by default; the shim defines only
+    # the uid/gid getters, nothing ASan intercepts, so the order is harmless.
+    # Other builds ignore these variables.
+    for var in ("ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"):
+        if var in os.environ:
+            env[var] = os.environ[var]
+    asan = env.get("ASAN_OPTIONS", "")
+    env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
     try:
         p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env,
                            preexec_fn=drop, cwd="/")
