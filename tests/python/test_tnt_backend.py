@@ -10,6 +10,9 @@ registered by `import tarantella`.
 * The same script started the way torchrun starts ranks (plain processes
   with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and no PMIx server): the
   backend bootstraps from torch's store alone.
+* DDP's fp16 and PowerSGD communication hooks, join() with uneven inputs and
+  the object collectives give what they give on gloo
+  (ranks/tnt_backend_ddp_features.py).
 * Bad input gives an error naming the op and the fix (ranks/tnt_backend_errors.py).
 * A rank missing at creation is named when init_process_group's timeout
   runs out; the registration happens when torch is imported after
@@ -79,6 +82,14 @@ def test_every_op_and_dtype_against_a_local_reference(launch, ranks):
     out = check(launch(ranks, "tnt_backend_ops.py", timeout=240, env=_env()),
                 "tnt_backend_ops on %d ranks" % ranks)
     assert _passed(out, "tnt_backend_ops", ranks) == list(range(ranks)), out
+
+
+@needs_backend
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_comm_hooks_join_and_object_collectives_match_gloo(launch, ranks):
+    out = check(launch(ranks, "tnt_backend_ddp_features.py", timeout=240, env=_env()),
+                "tnt_backend_ddp_features on %d ranks" % ranks)
+    assert _passed(out, "tnt_backend_ddp_features", ranks) == list(range(ranks)), out
 
 
 @needs_backend
