@@ -205,8 +205,8 @@ static void self_and_short(tnt_comm_t *comm)
     CHECK_OK(tnt_send_post(comm, out, 0, me, 6, &req));
     CHECK_OK(tnt_recv(comm, NULL, 0, TNT_ANY_SOURCE, 6, &info));
     CHECK_OK(tnt_wait(req));
-    CHECK(info.source == me && info.bytes == 0, "empty self message: source %d, %zu B",
-          info.source, info.bytes);
+    CHECK(info.source == me && info.bytes == 0, "empty self message: source %d, %zu B", info.source,
+          info.bytes);
 }
 
 /* Several MiB each way between rank pairs (0,1), (2,3), ... and a test()

@@ -10,6 +10,8 @@ registered by `import tarantella`.
 * The same script started the way torchrun starts ranks (plain processes
   with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and no PMIx server): the
   backend bootstraps from torch's store alone.
+* send, recv, isend, irecv, recv from any source, tags and
+  batch_isend_irecv carry the exact tensors (ranks/tnt_backend_p2p.py).
 * Bad input gives an error naming the op and the fix (ranks/tnt_backend_errors.py).
 * A rank missing at creation is named when init_process_group's timeout
   runs out; the registration happens when torch is imported after
@@ -82,6 +84,14 @@ def test_every_op_and_dtype_against_a_local_reference(launch, ranks):
 
 
 @needs_backend
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_point_to_point_messages(launch, ranks):
+    out = check(launch(ranks, "tnt_backend_p2p.py", timeout=120, env=_env()),
+                "tnt_backend_p2p on %d ranks" % ranks)
+    assert _passed(out, "tnt_backend_p2p", ranks) == list(range(ranks)), out
+
+
+@needs_backend
 def test_torchrun_style_start_bootstraps_from_the_store(tmp_path):
     # No launcher, no PMIx: each rank is a singleton to libtnt, and the
     # process group's communicator comes from the TCPStore alone.
@@ -114,8 +124,8 @@ BAD_INPUTS = {
     "unsupported dtype": "tnt: reduce: dtype torch.complex64 is not supported in reductions",
     "AVG of bool": "tnt: allreduce: ReduceOp.AVG of a bool tensor",
     "local size mismatch": "tnt: _allgather_base: the output has 5 elements",
-    "send": "tnt: send is not supported yet",
-    "recv": "tnt: recv is not supported yet",
+    "send": "tnt: send: tag -1 is negative",
+    "recv": "tnt: recv: tag -3 is negative",
     "all_to_all splits differ across ranks": "tnt: alltoall_base on process group 'torch.default_pg' failed",
     "wait timeout": "did not complete within 0.5 s",
     "sizes differ across ranks": "called different collectives",

@@ -48,9 +48,9 @@ struct tnt_request {
      * before status (the release store above orders it); a fixed buffer
      * because posting must not allocate. */
     char error[TNT_REQUEST_ERROR_MAX];
-    int error_printed;        /* error was printed where it was raised */
-    int heap_allocated;       /* freed by tnt_wait() when set */
-    tnt_comm_t *comm;         /* set by tnt_progress_post() */
+    int error_printed;  /* error was printed where it was raised */
+    int heap_allocated; /* freed by tnt_wait() when set */
+    tnt_comm_t *comm;   /* set by tnt_progress_post() */
     /* A point-to-point request (core/api_p2p.c): never queued; tnt_test
      * and tnt_wait progress it themselves. NULL for every other kind. */
     struct tnt_p2p_op *p2p;

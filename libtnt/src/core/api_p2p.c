@@ -24,10 +24,9 @@ struct p2p_request {
 static tnt_status_t check_peer(const tnt_comm_t *comm, int peer, int any_ok, const char *fn)
 {
     if ((peer < 0 || peer >= comm->size) && !(any_ok && peer == TNT_ANY_SOURCE)) {
-        return tnt_error_raise(TNT_ERR_INVALID_ARG,
-                               "%s: peer %d is not a rank of communicator %s (ranks 0 .. %d%s)",
-                               fn, peer, comm->name, comm->size - 1,
-                               any_ok ? ", or TNT_ANY_SOURCE" : "");
+        return tnt_error_raise(
+            TNT_ERR_INVALID_ARG, "%s: peer %d is not a rank of communicator %s (ranks 0 .. %d%s)",
+            fn, peer, comm->name, comm->size - 1, any_ok ? ", or TNT_ANY_SOURCE" : "");
     }
     return TNT_OK;
 }
@@ -139,8 +138,8 @@ tnt_status_t tnt_api_p2p_test(struct tnt_request *req)
 tnt_status_t tnt_api_p2p_wait(struct tnt_request *req)
 {
     struct p2p_request *r = (struct p2p_request *)req;
-    tnt_status_t status = r->finished ? tnt_api_p2p_test(req)
-                                      : finish(r, tnt_p2p_wait(req->comm, &r->op));
+    tnt_status_t status =
+        r->finished ? tnt_api_p2p_test(req) : finish(r, tnt_p2p_wait(req->comm, &r->op));
     free(r);
     return status;
 }

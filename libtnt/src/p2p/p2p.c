@@ -102,8 +102,8 @@ tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, 
     } else {
         snprintf(from, sizeof(from), "rank %d", peer);
     }
-    snprintf(op->what, sizeof(op->what), "%s (%zu B, tag %d) %s %s on communicator %s, rank %d",
-             fn, bytes, tag, is_recv ? "from" : "to", from, comm->name, comm->rank);
+    snprintf(op->what, sizeof(op->what), "%s (%zu B, tag %d) %s %s on communicator %s, rank %d", fn,
+             bytes, tag, is_recv ? "from" : "to", from, comm->name, comm->rank);
     if (tnt_ucx_free_ops(ucx) == 0) {
         /* The user's to fix, and nothing broke: not the transport's
          * pool-exhausted failure. */

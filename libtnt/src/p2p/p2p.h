@@ -38,7 +38,7 @@ struct tnt_p2p_op {
     size_t bytes;
     uint64_t posted_ns;
     tnt_ucx_recv_result_t result; /* set when a receive succeeded */
-    char what[160]; /* names the call in errors */
+    char what[160];               /* names the call in errors */
 };
 
 /* Starts a send (is_recv 0) or a receive; arguments already checked by

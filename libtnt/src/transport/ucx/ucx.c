@@ -210,8 +210,8 @@ static tnt_status_t tnt_ucx_op_acquire(tnt_ucx_t *ucx, int peer, size_t bytes,
 /* Shared by the contiguous and iov forms: datatype is ucp_dt_make_contig(1)
  * (count = bytes) or ucp_dt_make_iov() (count = iovcnt). */
 static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
-                                      size_t count, size_t bytes, ucp_datatype_t datatype,
-                                      int sync, tnt_ucx_op_t **op_p)
+                                      size_t count, size_t bytes, ucp_datatype_t datatype, int sync,
+                                      tnt_ucx_op_t **op_p)
 {
     ucp_request_param_t param;
     struct tnt_ucx_op *op = NULL;
@@ -320,8 +320,7 @@ tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_
 /* The tag's rank field, which an any-source receive leaves out of the
  * match. The wire form xors it with the cookie's key (tnt_ucx_wire_tag),
  * which changes no bit outside it, so the mask applies to wire tags too. */
-#define TNT_UCX_TAG_ANY_RANK_MASK \
-    (~((uint64_t)(TNT_UCX_MAX_RANKS - 1) << TNT_UCX_TAG_STEP_BITS))
+#define TNT_UCX_TAG_ANY_RANK_MASK (~((uint64_t)(TNT_UCX_MAX_RANKS - 1) << TNT_UCX_TAG_STEP_BITS))
 
 tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
                                 tnt_ucx_recv_result_t *result, tnt_ucx_op_t **op_p)
@@ -361,8 +360,7 @@ tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *bu
     param.datatype = ucp_dt_make_contig(1);
     param.recv_info.tag_info = &op->info;
     tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, buf, bytes, tnt_ucx_wire_tag(ucx, tag),
-                                       peer >= 0 ? UINT64_MAX : TNT_UCX_TAG_ANY_RANK_MASK,
-                                       &param));
+                                       peer >= 0 ? UINT64_MAX : TNT_UCX_TAG_ANY_RANK_MASK, &param));
     *op_p = op;
     return TNT_OK;
 }
