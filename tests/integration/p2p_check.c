@@ -29,7 +29,6 @@
  */
 #include <tnt/tnt.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -506,23 +505,6 @@ static int run_forked_rank(const char *dir, int rank, int size, int nodes, const
     return run(comm, mode);
 }
 
-static void remove_store(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] != '.') {
-            char path[4096];
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 int main(int argc, char **argv)
 {
     int ranks = 2, nodes = 1, launcher = 0;
@@ -566,7 +548,7 @@ int main(int argc, char **argv)
             failed = 1;
         }
     }
-    remove_store(dir);
+    store_remove(dir);
     if (!failed) {
         printf("p2p_check: %s on %d ranks, %d node(s): OK\n", mode, ranks, nodes);
     }
