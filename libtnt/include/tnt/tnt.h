@@ -373,7 +373,8 @@ TNT_API tnt_status_t tnt_wait(tnt_request_t *req);
  * naming both ranks, as does a receive that nothing matches; a peer that
  * dies fails them with ::TNT_ERR_PEER_FAILED. Either failure breaks the
  * communicator's point-to-point transport (later calls fail at once, and
- * peers that use it learn within milliseconds); its collectives go on.
+ * peers on other nodes that use it learn within milliseconds); its
+ * collectives go on.
  * Bad arguments fail with ::TNT_ERR_INVALID_ARG naming the value, and
  * nothing is sent. One thread at a time may make point-to-point calls on a
  * communicator (another may run its collectives meanwhile).
