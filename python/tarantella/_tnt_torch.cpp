@@ -36,6 +36,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -106,7 +107,22 @@ class WorkTnt : public c10d::Work
         return future_;
     }
 
+    /* The sender of a receive from any source (dist.recv with src=None):
+     * set by the point-to-point worker before complete(). */
+    void set_source(int rank)
+    {
+        source_ = rank;
+    }
+
+    int sourceRank() const override
+    {
+        TORCH_CHECK(source_ >= 0, "tnt: ", name_,
+                    ": only a receive that completed has a source rank");
+        return source_;
+    }
+
   private:
+    int source_ = -1;
     std::string name_;
     uint64_t seq_;
     std::string group_;
@@ -126,6 +142,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         : c10d::ProcessGroup(rank, size), comm_(comm), timeout_(timeout), name_(tnt_comm_name(comm))
     {
         worker_ = std::thread(&ProcessGroupTnt::run_worker, this);
+        p2p_ = std::make_unique<P2pWorker>(comm_);
     }
 
     ~ProcessGroupTnt() override
@@ -142,8 +159,10 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         if (Py_IsInitialized() && PyGILState_Check()) {
             pybind11::gil_scoped_release no_gil;
             worker_.join();
+            p2p_.reset();
         } else {
             worker_.join();
+            p2p_.reset();
         }
         tnt_finalize(comm_);
     }
@@ -459,34 +478,80 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                        [this, op] { check(op, tnt_barrier(comm_)); });
     }
 
-    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &, int, int) override
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst_rank,
+                                        int tag) override
     {
-        no_p2p("send");
+        return point_to_point(OpType::SEND, "send", tensors, dst_rank, tag);
     }
 
-    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &, int, int) override
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src_rank,
+                                        int tag) override
     {
-        no_p2p("recv");
+        return point_to_point(OpType::RECV, "recv", tensors, src_rank, tag);
     }
 
-    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &, int) override
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override
     {
-        no_p2p("recv (from any source)");
+        return point_to_point(OpType::RECVANYSOURCE, "recv (from any source)", tensors,
+                              TNT_ANY_SOURCE, tag);
     }
 
   private:
+    /* Checks here, on the caller's thread; the message moves on the
+     * point-to-point worker (_tnt_torch_p2p.cpp), never on the FIFO
+     * collective worker, so a receive that waits holds up nothing else. */
+    c10::intrusive_ptr<c10d::Work>
+    point_to_point(OpType type, const char *op, std::vector<at::Tensor> &tensors, int peer, int tag)
+    {
+        check_one(op, tensors, "");
+        check_tensors(op, tensors);
+        TORCH_CHECK(peer == TNT_ANY_SOURCE || (peer >= 0 && peer < size_), "tnt: ", op, ": rank ",
+                    peer, " is not in the process group (ranks 0 .. ", size_ - 1, ")");
+        TORCH_CHECK(tag >= 0, "tnt: ", op, ": tag ", tag,
+                    " is negative; the tnt backend takes tags 0 .. ", TNT_TAG_MAX);
+        at::Tensor t = tensors[0];
+        bool is_recv = type != OpType::SEND;
+        auto work = c10::make_intrusive<WorkTnt>(type, op, next_seq(), name_, timeout_,
+                                                 is_recv ? tensors : std::vector<at::Tensor>{},
+                                                 is_recv ? std::vector<at::Tensor>{} : tensors);
+        size_t bytes = nbytes(t);
+        std::string group = name_;
+        /* The closure holds the tensor, so its memory outlives the request. */
+        p2p_->post(is_recv, t.data_ptr(), bytes, peer, tag,
+                   [work, t, op, bytes, group, peer, tag](tnt_status_t s, const std::string &error,
+                                                          int source, size_t got) {
+                       std::string why;
+                       if (s != TNT_OK) {
+                           why = std::string(tnt_status_string(s)) + ": " + error;
+                       } else if (got != bytes && source >= 0) {
+                           why = "a message of " + std::to_string(got) + " B arrived from rank " +
+                                 std::to_string(source) + " with tag " + std::to_string(tag) +
+                                 "; the tensor holds " + std::to_string(bytes) +
+                                 " B (send and receive tensors must have the same size)";
+                       }
+                       if (!why.empty()) {
+                           work->fail(std::make_exception_ptr(std::runtime_error(
+                               std::string("tnt: ") + op + " (rank " + std::to_string(peer) +
+                               ", tag " + std::to_string(tag) + ") on process group '" + group +
+                               "' failed: " + why)));
+                           return;
+                       }
+                       work->set_source(source);
+                       work->complete();
+                   });
+        return work;
+    }
+
+    uint64_t next_seq()
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return ++seq_;
+    }
+
     struct Entry {
         c10::intrusive_ptr<WorkTnt> work;
         std::function<void()> run;
     };
-
-    [[noreturn]] static void no_p2p(const char *op)
-    {
-        TORCH_CHECK(false, "tnt: ", op,
-                    " is not supported yet by the tnt backend (libtnt has no point-to-point "
-                    "operations yet); use a gloo group for it, e.g. "
-                    "dist.new_group(backend='gloo')");
-    }
 
     /* Only on the worker, right after the libtnt call: tnt_last_error is
      * per thread. */
@@ -623,6 +688,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     std::deque<Entry> queue_;
     bool stop_ = false;
     uint64_t seq_ = 0;
+    /* Declared last: made after the worker, destroyed (joined) first. */
+    std::unique_ptr<P2pWorker> p2p_;
 };
 
 static c10::intrusive_ptr<c10d::ProcessGroup>

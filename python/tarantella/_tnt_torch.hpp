@@ -11,7 +11,12 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tnt_torch
@@ -59,5 +64,41 @@ size_t nbytes(const at::Tensor &t);
 /* One flat contiguous tensor holding @p ts one after another. */
 at::Tensor flatten(const std::vector<at::Tensor> &ts);
 void unflatten_into(const at::Tensor &flat, std::vector<at::Tensor> &ts);
+
+/* The point-to-point worker of a process group (_tnt_torch_p2p.cpp): posts
+ * libtnt sends and receives in call order on its own thread and calls each
+ * one's done(status, error, source, bytes) from that thread when it ends
+ * (error: tnt_last_error() of a failure). The destructor waits for what is
+ * in flight (each ends within TNT_TIMEOUT) and joins. */
+class P2pWorker
+{
+  public:
+    using Done = std::function<void(tnt_status_t status, const std::string &error, int source,
+                                    size_t bytes)>;
+    struct Op {
+        bool is_recv;
+        void *buf;
+        size_t bytes;
+        int peer;
+        int tag;
+        Done done;
+        tnt_request_t *req = nullptr;
+        tnt_recv_info_t info{};
+    };
+
+    explicit P2pWorker(tnt_comm_t *comm);
+    ~P2pWorker();
+    void post(bool is_recv, void *buf, size_t bytes, int peer, int tag, Done done);
+
+  private:
+    void run();
+
+    tnt_comm_t *comm_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<Op> incoming_;
+    bool stop_ = false;
+    std::thread thread_;
+};
 
 } // namespace tnt_torch

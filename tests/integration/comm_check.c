@@ -30,7 +30,6 @@
  */
 #include <tnt/tnt.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -438,23 +437,6 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
     return 0;
 }
 
-static void remove_store(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] != '.') {
-            char path[4096];
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 int main(int argc, char **argv)
 {
     int ranks = 2, nodes = 1, nonblocking = 0;
@@ -493,7 +475,7 @@ int main(int argc, char **argv)
             failed = 1;
         }
     }
-    remove_store(dir);
+    store_remove(dir);
     if (!failed) {
         printf("comm_check: %s on %d ranks, %d node(s)%s: OK\n", mode, ranks, nodes,
                nonblocking ? ", non-blocking exchange" : "");

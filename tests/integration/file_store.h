@@ -9,6 +9,7 @@
 #ifndef TNT_TESTS_INTEGRATION_FILE_STORE_H
 #define TNT_TESTS_INTEGRATION_FILE_STORE_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -116,6 +117,24 @@ static inline int store_allgather(void *ctx, const void *sendbuf, void *recvbuf,
     }
     free(req);
     return done == 1 ? 0 : -1;
+}
+
+/* Removes the store's files and its directory (the ranks have ended). */
+static inline void store_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.') {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    rmdir(dir);
 }
 
 #endif

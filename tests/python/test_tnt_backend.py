@@ -13,6 +13,8 @@ registered by `import tarantella`.
 * DDP's fp16 and PowerSGD communication hooks, join() with uneven inputs and
   the object collectives give what they give on gloo
   (ranks/tnt_backend_ddp_features.py).
+* send, recv, isend, irecv, recv from any source, tags and
+  batch_isend_irecv carry the exact tensors (ranks/tnt_backend_p2p.py).
 * Bad input gives an error naming the op and the fix (ranks/tnt_backend_errors.py).
 * A rank missing at creation is named when init_process_group's timeout
   runs out; the registration happens when torch is imported after
@@ -93,6 +95,14 @@ def test_comm_hooks_join_and_object_collectives_match_gloo(launch, ranks):
 
 
 @needs_backend
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_point_to_point_messages(launch, ranks):
+    out = check(launch(ranks, "tnt_backend_p2p.py", timeout=120, env=_env()),
+                "tnt_backend_p2p on %d ranks" % ranks)
+    assert _passed(out, "tnt_backend_p2p", ranks) == list(range(ranks)), out
+
+
+@needs_backend
 @pytest.mark.parametrize("init", ["env", "file", "store"])
 def test_torchrun_style_start_bootstraps_from_the_store(tmp_path, init):
     # No launcher, no PMIx: each rank is a singleton to libtnt, and the
@@ -131,8 +141,8 @@ BAD_INPUTS = {
     "unsupported dtype": "tnt: reduce: dtype torch.complex64 is not supported in reductions",
     "AVG of bool": "tnt: allreduce: ReduceOp.AVG of a bool tensor",
     "local size mismatch": "tnt: _allgather_base: the output has 5 elements",
-    "send": "tnt: send is not supported yet",
-    "recv": "tnt: recv is not supported yet",
+    "send": "tnt: send: tag -1 is negative",
+    "recv": "tnt: recv: tag -3 is negative",
     "all_to_all splits differ across ranks": "tnt: alltoall_base on process group 'torch.default_pg' failed",
     "wait timeout": "did not complete within 0.5 s",
     "sizes differ across ranks": "called different collectives",

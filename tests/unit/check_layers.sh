@@ -13,7 +13,7 @@ src=$root/libtnt/src
 # Rank of each directory under libtnt/src; equal ranks may not include each
 # other unless they are the same directory.
 declare -A rank=([util]=0 [reduce]=1 [boot]=1 [shard]=1 [topo]=1 [transport]=2 [comm]=3
-                 [coll]=4 [fusion]=5 [gpu]=5 [core]=6)
+                 [coll]=4 [p2p]=4 [fusion]=5 [gpu]=5 [core]=6)
 bad=0
 for dir in "$src"/*/; do
     layer=$(basename "$dir")

@@ -346,12 +346,78 @@ TNT_API tnt_status_t tnt_alltoallv_post(tnt_comm_t *comm, const void *sendbuf,
                                         const size_t *recvbytes, tnt_request_t **req_p);
 
 /** TNT_IN_PROGRESS while running; otherwise the operation's final status.
- *  Does not free the request. Never runs the operation itself; wakes the
- *  progress thread when posts do not (TNT_OVERLAP). */
+ *  Does not free the request. Never runs a collective itself; wakes the
+ *  progress thread when posts do not (TNT_OVERLAP). A point-to-point
+ *  request is moved along by the call (one round of progress, no waiting),
+ *  and fails with ::TNT_ERR_TIMEOUT once nothing moved for TNT_TIMEOUT. */
 TNT_API tnt_status_t tnt_test(tnt_request_t *req);
 
 /** Blocks until the operation finishes, frees the request and returns its status. */
 TNT_API tnt_status_t tnt_wait(tnt_request_t *req);
+
+/* ------------------------------------------------------------------------ */
+/* Point-to-point messages (docs/c-api.md, "Point-to-point")                 */
+/* ------------------------------------------------------------------------ */
+/*
+ * Tagged messages between two ranks of a communicator, on host buffers,
+ * with MPI's meaning: a receive matches a message from its peer (or from
+ * any rank, ::TNT_ANY_SOURCE) with its tag; messages between one pair with
+ * one tag arrive in the order they were sent (non-overtaking). They travel
+ * on a transport of the communicator's own, apart from the collectives, so
+ * they need no matching call elsewhere, never wait for a collective and
+ * cannot match one, nor a message of another communicator. A rank may send
+ * to itself (post the receive, or the send, first).
+ *
+ * A send finishes when the receiver has matched it (MPI_Ssend), so a send
+ * that no receive matches within TNT_TIMEOUT fails with ::TNT_ERR_TIMEOUT
+ * naming both ranks, as does a receive that nothing matches; a peer that
+ * dies fails them with ::TNT_ERR_PEER_FAILED. Either failure breaks the
+ * communicator's point-to-point transport (later calls fail at once, and
+ * peers on other nodes that use it learn within milliseconds); its
+ * collectives go on.
+ * Bad arguments fail with ::TNT_ERR_INVALID_ARG naming the value, and
+ * nothing is sent. One thread at a time may make point-to-point calls on a
+ * communicator (another may run its collectives meanwhile).
+ */
+
+/** Receive from whichever rank sends a matching message first. */
+#define TNT_ANY_SOURCE (-1)
+/** Tags are 0 .. TNT_TAG_MAX (INT_MAX). */
+#define TNT_TAG_MAX 0x7fffffff
+
+/** What a receive got: the rank that sent the message (useful with
+ *  ::TNT_ANY_SOURCE), its tag and its length, which may be less than the
+ *  buffer's. */
+typedef struct {
+    int source;
+    int tag;
+    size_t bytes;
+} tnt_recv_info_t;
+
+/** Sends @p bytes from @p buf to rank @p peer with @p tag; returns when the
+ *  receiver has matched it and the buffer may be reused. */
+TNT_API tnt_status_t tnt_send(tnt_comm_t *comm, const void *buf, size_t bytes, int peer, int tag);
+
+/** Receives one message from @p peer (or ::TNT_ANY_SOURCE) with @p tag into
+ *  @p buf, which holds up to @p bytes; a longer message fails with
+ *  ::TNT_ERR_MISMATCH (and is lost). @p info (may be NULL) gets the source
+ *  and the length. */
+TNT_API tnt_status_t tnt_recv(tnt_comm_t *comm, void *buf, size_t bytes, int peer, int tag,
+                              tnt_recv_info_t *info);
+
+/** The posted forms: they return at once with a request for tnt_test /
+ *  tnt_wait, which move the message along (there is no background thread
+ *  for these: a program that posts and then computes for a long time
+ *  should test now and then). They do not run in the collectives' posting
+ *  order. The buffer must stay untouched until the request completes; the
+ *  receive's @p info (may be NULL) is filled when it completes without
+ *  error and must stay valid until then. At most 256 point-to-point
+ *  requests may be in flight on a communicator: the next post fails with
+ *  ::TNT_ERR_NO_MEMORY. */
+TNT_API tnt_status_t tnt_send_post(tnt_comm_t *comm, const void *buf, size_t bytes, int peer,
+                                   int tag, tnt_request_t **req_p);
+TNT_API tnt_status_t tnt_recv_post(tnt_comm_t *comm, void *buf, size_t bytes, int peer, int tag,
+                                   tnt_recv_info_t *info, tnt_request_t **req_p);
 
 /* ------------------------------------------------------------------------ */
 /* Fusion engine: bucketed, overlapped gradient allreduce                    */

@@ -1,7 +1,7 @@
 /*
  * The communicator and its progress queue: what collectives and fusion run
  * on. Layering (lower never includes higher; docs/architecture.md):
- *   util <- reduce, boot <- transport (shm, ucx) <- comm <- coll <- fusion <- core
+ *   util <- reduce, boot <- transport (shm, ucx) <- comm <- coll, p2p <- fusion <- core
  * The communicator is assembled by core/init.c (tnt_init), the only file that
  * knows every transport; transports never include this header.
  */
@@ -22,6 +22,8 @@ struct tnt_gpu;
 struct tnt_request;
 struct tnt_settings;
 struct tnt_doctor;
+struct tnt_p2p;
+struct tnt_p2p_op;
 
 /* The longest message a request keeps (as long as tnt_last_error()'s). */
 #define TNT_REQUEST_ERROR_MAX 1024
@@ -46,9 +48,12 @@ struct tnt_request {
      * before status (the release store above orders it); a fixed buffer
      * because posting must not allocate. */
     char error[TNT_REQUEST_ERROR_MAX];
-    int error_printed;        /* error was printed where it was raised */
-    int heap_allocated;       /* freed by tnt_wait() when set */
-    tnt_comm_t *comm;         /* set by tnt_progress_post() */
+    int error_printed;  /* error was printed where it was raised */
+    int heap_allocated; /* freed by tnt_wait() when set */
+    tnt_comm_t *comm;   /* set by tnt_progress_post() */
+    /* A point-to-point request (core/api_p2p.c): never queued; tnt_test
+     * and tnt_wait progress it themselves. NULL for every other kind. */
+    struct tnt_p2p_op *p2p;
     struct tnt_request *next; /* queue link, owned by the progress queue */
     int queued;               /* still in the queue (under progress_lock) */
     union {
@@ -99,6 +104,9 @@ struct tnt_comm {
 
     struct tnt_shm *shm; /* ranks on this node (also when local_size == 1) */
     struct tnt_net *net; /* ranks on other nodes; NULL when num_nodes == 1 */
+    /* Point-to-point messages (p2p/p2p.h), a transport apart from the
+     * collectives'; NULL in builds without UCX. */
+    struct tnt_p2p *p2p;
     /* Device collectives (gpu/device.c): created at the first one, NULL
      * until then and in builds where none was made. */
     struct tnt_gpu *gpu;

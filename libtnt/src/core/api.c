@@ -299,6 +299,9 @@ TNT_API tnt_status_t tnt_test(tnt_request_t *req)
     if (req == NULL) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_test: req is NULL");
     }
+    if (req->p2p != NULL) {
+        return tnt_api_p2p_test(req);
+    }
     tnt_status_t status = atomic_load_explicit(&req->status, memory_order_acquire);
     if (status < 0) {
         /* Same message on this thread as a tnt_wait would give. */
@@ -314,6 +317,9 @@ TNT_API tnt_status_t tnt_wait(tnt_request_t *req)
 {
     if (req == NULL) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_wait: req is NULL");
+    }
+    if (req->p2p != NULL) {
+        return tnt_api_p2p_wait(req);
     }
     tnt_status_t status = tnt_progress_wait(req->comm, req);
     /* If the wait itself gave up, the progress thread still owns the request;

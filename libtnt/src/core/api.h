@@ -19,4 +19,9 @@ tnt_status_t tnt_api_check_reduction(tnt_dtype_t dtype, tnt_op_t op, size_t coun
  * the other. (The same pointer means in place.) */
 int tnt_api_overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes);
 
+/* tnt_test and tnt_wait of a point-to-point request (req->p2p set;
+ * core/api_p2p.c): the same contracts, wait frees it. */
+tnt_status_t tnt_api_p2p_test(struct tnt_request *req);
+tnt_status_t tnt_api_p2p_wait(struct tnt_request *req);
+
 #endif

@@ -10,6 +10,7 @@
 #include "coll/doctor.h"
 #include "coll/multinode.h"
 #include "gpu/gpu.h"
+#include "p2p/p2p.h"
 #include "transport/shm.h"
 #include "util/hash.h"
 #include "util/log.h"
@@ -353,6 +354,10 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const c
             goto err_shm;
         }
     }
+    status = tnt_p2p_create(comm);
+    if (status != TNT_OK) {
+        goto err_multinode;
+    }
     free(peers);
 
     tnt_log_info("communicator %s: rank %d of %d, node %d of %d, local rank %d of %d, job %s, "
@@ -362,6 +367,10 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const c
     *comm_p = comm;
     return TNT_OK;
 
+err_multinode:
+    if (comm->num_nodes > 1) {
+        tnt_multinode_finalize(comm);
+    }
 err_shm:
     tnt_shm_destroy(comm->shm);
 err_doctor:
@@ -395,6 +404,7 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
         return;
     }
     tnt_doctor_quiesce(comm->doctor);
+    tnt_p2p_destroy(comm);
     if (comm->num_nodes > 1) {
         tnt_multinode_finalize(comm);
     }

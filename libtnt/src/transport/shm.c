@@ -74,6 +74,12 @@ static int tnt_shm_peer_alive(struct tnt_shm *shm, int peer)
     }
 }
 
+int tnt_shm_local_alive(tnt_shm_t *shm, int local_rank)
+{
+    return local_rank < 0 || local_rank >= shm->n || local_rank == shm->me ||
+           tnt_shm_peer_alive(shm, local_rank);
+}
+
 /* For messages: the bootstrap's pid, or (unit tests) the segment's. */
 static pid_t tnt_shm_peer_pid(const struct tnt_shm *shm, int peer)
 {

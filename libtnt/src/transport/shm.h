@@ -79,6 +79,11 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p);
 void tnt_shm_destroy(tnt_shm_t *shm);
 /* The params' extra_bytes inside the segment (64-byte aligned). */
 void *tnt_shm_extra(tnt_shm_t *shm);
+/* 0 once local rank local_rank has died (its robust mutex in the segment
+ * says so), 1 otherwise; a slow-path check, safe beside a collective. The
+ * point-to-point transport asks it for its peers on this node, whose UCX
+ * endpoints have no failure detection of their own (p2p/p2p.c). */
+int tnt_shm_local_alive(tnt_shm_t *shm, int local_rank);
 
 tnt_status_t tnt_shm_barrier(tnt_shm_t *shm);
 /* TNT_AVG divides by local_size. */

@@ -76,10 +76,10 @@ def main():
                  size, rank)
     expect_error("local size mismatch", r"tnt: _allgather_base: the output has 5 elements",
                  lambda: dist._all_gather_base(torch.zeros(5), torch.zeros(2)), size, rank)
-    expect_error("send", r"tnt: send is not supported yet.*gloo",
-                 lambda: dist.send(torch.ones(1), dst=(rank + 1) % size), size, rank)
-    expect_error("recv", r"tnt: recv is not supported yet.*gloo",
-                 lambda: dist.recv(torch.ones(1), src=(rank + 1) % size), size, rank)
+    expect_error("send", r"tnt: send: tag -1 is negative",
+                 lambda: dist.send(torch.ones(1), dst=(rank + 1) % size, tag=-1), size, rank)
+    expect_error("recv", r"tnt: recv: tag -3 is negative",
+                 lambda: dist.recv(torch.ones(1), src=(rank + 1) % size, tag=-3), size, rank)
 
     # Split sizes that differ between ranks: only libtnt sees them; every
     # rank's wait() raises its mismatch error, and (the collective set

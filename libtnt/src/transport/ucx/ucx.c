@@ -44,6 +44,8 @@ static struct tnt_ucx_op *tnt_ucx_pool_get(tnt_ucx_t *ucx)
     op->is_recv = 0;
     op->bytes = 0;
     op->info.length = 0;
+    op->result = NULL;
+    op->sync = 0;
     return op;
 }
 
@@ -118,12 +120,12 @@ static int tnt_ucx_in_staging(const tnt_ucx_t *ucx, const void *buf, size_t byte
            (size_t)(p - s) <= ucx->staging_bytes - bytes;
 }
 
-static tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer)
+tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer)
 {
     if (ucx->failed != TNT_OK) {
         return tnt_error_set(ucx->failed, "ucx: the job already failed (see the first error)");
     }
-    if (peer < 0 || peer >= ucx->size || peer == ucx->rank || ucx->poisoned) {
+    if (peer < 0 || peer >= ucx->size || (peer == ucx->rank && !ucx->self_ok) || ucx->poisoned) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG, "ucx: rank %d has no endpoint to rank %d",
                                ucx->rank, peer);
     }
@@ -208,7 +210,7 @@ static tnt_status_t tnt_ucx_op_acquire(tnt_ucx_t *ucx, int peer, size_t bytes,
 /* Shared by the contiguous and iov forms: datatype is ucp_dt_make_contig(1)
  * (count = bytes) or ucp_dt_make_iov() (count = iovcnt). */
 static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
-                                      size_t count, size_t bytes, ucp_datatype_t datatype,
+                                      size_t count, size_t bytes, ucp_datatype_t datatype, int sync,
                                       tnt_ucx_op_t **op_p)
 {
     ucp_request_param_t param;
@@ -225,8 +227,14 @@ static tnt_status_t tnt_ucx_post_send(tnt_ucx_t *ucx, int peer, uint64_t tag, co
         param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         param.memh = ucx->staging_memh;
     }
-    tnt_ucx_start(
-        op, ucp_tag_send_nbx(ucx->peers[peer].ep, buf, count, tnt_ucx_wire_tag(ucx, tag), &param));
+    op->sync = sync;
+    if (sync) {
+        tnt_ucx_start(op, ucp_tag_send_sync_nbx(ucx->peers[peer].ep, buf, count,
+                                                tnt_ucx_wire_tag(ucx, tag), &param));
+    } else {
+        tnt_ucx_start(op, ucp_tag_send_nbx(ucx->peers[peer].ep, buf, count,
+                                           tnt_ucx_wire_tag(ucx, tag), &param));
+    }
     ucx->bytes_sent += bytes;
     *op_p = op;
     return TNT_OK;
@@ -272,7 +280,13 @@ static tnt_status_t tnt_ucx_post_recv(tnt_ucx_t *ucx, int peer, uint64_t tag, vo
 tnt_status_t tnt_ucx_isend(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf, size_t bytes,
                            tnt_ucx_op_t **op_p)
 {
-    return tnt_ucx_post_send(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), op_p);
+    return tnt_ucx_post_send(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), 0, op_p);
+}
+
+tnt_status_t tnt_ucx_isend_sync(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
+                                size_t bytes, tnt_ucx_op_t **op_p)
+{
+    return tnt_ucx_post_send(ucx, peer, tag, buf, bytes, bytes, ucp_dt_make_contig(1), 1, op_p);
 }
 
 tnt_status_t tnt_ucx_irecv(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
@@ -293,7 +307,7 @@ tnt_status_t tnt_ucx_isendv(tnt_ucx_t *ucx, int peer, uint64_t tag, const tnt_uc
                             size_t iovcnt, tnt_ucx_op_t **op_p)
 {
     return tnt_ucx_post_send(ucx, peer, tag, iov, iovcnt, tnt_ucx_iov_bytes(iov, iovcnt),
-                             ucp_dt_make_iov(), op_p);
+                             ucp_dt_make_iov(), 0, op_p);
 }
 
 tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_t *iov,
@@ -301,4 +315,57 @@ tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_
 {
     return tnt_ucx_post_recv(ucx, peer, tag, iov, iovcnt, tnt_ucx_iov_bytes(iov, iovcnt),
                              ucp_dt_make_iov(), NULL, NULL, op_p);
+}
+
+/* The tag's rank field, which an any-source receive leaves out of the
+ * match. The wire form xors it with the cookie's key (tnt_ucx_wire_tag),
+ * which changes no bit outside it, so the mask applies to wire tags too. */
+#define TNT_UCX_TAG_ANY_RANK_MASK (~((uint64_t)(TNT_UCX_MAX_RANKS - 1) << TNT_UCX_TAG_STEP_BITS))
+
+tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
+                                tnt_ucx_recv_result_t *result, tnt_ucx_op_t **op_p)
+{
+    ucp_request_param_t param;
+    struct tnt_ucx_op *op = NULL;
+    tnt_status_t status;
+
+    if (peer >= 0) {
+        status = tnt_ucx_op_acquire(ucx, peer, bytes, &op);
+    } else if (ucx->failed != TNT_OK) {
+        status = tnt_error_set(ucx->failed, "ucx: the job already failed (see the first error)");
+    } else if ((op = tnt_ucx_pool_get(ucx)) == NULL) {
+        ucx->failed = TNT_ERR_TRANSPORT;
+        status = tnt_error_raise(TNT_ERR_TRANSPORT, "ucx: more than %d operations in flight",
+                                 TNT_UCX_POOL_SLOTS);
+    } else {
+        op->peer = -1;
+        op->bytes = bytes;
+        op->consume = NULL;
+        op->consume_arg = NULL;
+        status = TNT_OK;
+    }
+    if (status != TNT_OK) {
+        return status;
+    }
+    op->is_recv = 1;
+    op->result = result;
+    op->info.length = 0;
+    /* UCX 1.13 leaves the receive info unwritten when a receive with a
+     * request of ours completes at once (an unexpected message already
+     * here), so the receive always completes through the request, whose
+     * test fills in sender and length. */
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO |
+                         UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.request = op;
+    param.datatype = ucp_dt_make_contig(1);
+    param.recv_info.tag_info = &op->info;
+    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, buf, bytes, tnt_ucx_wire_tag(ucx, tag),
+                                       peer >= 0 ? UINT64_MAX : TNT_UCX_TAG_ANY_RANK_MASK, &param));
+    *op_p = op;
+    return TNT_OK;
+}
+
+int tnt_ucx_free_ops(const tnt_ucx_t *ucx)
+{
+    return ucx->num_free;
 }

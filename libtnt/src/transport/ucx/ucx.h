@@ -37,6 +37,10 @@
 typedef struct tnt_ucx tnt_ucx_t;
 /* A posted send or receive: a slot of the preallocated request pool. */
 typedef struct tnt_ucx_op tnt_ucx_op_t;
+/* Ops in flight at once. Collectives keep at most 2 * pipeline depth plus a
+ * few; the wire-up handshake batches to stay under it; point-to-point
+ * posts check tnt_ucx_free_ops first. */
+#define TNT_UCX_POOL_SLOTS 256
 
 typedef struct {
     tnt_boot_t *boot; /* for the address exchange (collective) */
@@ -58,6 +62,18 @@ typedef struct {
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
     tnt_watch_t *watch;
+    /* Nonzero: this rank may send to and receive from itself (an endpoint
+     * to its own worker, through UCX's self transport). The point-to-point
+     * transport allows it; collectives never talk to themselves. */
+    int self_ok;
+    /* size entries (or NULL): nonzero for ranks on this rank's host. Their
+     * endpoints go without UCX's peer-failure handling, which in UCX 1.13
+     * rules out its shared-memory transports (it would pick TCP over
+     * loopback, ten times slower for small messages); peer_alive(arg,
+     * rank), asked every 10 ms of a wait, tells a dead one instead. */
+    const unsigned char *local;
+    int (*peer_alive)(void *arg, int rank);
+    void *alive_arg;
 } tnt_ucx_params_t;
 
 /* Collective over all ranks (calls tnt_boot_allgather twice, even on ranks
@@ -132,6 +148,38 @@ tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what);
 tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
                               size_t send_bytes, int src, uint64_t recv_tag, void *recvbuf,
                               size_t recv_bytes, const char *what);
+
+/* Point-to-point messages (p2p/p2p.c) use a transport of their own, with
+ * the same tag layout, and these forms:
+ *
+ * isend_sync completes only once the receiver has matched the message
+ * (UCX's synchronous tag send), so a send nobody receives times out like a
+ * receive nobody sends to, whatever its size.
+ *
+ * irecv_from receives at most bytes from peer, or from any rank when peer
+ * < 0 (the tag's rank field is then ignored in matching). On success
+ * *result says who sent it and how long it was; the transport connects
+ * back to an any-source sender, so that both sides of the pair hold an
+ * endpoint. A longer message fails the receive with TNT_ERR_MISMATCH but
+ * leaves the transport usable. */
+typedef struct {
+    int source;
+    size_t bytes;
+} tnt_ucx_recv_result_t;
+tnt_status_t tnt_ucx_isend_sync(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
+                                size_t bytes, tnt_ucx_op_t **op_p);
+tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
+                                tnt_ucx_recv_result_t *result, tnt_ucx_op_t **op_p);
+/* One round of progress without blocking: TNT_IN_PROGRESS while *op_p
+ * runs; otherwise *op_p is reaped (set to NULL) and its status returned.
+ * Fails the op (cancelling it and failing the transport, as a wait would)
+ * when its peer broke or left, or when the transport made no progress for
+ * timeout_s since started_ns (tnt_time_ns) or since the last progress. */
+tnt_status_t tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t **op_p, uint64_t started_ns,
+                          const char *what);
+/* Request slots still free (of TNT_UCX_POOL_SLOTS); posting with none
+ * left fails the transport, so callers that let users post check first. */
+int tnt_ucx_free_ops(const tnt_ucx_t *ucx);
 
 /* Side messages for the hang doctor, in a tag range no collective uses, on
  * the thread that drives the worker. side_send sends at once or not at all

@@ -20,9 +20,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Ops in flight at once. Collectives keep at most 2 * pipeline depth plus a
- * few; the wire-up handshake batches to stay under it. */
-#define TNT_UCX_POOL_SLOTS 256
 /* The tag layout: seq (24 bits) | source rank (20 bits) | step (20 bits).
  * No bit is spare, so the communicator's cookie is mixed into the tags of
  * collectives instead of taking bits of its own: tnt_ucx_wire_tag maps a
@@ -67,6 +64,10 @@ struct tnt_ucx_op {
     tnt_ucx_consume_fn consume;
     void *consume_arg;
     ucp_tag_recv_info_t info;
+    /* A point-to-point receive (tnt_ucx_irecv_from): any length up to
+     * bytes, and where to report sender and length. NULL otherwise. */
+    tnt_ucx_recv_result_t *result;
+    int sync; /* a synchronous send (tnt_ucx_isend_sync) */
 };
 
 struct tnt_ucx_peer {
@@ -81,6 +82,7 @@ struct tnt_ucx_peer {
     char transport[TNT_UCX_TRANSPORT_MAX];
     size_t rndv_from; /* tag sends of this size or more take rendezvous; 0: unknown */
     int tcp_only;     /* every UCX lane to this peer is TCP */
+    int local;        /* on this host: no peer-failure handling, peer_alive instead */
 };
 
 struct tnt_ucx {
@@ -120,6 +122,13 @@ struct tnt_ucx {
     tnt_status_t failed; /* first failure; TNT_OK while healthy */
     int poisoned;        /* endpoints force-closed after a failure */
     int saying_goodbye;  /* in the goodbye handshake: peers' goodbyes are expected */
+    int self_ok;         /* tnt_ucx_params_t.self_ok */
+    int (*peer_alive)(void *arg, int rank);
+    void *alive_arg;
+    uint64_t alive_checked_ns; /* tnt_ucx_test's last liveness check */
+    /* When ucp_worker_progress last did something (tnt_time_ns): the
+     * timeouts of tnt_ucx_test count from here. */
+    uint64_t last_progress_ns;
     uint64_t bytes_sent;
     uint64_t bytes_received;
     uint64_t bytes_consumed; /* of bytes_received: through consuming receives */
@@ -167,6 +176,10 @@ void tnt_ucx_pool_put(tnt_ucx_t *ucx, struct tnt_ucx_op *op);
  * endpoint to rank r on first use. */
 void tnt_ucx_poison(tnt_ucx_t *ucx);
 tnt_status_t tnt_ucx_ep_create(tnt_ucx_t *ucx, int r);
+/* ucx.c: the endpoint to peer, made on first use; fails for a peer out of
+ * range (or this rank, unless self_ok), after a failure, or when the peer
+ * broke. */
+tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer);
 /* ucx_config.c: libtnt's status for a UCX one; fills peer->transport,
  * rndv_from and tcp_only from UCX's endpoint query; sets UCX's TCP
  * segment sizes in config (0: UCX's own). */

@@ -60,13 +60,51 @@ static void tnt_ucx_block(tnt_ucx_t *ucx, tnt_backoff_t *backoff)
     (void)poll(&pfd, 1, 1);
 }
 
+/* A point-to-point receive that succeeded: who sent it (the tag's rank
+ * field, unkeyed) and how long it was. An any-source sender gets an
+ * endpoint back now, as a receive from a named rank makes one at its post,
+ * so that the goodbye handshake finds the pair symmetric. */
+static tnt_status_t tnt_ucx_reap_result(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const char *what)
+{
+    int source = op->peer;
+
+    if (source < 0) {
+        source = (int)(((op->info.sender_tag ^ ucx->low_key) >> TNT_UCX_TAG_STEP_BITS) &
+                       (TNT_UCX_MAX_RANKS - 1));
+        if (source >= ucx->size) {
+            ucx->failed = TNT_ERR_TRANSPORT;
+            return tnt_error_raise(TNT_ERR_TRANSPORT,
+                                   "%s: a message claims to come from rank %d, which is not a "
+                                   "rank of this communicator",
+                                   what, source);
+        }
+        if (ucx->peers[source].ep == NULL) {
+            tnt_status_t status = tnt_ucx_check_peer(ucx, source);
+            if (status != TNT_OK) {
+                return status;
+            }
+        }
+    }
+    op->result->source = source;
+    op->result->bytes = op->info.length;
+    ucx->bytes_received += op->info.length;
+    return TNT_OK;
+}
+
 /* Finishes one op: converts its UCX status, accounts bytes, frees the slot. */
 static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const char *what)
 {
     tnt_status_t status = TNT_OK;
     int peer = op->peer;
 
-    if (op->status != UCS_OK) {
+    if (op->result != NULL && op->status == UCS_ERR_MESSAGE_TRUNCATED) {
+        /* The receiver's buffer was too small for one message: that
+         * receive fails, and nothing else is out of step. */
+        status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                 "%s: the matching message is longer than the %zu B buffer; "
+                                 "pass a buffer as large as the largest message",
+                                 what, op->bytes);
+    } else if (op->status != UCS_OK) {
         status = tnt_ucx_status_of(op->status);
         if (ucx->failed == TNT_OK && op->status != UCS_ERR_CANCELED) {
             ucx->failed = status;
@@ -76,6 +114,8 @@ static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const ch
                                      what, op->is_recv ? "receive from" : "send to", peer,
                                      ucs_status_string(op->status), peer);
         }
+    } else if (op->result != NULL) {
+        status = tnt_ucx_reap_result(ucx, op, what);
     } else if (op->is_recv) {
         if (op->info.length != op->bytes) {
             status = tnt_error_raise(TNT_ERR_MISMATCH,
@@ -120,13 +160,42 @@ static int tnt_ucx_reap_finished(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, cons
 static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
 {
     for (int i = 0; i < n; i++) {
-        if (ops[i] != NULL && ucx->peers[ops[i]->peer].failed) {
-            int peer = ops[i]->peer;
+        int peer = ops[i] != NULL ? ops[i]->peer : -1;
+        if (ops[i] != NULL && peer < 0) {
+            /* Any source: any peer this rank talks to that broke. */
+            for (int r = 0; r < ucx->size && peer < 0; r++) {
+                peer = ucx->peers[r].ep != NULL && ucx->peers[r].failed ? r : -1;
+            }
+        }
+        if (peer >= 0 && ucx->peers[peer].failed) {
             ucx->failed = TNT_ERR_PEER_FAILED;
             return tnt_error_raise(TNT_ERR_PEER_FAILED,
                                    "%s: connection to rank %d broke (%s); did it exit or crash? "
                                    "its own output names the cause",
                                    what, peer, ucs_status_string(ucx->peers[peer].error));
+        }
+    }
+    return TNT_OK;
+}
+
+/* A dead peer on this host (its endpoint has no failure detection: params
+ * .local): the op's peer, or for an any-source receive any local peer. */
+static tnt_status_t tnt_ucx_check_alive(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    if (ucx->peer_alive == NULL) {
+        return TNT_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        int first = ops[i] == NULL ? 0 : ops[i]->peer < 0 ? 0 : ops[i]->peer;
+        int last = ops[i] == NULL ? -1 : ops[i]->peer < 0 ? ucx->size - 1 : ops[i]->peer;
+        for (int r = first; r <= last; r++) {
+            if (r != ucx->rank && ucx->peers[r].local && !ucx->peer_alive(ucx->alive_arg, r)) {
+                ucx->failed = TNT_ERR_PEER_FAILED;
+                return tnt_error_raise(TNT_ERR_PEER_FAILED,
+                                       "%s: rank %d on this host died; its own output (or the "
+                                       "launcher's) names the cause",
+                                       what, r);
+            }
         }
     }
     return TNT_OK;
@@ -151,7 +220,10 @@ static tnt_status_t tnt_ucx_check_left(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n
         size_t bytes;
         int peer, sender;
 
-        if (ops[i] == NULL) {
+        /* An any-source receive cannot tell which departed rank it needed,
+         * and taking a goodbye that the handshake wants later would stall
+         * it: TNT_TIMEOUT bounds that wait instead. */
+        if (ops[i] == NULL || ops[i]->peer < 0) {
             continue;
         }
         peer = ops[i]->peer;
@@ -211,14 +283,30 @@ static void tnt_ucx_abandon(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, int remai
  * first unfinished op. */
 static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
 {
-    int peer = -1;
+    const struct tnt_ucx_op *op = NULL;
 
-    for (int i = 0; i < n && peer < 0; i++) {
-        if (ops[i] != NULL) {
-            peer = ops[i]->peer;
-        }
+    for (int i = 0; i < n && op == NULL; i++) {
+        op = ops[i];
     }
     ucx->failed = TNT_ERR_TIMEOUT;
+    if (op != NULL && op->result != NULL && op->peer < 0) {
+        return tnt_error_raise(TNT_ERR_TIMEOUT,
+                               "%s: no rank sent a matching message within %g s; see TNT_TIMEOUT",
+                               what, ucx->timeout_s);
+    }
+    if (op != NULL && op->result != NULL) {
+        return tnt_error_raise(TNT_ERR_TIMEOUT,
+                               "%s: rank %d sent no matching message within %g s; is it still "
+                               "running, and does it send with this tag? see TNT_TIMEOUT",
+                               what, op->peer, ucx->timeout_s);
+    }
+    if (op != NULL && op->sync) {
+        return tnt_error_raise(TNT_ERR_TIMEOUT,
+                               "%s: rank %d posted no matching receive within %g s; is it still "
+                               "running, and does it receive with this tag? see TNT_TIMEOUT",
+                               what, op->peer, ucx->timeout_s);
+    }
+    int peer = op != NULL ? op->peer : -1;
     return tnt_error_raise(TNT_ERR_TIMEOUT,
                            "%s: rank %d did not answer within %g s; is it still running? see "
                            "TNT_TIMEOUT",
@@ -273,6 +361,9 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
         while (ucp_worker_progress(ucx->worker) != 0) {
             progressed = 1;
         }
+        if (progressed) {
+            ucx->last_progress_ns = tnt_time_ns();
+        }
         finished = tnt_ucx_reap_finished(ucx, ops, n, what, &status);
         remaining -= finished;
         if (remaining == 0) {
@@ -317,6 +408,9 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
             tnt_time_ns() - last_progress_ns >= 10000000) {
             left_checked_ns = waited_ns;
             status = tnt_ucx_check_left(ucx, ops, n, what);
+            if (status == TNT_OK) {
+                status = tnt_ucx_check_alive(ucx, ops, n, what);
+            }
             if (status != TNT_OK) {
                 continue; /* the failure branch above cancels and reaps */
             }
@@ -324,6 +418,47 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
         tnt_ucx_idle(ucx, &backoff, waited_ns);
     }
     return status;
+}
+
+tnt_status_t tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t **op_p, uint64_t started_ns,
+                          const char *what)
+{
+    tnt_status_t status = TNT_OK;
+    uint64_t now, idle_since;
+    int progressed = 0;
+
+    while (ucp_worker_progress(ucx->worker) != 0) {
+        progressed = 1;
+    }
+    now = tnt_time_ns();
+    if (progressed) {
+        ucx->last_progress_ns = now;
+    }
+    if (tnt_ucx_reap_finished(ucx, op_p, 1, what, &status) > 0) {
+        return status;
+    }
+    status = tnt_ucx_check_peers(ucx, op_p, 1, what);
+    if (status == TNT_OK && now - ucx->alive_checked_ns >= 10000000) {
+        /* As a wait does, every 10 ms at most. */
+        ucx->alive_checked_ns = now;
+        status = tnt_ucx_check_left(ucx, op_p, 1, what);
+        if (status == TNT_OK) {
+            status = tnt_ucx_check_alive(ucx, op_p, 1, what);
+        }
+    }
+    if (status == TNT_OK && ucx->failed != TNT_OK) {
+        status = tnt_error_set(ucx->failed, "%s: the job already failed", what);
+    }
+    idle_since = started_ns > ucx->last_progress_ns ? started_ns : ucx->last_progress_ns;
+    if (status == TNT_OK && ucx->timeout_s > 0 &&
+        (double)(now - idle_since) * 1e-9 >= ucx->timeout_s) {
+        status = tnt_ucx_timed_out(ucx, op_p, 1, what);
+    }
+    if (status != TNT_OK) {
+        tnt_ucx_abandon(ucx, op_p, 1, 1);
+        return status;
+    }
+    return TNT_IN_PROGRESS;
 }
 
 /* Side messages go to ranks no collective may have talked to yet (endpoints

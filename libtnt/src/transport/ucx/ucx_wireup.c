@@ -213,7 +213,8 @@ tnt_status_t tnt_ucx_ep_create(tnt_ucx_t *ucx, int r)
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep_params.address = (const ucp_address_t *)(ucx->addresses + (size_t)r * ucx->address_stride);
-    ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    /* A peer on this host (params.local) is watched by peer_alive instead. */
+    ep_params.err_mode = peer->local ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     ep_params.err_handler.cb = tnt_ucx_ep_error_cb;
     ep_params.err_handler.arg = peer;
     us = ucp_ep_create(ucx->worker, &ep_params, &peer->ep);
@@ -285,7 +286,9 @@ static tnt_status_t tnt_ucx_handshake(tnt_ucx_t *ucx, uint32_t seq, const char *
         int n = 0;
 
         for (; r < ucx->size && n < BATCH; r++) {
-            if (ucx->peers[r].ep == NULL) {
+            /* An endpoint to itself (self_ok) needs no handshake: the
+             * rank cannot be unreachable or gone from itself. */
+            if (ucx->peers[r].ep == NULL || r == ucx->rank) {
                 continue;
             }
             pending[r] = 1;
@@ -327,6 +330,9 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
     ucx->yield_ns = params->yield_us * 1000;
     ucx->tcp_seg_bytes = params->tcp_seg_bytes;
     ucx->failed = TNT_OK;
+    ucx->self_ok = params->self_ok;
+    ucx->peer_alive = params->peer_alive;
+    ucx->alive_arg = params->alive_arg;
     ucx->estimated_eps =
         params->estimated_peers > 0 ? params->estimated_peers : (size_t)params->size;
     ucx->peers = calloc((size_t)params->size, sizeof(*ucx->peers));
@@ -337,6 +343,7 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
     for (int r = 0; r < params->size; r++) {
         ucx->peers[r].ucx = ucx;
         ucx->peers[r].rank = r;
+        ucx->peers[r].local = params->local != NULL && params->local[r];
     }
     *ucx_p = ucx;
     return TNT_OK;

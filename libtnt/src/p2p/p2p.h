@@ -1,0 +1,53 @@
+/*
+ * Point-to-point messages (tnt_send, tnt_recv and their posted forms): a
+ * UCX transport of the communicator's own, separate from the collectives'.
+ *
+ * Why a transport of its own: collectives run one at a time in posting
+ * order (comm/comm.h), and a receive may wait for as long as the program
+ * likes, so point-to-point traffic cannot queue behind them or block them.
+ * A separate UCX worker per communicator gives it its own tag space (no
+ * tag of a collective or of another communicator can match, whatever the
+ * user's tag) and lets it progress on whichever thread calls tnt_send,
+ * tnt_recv, tnt_test or tnt_wait, beside the progress thread. UCX picks
+ * shared memory (its mm and CMA transports) between ranks of a host and the
+ * network between hosts, and brings tag matching with MPI's order.
+ *
+ * Built only with UCX (p2p.c); p2p_none.c fails every call otherwise.
+ */
+#ifndef TNT_P2P_P2P_H
+#define TNT_P2P_P2P_H
+
+#include "comm/comm.h"
+#include "transport/ucx/ucx.h"
+
+#include <stdint.h>
+
+/* Collective over comm (two bootstrap allgathers): sets comm->p2p. */
+tnt_status_t tnt_p2p_create(tnt_comm_t *comm);
+/* Not collective, but waits (bounded) for the goodbyes of the peers this
+ * rank exchanged messages with. NULL comm->p2p is a no-op. */
+void tnt_p2p_destroy(tnt_comm_t *comm);
+
+/* One send or receive in flight. Owned by the caller (the public request
+ * embeds it); the transport's own request sits in op. */
+struct tnt_p2p_op {
+    tnt_ucx_op_t *op;
+    int is_recv;
+    int peer; /* TNT_ANY_SOURCE for an any-source receive */
+    int tag;
+    size_t bytes;
+    uint64_t posted_ns;
+    tnt_ucx_recv_result_t result; /* set when a receive succeeded */
+    char what[160];               /* names the call in errors */
+};
+
+/* Starts a send (is_recv 0) or a receive; arguments already checked by
+ * core/api_p2p.c. */
+tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, void *buf,
+                          size_t bytes, int peer, int tag, const char *fn);
+/* TNT_IN_PROGRESS while it runs, else its final status (once). */
+tnt_status_t tnt_p2p_test(tnt_comm_t *comm, struct tnt_p2p_op *op);
+/* Blocks (with back-off, bounded by TNT_TIMEOUT without progress). */
+tnt_status_t tnt_p2p_wait(tnt_comm_t *comm, struct tnt_p2p_op *op);
+
+#endif

@@ -1,0 +1,556 @@
+/*
+ * Point-to-point messages (tnt_send, tnt_recv and their posted forms) on
+ * real ranks: forked here and bootstrapped over a file store (as
+ * comm_check does; --nodes K gives them K hostnames), or started by a
+ * launcher (--launcher: tnt_init over PMIx).
+ *
+ *   p2p_check --ranks N [--nodes K] --mode M
+ *   tarantella -n N -- p2p_check --launcher --mode M
+ *
+ * Modes:
+ *   all         ring exchange (blocking and posted), any-source receives
+ *               from every rank, tags matched out of order, the order of
+ *               messages with one tag (non-overtaking), sends to self,
+ *               short messages into long buffers, messages of several
+ *               MiB, and the same on a split communicator whose messages
+ *               must not meet the parent's
+ *   bad-args    one check per bad argument: each fails with
+ *               TNT_ERR_INVALID_ARG naming the value, and the transport
+ *               still works afterwards
+ *   truncate    a message longer than the receive buffer: TNT_ERR_MISMATCH
+ *               on the receiver, and later messages still arrive
+ *   unmatched-send  rank 0 sends, rank 1 never receives: rank 0 fails with
+ *               TNT_ERR_TIMEOUT within TNT_TIMEOUT naming rank 1
+ *   unmatched-recv  rank 0 receives from rank 1 and from any rank, nobody
+ *               sends: TNT_ERR_TIMEOUT naming the ranks; a posted receive
+ *               fails the same way through tnt_test
+ *   pingpong    (a measurement, not a check) ranks 0 and 1: round-trip
+ *               latency and bandwidth for 8 B .. 16 MiB, printed as a table
+ */
+#include <tnt/tnt.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int g_rank = -1;
+#define CHECK_PROGRAM "p2p_check"
+#define CHECK_RANK    g_rank
+#include "check.h"
+#include "file_store.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The byte at offset i of the message that rank `from` sends to `to` with
+ * `tag`: every message is told apart by its content. */
+static unsigned char pattern(int from, int to, int tag, size_t i)
+{
+    return (unsigned char)(from * 31 + to * 7 + tag * 13 + (int)(i % 251));
+}
+
+static void fill(unsigned char *buf, size_t bytes, int from, int to, int tag)
+{
+    for (size_t i = 0; i < bytes; i++) {
+        buf[i] = pattern(from, to, tag, i);
+    }
+}
+
+static void expect_pattern(const unsigned char *buf, size_t bytes, int from, int to, int tag,
+                           const char *what)
+{
+    for (size_t i = 0; i < bytes; i++) {
+        if (buf[i] != pattern(from, to, tag, i)) {
+            CHECK(0, "%s: byte %zu of %zu from rank %d tag %d is %u, expected %u", what, i, bytes,
+                  from, tag, buf[i], pattern(from, to, tag, i));
+        }
+    }
+}
+
+/* Every rank sends `bytes` to the next and receives from the previous. */
+static void ring(tnt_comm_t *comm, size_t bytes, int posted)
+{
+    int me = tnt_rank(comm), n = tnt_size(comm);
+    int next = (me + 1) % n, prev = (me + n - 1) % n;
+    unsigned char *out = malloc(bytes + 1), *in = malloc(bytes + 1);
+    tnt_recv_info_t info;
+    CHECK(out != NULL && in != NULL, "out of memory");
+    fill(out, bytes, me, next, 3);
+    memset(in, 0, bytes);
+    /* Blocking: sends finish only when matched, so even ranks send first
+     * and odd ones receive first; in an odd ring rank n-1 sends to rank 0,
+     * which receives once its own send to rank 1 is done. One rank sends
+     * to itself, which only a posted receive allows. */
+    if (posted || n == 1) {
+        tnt_request_t *rreq, *sreq;
+        CHECK_OK(tnt_recv_post(comm, in, bytes, prev, 3, &info, &rreq));
+        CHECK_OK(tnt_send_post(comm, out, bytes, next, 3, &sreq));
+        CHECK_OK(tnt_wait(sreq));
+        CHECK_OK(tnt_wait(rreq));
+    } else if (me % 2 == 0) {
+        /* Synchronous sends: half the ring sends first, half receives first. */
+        CHECK_OK(tnt_send(comm, out, bytes, next, 3));
+        CHECK_OK(tnt_recv(comm, in, bytes, prev, 3, &info));
+    } else {
+        CHECK_OK(tnt_recv(comm, in, bytes, prev, 3, &info));
+        CHECK_OK(tnt_send(comm, out, bytes, next, 3));
+    }
+    CHECK(info.source == prev && info.tag == 3 && info.bytes == bytes,
+          "ring of %zu B: info says source %d tag %d %zu B", bytes, info.source, info.tag,
+          info.bytes);
+    expect_pattern(in, bytes, prev, me, 3, "ring");
+    free(out);
+    free(in);
+}
+
+/* Rank 0 receives one message from every rank (itself included) with
+ * TNT_ANY_SOURCE, and learns who sent which from the info. */
+static void any_source(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm), n = tnt_size(comm);
+    const size_t bytes = 1000;
+    unsigned char out[1000], in[1000];
+    fill(out, bytes, me, 0, 11);
+    if (me == 0) {
+        int *seen = calloc((size_t)n, sizeof(int));
+        tnt_request_t *self_send;
+        CHECK(seen != NULL, "out of memory");
+        CHECK_OK(tnt_send_post(comm, out, bytes, 0, 11, &self_send));
+        for (int i = 0; i < n; i++) {
+            tnt_recv_info_t info = { -1, -1, 0 };
+            CHECK_OK(tnt_recv(comm, in, sizeof(in), TNT_ANY_SOURCE, 11, &info));
+            CHECK(info.source >= 0 && info.source < n && !seen[info.source],
+                  "any-source receive %d: source %d (seen before: %d)", i, info.source,
+                  info.source >= 0 && info.source < n ? seen[info.source] : -1);
+            CHECK(info.bytes == bytes && info.tag == 11, "any-source: %zu B, tag %d", info.bytes,
+                  info.tag);
+            seen[info.source] = 1;
+            expect_pattern(in, bytes, info.source, 0, 11, "any-source");
+        }
+        CHECK_OK(tnt_wait(self_send));
+        free(seen);
+    } else {
+        CHECK_OK(tnt_send(comm, out, bytes, 0, 11));
+    }
+}
+
+/* Rank 1 sends tags 100, 101, 102 (posted, in that order); rank 0 receives
+ * them in the order 102, 100, 101: each receive takes its own tag. Then
+ * five messages with one tag: they arrive in the order sent. */
+static void tags_and_order(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    enum { N = 5 };
+    unsigned char buf[3][64];
+    if (me == 1) {
+        tnt_request_t *reqs[3 + N];
+        int seq[N];
+        for (int t = 0; t < 3; t++) {
+            fill(buf[t], sizeof(buf[t]), 1, 0, 100 + t);
+            CHECK_OK(tnt_send_post(comm, buf[t], sizeof(buf[t]), 0, 100 + t, &reqs[t]));
+        }
+        for (int i = 0; i < N; i++) {
+            seq[i] = i;
+            CHECK_OK(tnt_send_post(comm, &seq[i], sizeof(int), 0, 7, &reqs[3 + i]));
+        }
+        for (int i = 0; i < 3 + N; i++) {
+            CHECK_OK(tnt_wait(reqs[i]));
+        }
+    } else if (me == 0) {
+        static const int order[3] = { 102, 100, 101 };
+        tnt_request_t *reqs[3];
+        for (int i = 0; i < 3; i++) {
+            CHECK_OK(tnt_recv_post(comm, buf[i], sizeof(buf[i]), 1, order[i], NULL, &reqs[i]));
+        }
+        /* Complete them last posted first. */
+        for (int i = 2; i >= 0; i--) {
+            CHECK_OK(tnt_wait(reqs[i]));
+            expect_pattern(buf[i], sizeof(buf[i]), 1, 0, order[i], "tags out of order");
+        }
+        for (int i = 0; i < N; i++) {
+            int got = -1;
+            tnt_recv_info_t info;
+            CHECK_OK(tnt_recv(comm, &got, sizeof(got), i % 2 ? 1 : TNT_ANY_SOURCE, 7, &info));
+            CHECK(got == i && info.source == 1, "message %d of one tag arrived as %d (from %d)", i,
+                  got, info.source);
+        }
+    }
+}
+
+/* A send to itself: posted receive first, then the blocking send; and the
+ * other way round. A message shorter than the buffer reports its length. */
+static void self_and_short(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    unsigned char out[300], in[4096];
+    tnt_request_t *req;
+    tnt_recv_info_t info;
+    fill(out, sizeof(out), me, me, 5);
+    CHECK_OK(tnt_recv_post(comm, in, sizeof(in), me, 5, &info, &req));
+    CHECK_OK(tnt_send(comm, out, sizeof(out), me, 5));
+    CHECK_OK(tnt_wait(req));
+    CHECK(info.source == me && info.bytes == sizeof(out), "self: source %d, %zu B", info.source,
+          info.bytes);
+    expect_pattern(in, sizeof(out), me, me, 5, "self");
+    CHECK_OK(tnt_send_post(comm, out, 0, me, 6, &req));
+    CHECK_OK(tnt_recv(comm, NULL, 0, TNT_ANY_SOURCE, 6, &info));
+    CHECK_OK(tnt_wait(req));
+    CHECK(info.source == me && info.bytes == 0, "empty self message: source %d, %zu B", info.source,
+          info.bytes);
+}
+
+/* Several MiB each way between rank pairs (0,1), (2,3), ... and a test()
+ * loop instead of wait on one side. */
+static void large(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm), n = tnt_size(comm);
+    int peer = me ^ 1;
+    const size_t bytes = (size_t)6 << 20;
+    if (peer >= n) {
+        return;
+    }
+    unsigned char *out = malloc(bytes), *in = malloc(bytes);
+    CHECK(out != NULL && in != NULL, "out of memory");
+    fill(out, bytes, me, peer, 9);
+    memset(in, 0, bytes);
+    tnt_request_t *rreq, *sreq;
+    tnt_recv_info_t info;
+    CHECK_OK(tnt_recv_post(comm, in, bytes, peer, 9, &info, &rreq));
+    CHECK_OK(tnt_send_post(comm, out, bytes, peer, 9, &sreq));
+    tnt_status_t st;
+    double t0 = now_s();
+    while ((st = tnt_test(rreq)) == TNT_IN_PROGRESS) {
+        CHECK(tnt_test(sreq) >= 0, "send: %s", tnt_last_error());
+        CHECK(now_s() - t0 < 60, "6 MiB did not arrive within 60 s of tests");
+        struct timespec ts = { 0, 50000 }; /* back off: ranks share cores */
+        nanosleep(&ts, NULL);
+    }
+    CHECK(st == TNT_OK, "large receive: %s: %s", tnt_status_string(st), tnt_last_error());
+    CHECK_OK(tnt_wait(rreq));
+    CHECK_OK(tnt_wait(sreq));
+    CHECK(info.bytes == bytes && info.source == peer, "large: %zu B from %d", info.bytes,
+          info.source);
+    expect_pattern(in, bytes, peer, me, 9, "large");
+    free(out);
+    free(in);
+}
+
+static void all_checks(tnt_comm_t *comm)
+{
+    ring(comm, 64, 0);
+    ring(comm, 64, 1);
+    ring(comm, (size_t)1 << 20, 1);
+    any_source(comm);
+    if (tnt_size(comm) >= 2) {
+        tags_and_order(comm);
+    }
+    self_and_short(comm);
+    large(comm);
+}
+
+static void mode_all(tnt_comm_t *world)
+{
+    int me = tnt_rank(world);
+    all_checks(world);
+    /* A split by parity: the child's ranks are renumbered, and a message
+     * on the child with the same tag and the same peer numbers as one on
+     * the parent must not match the parent's receive (nor the reverse). */
+    tnt_comm_t *half = NULL;
+    CHECK_OK(tnt_comm_split(world, me % 2, me, &half));
+    all_checks(half);
+    if (tnt_size(world) >= 2 && me < 2) {
+        /* World ranks 0 and 1 are rank 0 of their halves. Rank 1 sends tag
+         * 42 to world rank 0 on world, and to itself on its half; rank 0
+         * posts a receive on its half first, which must stay unmatched. */
+        int v = 0;
+        tnt_recv_info_t info;
+        if (me == 1) {
+            int a = 1001, b = 2002;
+            tnt_request_t *req;
+            CHECK_OK(tnt_recv_post(half, &v, sizeof(v), 0, 42, &info, &req));
+            CHECK_OK(tnt_send(world, &a, sizeof(a), 0, 42));
+            CHECK_OK(tnt_send(half, &b, sizeof(b), 0, 42));
+            CHECK_OK(tnt_wait(req));
+            CHECK(v == 2002, "the half's message to itself is %d", v);
+        } else {
+            tnt_request_t *req;
+            CHECK_OK(tnt_recv_post(half, &v, sizeof(v), TNT_ANY_SOURCE, 42, &info, &req));
+            int w = 0;
+            CHECK_OK(tnt_recv(world, &w, sizeof(w), 1, 42, &info));
+            CHECK(w == 1001 && info.source == 1, "world got %d from %d", w, info.source);
+            CHECK(tnt_test(req) == TNT_IN_PROGRESS, "the half's receive matched a world message");
+            CHECK_OK(tnt_send(half, &w, sizeof(w), 0, 42)); /* to itself, on the half */
+            CHECK_OK(tnt_wait(req));
+            CHECK(v == 1001 && info.source == 0, "half got %d from %d", v, info.source);
+        }
+    }
+    CHECK_OK(tnt_barrier(world));
+    tnt_finalize(half);
+}
+
+static void expect_invalid(tnt_status_t st, const char *needle, const char *what)
+{
+    CHECK(st == TNT_ERR_INVALID_ARG, "%s gave %s, not TNT_ERR_INVALID_ARG: %s", what,
+          tnt_status_string(st), tnt_last_error());
+    CHECK(strstr(tnt_last_error(), needle) != NULL, "%s: the error does not name '%s': %s", what,
+          needle, tnt_last_error());
+}
+
+static void mode_bad_args(tnt_comm_t *comm)
+{
+    int n = tnt_size(comm), me = tnt_rank(comm);
+    char buf[16] = { 0 }, name[32];
+    tnt_request_t *req = NULL;
+    snprintf(name, sizeof(name), "peer %d", n);
+    expect_invalid(tnt_send(comm, buf, 1, n, 0), name, "tnt_send to rank size");
+    expect_invalid(tnt_recv(comm, buf, 1, n + 3, 0, NULL), "peer", "tnt_recv from size + 3");
+    expect_invalid(tnt_send(comm, buf, 1, TNT_ANY_SOURCE, 0), "peer -1",
+                   "tnt_send to TNT_ANY_SOURCE");
+    expect_invalid(tnt_recv(comm, buf, 1, -2, 0, NULL), "peer -2", "tnt_recv from -2");
+    expect_invalid(tnt_send(comm, buf, 1, 0, -1), "tag -1", "tnt_send with tag -1");
+    expect_invalid(tnt_recv(comm, buf, 1, 0, -7, NULL), "tag -7", "tnt_recv with tag -7");
+    expect_invalid(tnt_send(comm, NULL, 4, 0, 0), "buf", "tnt_send of a NULL buffer");
+    expect_invalid(tnt_recv(comm, NULL, 4, 0, 0, NULL), "buf", "tnt_recv into a NULL buffer");
+    expect_invalid(tnt_send_post(comm, buf, 1, 0, 0, NULL), "req_p", "tnt_send_post, NULL req_p");
+    expect_invalid(tnt_recv_post(comm, buf, 1, n, 0, NULL, &req), name, "tnt_recv_post to size");
+    CHECK(req == NULL, "a failed post set *req_p");
+    CHECK(tnt_send(NULL, buf, 1, 0, 0) == TNT_ERR_NOT_INITIALIZED, "tnt_send on NULL comm");
+    /* Nothing broke: a ring still runs. */
+    ring(comm, 16, 1);
+    (void)me;
+}
+
+static void mode_truncate(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    char big[256], small[64];
+    memset(big, 'x', sizeof(big));
+    if (me == 1) {
+        tnt_status_t st = tnt_send(comm, big, sizeof(big), 0, 1);
+        CHECK(st == TNT_OK, "the long send: %s: %s", tnt_status_string(st), tnt_last_error());
+        CHECK_OK(tnt_send(comm, big, sizeof(small), 0, 2));
+    } else if (me == 0) {
+        tnt_status_t st = tnt_recv(comm, small, sizeof(small), 1, 1, NULL);
+        CHECK(st == TNT_ERR_MISMATCH && strstr(tnt_last_error(), "64 B") != NULL,
+              "a 256 B message into 64 B gave %s: %s", tnt_status_string(st), tnt_last_error());
+        tnt_recv_info_t info;
+        CHECK_OK(tnt_recv(comm, small, sizeof(small), 1, 2, &info));
+        CHECK(info.bytes == sizeof(small), "after the truncation: %zu B", info.bytes);
+    }
+    CHECK_OK(tnt_barrier(comm));
+}
+
+/* TNT_TIMEOUT is short here (the test sets it); the deadline allows for
+ * a loaded machine. */
+static double timeout_setting(void)
+{
+    const char *t = getenv("TNT_TIMEOUT");
+    return t != NULL ? atof(t) : 300;
+}
+
+static void expect_timeout(tnt_status_t st, double t0, const char *needle, const char *what)
+{
+    double took = now_s() - t0, limit = timeout_setting();
+    CHECK(st == TNT_ERR_TIMEOUT, "%s gave %s: %s", what, tnt_status_string(st), tnt_last_error());
+    CHECK(strstr(tnt_last_error(), needle) != NULL && strstr(tnt_last_error(), "TNT_TIMEOUT"),
+          "%s: the error does not name '%s' and TNT_TIMEOUT: %s", what, needle, tnt_last_error());
+    CHECK(took >= limit * 0.9 && took < limit + 10, "%s took %.1f s with TNT_TIMEOUT %g", what,
+          took, limit);
+}
+
+/* The ranks that did not wait out a timeout reach the barrier TNT_TIMEOUT
+ * early: they declare that wait on purpose, so the collectives' own
+ * timeout does not end it. */
+static void barrier_after_timeouts(tnt_comm_t *comm, int waited)
+{
+    if (!waited) {
+        tnt_stall_pause(comm);
+    }
+    CHECK_OK(tnt_barrier(comm));
+    if (!waited) {
+        tnt_stall_resume(comm);
+    }
+}
+
+static void mode_unmatched_send(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    char buf[8] = { 0 };
+    if (me == 0) {
+        double t0 = now_s();
+        tnt_status_t st = tnt_send(comm, buf, sizeof(buf), 1, 77);
+        expect_timeout(st, t0, "rank 1 posted no matching receive", "an unmatched send");
+        CHECK(strstr(tnt_last_error(), "tag 77") != NULL, "the error names no tag: %s",
+              tnt_last_error());
+        /* The point-to-point transport is broken now; the next call says so
+         * at once, and the collectives still work. */
+        t0 = now_s();
+        st = tnt_send(comm, buf, sizeof(buf), 1, 78);
+        CHECK(st != TNT_OK && now_s() - t0 < 2, "a send after the failure: %s after %.1f s",
+              tnt_status_string(st), now_s() - t0);
+    }
+    barrier_after_timeouts(comm, me == 0);
+}
+
+static void mode_unmatched_recv(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    char buf[8];
+    if (me == 0) {
+        double t0 = now_s();
+        tnt_status_t st = tnt_recv(comm, buf, sizeof(buf), 1, 5, NULL);
+        expect_timeout(st, t0, "rank 1 sent no matching message", "an unmatched receive");
+    } else if (me == 1) {
+        /* Any source, posted, completed by tnt_test alone. */
+        tnt_request_t *req;
+        tnt_status_t st;
+        CHECK_OK(tnt_recv_post(comm, buf, sizeof(buf), TNT_ANY_SOURCE, 5, NULL, &req));
+        double t0 = now_s();
+        while ((st = tnt_test(req)) == TNT_IN_PROGRESS) {
+            CHECK(now_s() - t0 < timeout_setting() + 10, "tnt_test never gave up");
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
+        expect_timeout(st, t0, "no rank sent a matching message", "an unmatched any-source test");
+        CHECK(tnt_wait(req) == TNT_ERR_TIMEOUT, "tnt_wait after the failed test: %s",
+              tnt_last_error());
+    }
+    barrier_after_timeouts(comm, me <= 1);
+}
+
+static void mode_pingpong(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    const size_t max = (size_t)16 << 20;
+    unsigned char *buf = malloc(max);
+    CHECK(buf != NULL, "out of memory");
+    memset(buf, 1, max);
+    if (me == 0) {
+        printf("%10s %8s %12s %12s\n", "bytes", "iters", "half-RTT us", "MB/s");
+    }
+    for (size_t bytes = 8; bytes <= max && me < 2; bytes *= 2) {
+        int iters = bytes <= 65536 ? 2000 : bytes <= (1 << 20) ? 200 : 20;
+        int warm = iters / 10;
+        double t0 = 0;
+        for (int i = 0; i < warm + iters; i++) {
+            if (i == warm) {
+                t0 = now_s();
+            }
+            if (me == 0) {
+                CHECK_OK(tnt_send(comm, buf, bytes, 1, 0));
+                CHECK_OK(tnt_recv(comm, buf, bytes, 1, 0, NULL));
+            } else {
+                CHECK_OK(tnt_recv(comm, buf, bytes, 0, 0, NULL));
+                CHECK_OK(tnt_send(comm, buf, bytes, 0, 0));
+            }
+        }
+        double half_rtt = (now_s() - t0) / iters / 2;
+        if (me == 0) {
+            printf("%10zu %8d %12.2f %12.1f\n", bytes, iters, half_rtt * 1e6,
+                   (double)bytes / half_rtt / 1e6);
+        }
+    }
+    fflush(stdout);
+    free(buf);
+    CHECK_OK(tnt_barrier(comm));
+}
+
+static int run(tnt_comm_t *comm, const char *mode)
+{
+    g_rank = tnt_rank(comm);
+    if (strcmp(mode, "all") == 0) {
+        mode_all(comm);
+    } else if (strcmp(mode, "bad-args") == 0) {
+        mode_bad_args(comm);
+    } else if (strcmp(mode, "truncate") == 0) {
+        mode_truncate(comm);
+    } else if (strcmp(mode, "unmatched-send") == 0) {
+        mode_unmatched_send(comm);
+    } else if (strcmp(mode, "unmatched-recv") == 0) {
+        mode_unmatched_recv(comm);
+    } else if (strcmp(mode, "pingpong") == 0) {
+        mode_pingpong(comm);
+    } else {
+        CHECK(0, "unknown mode %s", mode);
+    }
+    tnt_finalize(comm);
+    return 0;
+}
+
+static int run_forked_rank(const char *dir, int rank, int size, int nodes, const char *mode)
+{
+    struct file_store store = { dir, rank, size, 0 };
+    char host[64];
+    g_rank = rank;
+    snprintf(host, sizeof(host), "p2p-node%d", rank * nodes / size);
+    tnt_oob_t oob = {
+        .allgather = store_allgather,
+        .ctx = &store,
+        .rank = rank,
+        .size = size,
+        .job_id = "p2p_check",
+        .hostname = host,
+    };
+    tnt_comm_t *comm = NULL;
+    CHECK_OK(tnt_comm_create_oob(&oob, &comm));
+    return run(comm, mode);
+}
+
+int main(int argc, char **argv)
+{
+    int ranks = 2, nodes = 1, launcher = 0;
+    const char *mode = "all";
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
+            ranks = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
+            nodes = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--launcher") == 0) {
+            launcher = 1;
+        } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
+            mode = argv[++i];
+        } else {
+            fprintf(stderr, "p2p_check: unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (launcher) {
+        tnt_comm_t *comm = NULL;
+        CHECK_OK(tnt_init(&comm));
+        return run(comm, mode);
+    }
+    CHECK(ranks >= 1 && ranks <= 64 && nodes >= 1 && nodes <= ranks, "bad --ranks/--nodes");
+    char dir[] = "/tmp/tnt-p2p-check-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+    pid_t pids[64];
+    for (int r = 0; r < ranks; r++) {
+        pids[r] = fork();
+        CHECK(pids[r] >= 0, "fork: %s", strerror(errno));
+        if (pids[r] == 0) {
+            _exit(run_forked_rank(dir, r, ranks, nodes, mode));
+        }
+    }
+    int failed = 0;
+    for (int r = 0; r < ranks; r++) {
+        int wstatus;
+        CHECK(waitpid(pids[r], &wstatus, 0) == pids[r], "waitpid: %s", strerror(errno));
+        if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+            fprintf(stderr, "p2p_check: rank %d ended with status 0x%x\n", r, wstatus);
+            failed = 1;
+        }
+    }
+    store_remove(dir);
+    if (!failed) {
+        printf("p2p_check: %s on %d ranks, %d node(s): OK\n", mode, ranks, nodes);
+    }
+    return failed;
+}
