@@ -78,7 +78,8 @@ endif()
 message(STATUS "tarantella: tnt torch.distributed backend (_tnt_torch): built, against torch ${_tnt_torch_version} (${TNT_TORCH_INCLUDE_DIR})")
 set(TNT_TORCH_BACKEND_BUILT ON CACHE INTERNAL "tarantella._tnt_torch is built")
 
-Python3_add_library(tnt_torch_pyext MODULE WITH_SOABI tarantella/_tnt_torch.cpp)
+Python3_add_library(tnt_torch_pyext MODULE WITH_SOABI
+  tarantella/_tnt_torch.cpp tarantella/_tnt_torch_args.cpp tarantella/_tnt_torch_store.cpp)
 # torch's headers are not warning-clean under -Wall -Wextra; SYSTEM keeps our
 # flags (and -Werror) for our own code only.
 target_include_directories(tnt_torch_pyext SYSTEM PRIVATE

@@ -5,10 +5,10 @@
  *
  * Who owns what:
  * - Each process group owns one libtnt communicator, made from the c10d
- *   Store that torch hands the backend (tnt_comm_create_oob with an
- *   allgather over the store), so env://, file:// and torchrun starts work
- *   as well as our launchers. new_group gets its own store prefix from
- *   torch and therefore its own communicator.
+ *   Store that torch hands the backend (_tnt_torch_store.cpp), so env://,
+ *   file:// and torchrun starts work as well as our launchers. new_group
+ *   gets its own store prefix from torch and therefore its own
+ *   communicator.
  * - Each process group owns one FIFO worker thread, the only thread that
  *   calls libtnt on its communicator (libtnt wants one thread per
  *   communicator at a time, and torch wants collectives in call order).
@@ -23,10 +23,8 @@
  *   callbacks, which take the GIL themselves; the worker runs them after
  *   libtnt has returned, so no libtnt lock is held then.
  */
-#include <tnt/tnt.h>
+#include "_tnt_torch.hpp"
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
@@ -47,144 +45,6 @@ namespace tnt_torch
 {
 
 using c10d::OpType;
-using Millis = std::chrono::milliseconds;
-
-/* Seconds for messages: "0.5", "1800". */
-static std::string seconds(Millis ms)
-{
-    return c10::str(static_cast<double>(ms.count()) / 1000.0);
-}
-
-/* ------------------------------------------------------------------------ */
-/* Bootstrap: libtnt's out-of-band allgather over a c10d Store               */
-/* ------------------------------------------------------------------------ */
-
-/* Every round r of the exchange, rank i sets "<prefix>/<r>/<i>" and then
- * waits for all ranks' keys of that round. The prefix names the creation
- * ("tnt/<n>"), so that two communicators made from one store (a user who
- * calls the creation function twice on the same store) never read each
- * other's keys; torch's PrefixStore already separates groups. */
-class StoreOob
-{
-  public:
-    StoreOob(c10::intrusive_ptr<c10d::Store> store, int rank, int size, Millis timeout,
-             std::string name)
-        : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout),
-          name_(std::move(name))
-    {
-    }
-
-    tnt_comm_t *create()
-    {
-        /* Every rank adds 1 once per creation; all adds of creation n
-         * happen before any rank finishes it (its first round needs every
-         * rank's key, set after that rank's add), so (value - 1) / size is
-         * the same n on every rank. */
-        int64_t ticket = store_->add("tnt/creations", 1);
-        prefix_ = "tnt/" + std::to_string((ticket - 1) / size_);
-
-        tnt_oob_t oob;
-        std::memset(&oob, 0, sizeof(oob));
-        oob.allgather = &StoreOob::allgather_cb;
-        oob.ctx = this;
-        oob.rank = rank_;
-        oob.size = size_;
-        oob.job_id = "torch.distributed";
-        oob.name = name_.c_str();
-        tnt_comm_t *comm = nullptr;
-        tnt_status_t s = tnt_comm_create_oob(&oob, &comm);
-        if (s != TNT_OK) {
-            std::string why = error_.empty() ? std::string(tnt_last_error()) : error_;
-            throw std::runtime_error("tnt: creating the process group (rank " +
-                                     std::to_string(rank_) + " of " + std::to_string(size_) +
-                                     ") through torch's store failed: " + tnt_status_string(s) +
-                                     ": " + why);
-        }
-        return comm;
-    }
-
-  private:
-    std::string key(int round, int rank) const
-    {
-        return prefix_ + "/" + std::to_string(round) + "/" + std::to_string(rank);
-    }
-
-    static int allgather_cb(void *ctx, const void *sendbuf, void *recvbuf, size_t bytes, void **req)
-    {
-        (void)req; /* blocking: libtnt ignores *req when test is NULL */
-        auto *self = static_cast<StoreOob *>(ctx);
-        try {
-            self->allgather(sendbuf, recvbuf, bytes);
-            return 0;
-        } catch (const std::exception &e) {
-            self->error_ = e.what();
-            return -1;
-        }
-    }
-
-    void allgather(const void *sendbuf, void *recvbuf, size_t bytes)
-    {
-        const auto *in = static_cast<const uint8_t *>(sendbuf);
-        store_->set(key(round_, rank_), std::vector<uint8_t>(in, in + bytes));
-        std::vector<std::string> keys;
-        for (int r = 0; r < size_; r++) {
-            keys.push_back(key(round_, r));
-        }
-        try {
-            store_->wait(keys, timeout_);
-        } catch (const std::exception &e) {
-            throw std::runtime_error(missing_message(keys, e.what()));
-        }
-        for (int r = 0; r < size_; r++) {
-            std::vector<uint8_t> v = store_->get(keys[r]);
-            if (v.size() != bytes) {
-                throw std::runtime_error(
-                    "rank " + std::to_string(r) + " sent " + std::to_string(v.size()) +
-                    " bytes in bootstrap round " + std::to_string(round_) + ", this rank " +
-                    std::to_string(bytes) + "; do all ranks run the same Tarantella?");
-            }
-            std::memcpy(static_cast<uint8_t *>(recvbuf) + r * bytes, v.data(), bytes);
-        }
-        /* Everybody who set a key of this round has read all keys of the
-         * previous one, so this rank's previous key is garbage now. Stores
-         * that cannot delete keep it; that costs a few bytes. */
-        if (round_ > 0) {
-            try {
-                store_->deleteKey(key(round_ - 1, rank_));
-            } catch (const std::exception &) {
-            }
-        }
-        round_++;
-    }
-
-    std::string missing_message(const std::vector<std::string> &keys, const char *what)
-    {
-        std::string missing;
-        for (int r = 0; r < size_; r++) {
-            bool there = false;
-            try {
-                there = store_->check({ keys[r] });
-            } catch (const std::exception &) {
-            }
-            if (!there) {
-                missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-            }
-        }
-        return "rank " + std::to_string(rank_) + " waited " + seconds(timeout_) +
-               " s (init_process_group's timeout) for rank(s) " +
-               (missing.empty() ? std::string("?") : missing) +
-               " of the group in bootstrap round " + std::to_string(round_) +
-               "; did every rank call init_process_group/new_group? (" + what + ")";
-    }
-
-    c10::intrusive_ptr<c10d::Store> store_;
-    int rank_, size_;
-    Millis timeout_;
-    std::string prefix_;
-    int round_ = 0;
-    std::string name_;
-    std::string error_;
-};
 
 /* ------------------------------------------------------------------------ */
 /* Work                                                                      */
@@ -252,207 +112,6 @@ class WorkTnt : public c10d::Work
     std::vector<at::Tensor> outputs_;
     c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
-
-/* ------------------------------------------------------------------------ */
-/* Argument checks and conversions (on the calling thread)                   */
-/* ------------------------------------------------------------------------ */
-
-static const char *kSupportedReduce = "float16, bfloat16, float32, float64, int32 and int64 "
-                                      "natively; int8, uint8, int16 and bool through int32";
-
-/* Names as Python spells them ("torch.float32"), not c10's ("Float"). */
-static std::string dtype_name(at::ScalarType t)
-{
-    switch (t) {
-    case at::kFloat:
-        return "torch.float32";
-    case at::kDouble:
-        return "torch.float64";
-    case at::kHalf:
-        return "torch.float16";
-    case at::kBFloat16:
-        return "torch.bfloat16";
-    case at::kInt:
-        return "torch.int32";
-    case at::kLong:
-        return "torch.int64";
-    case at::kShort:
-        return "torch.int16";
-    case at::kChar:
-        return "torch.int8";
-    case at::kByte:
-        return "torch.uint8";
-    case at::kBool:
-        return "torch.bool";
-    case at::kComplexHalf:
-        return "torch.complex32";
-    case at::kComplexFloat:
-        return "torch.complex64";
-    case at::kComplexDouble:
-        return "torch.complex128";
-    default:
-        return std::string("torch.") + c10::toString(t);
-    }
-}
-
-static const char *op_name(c10d::ReduceOp rop)
-{
-    switch (rop.op_) {
-    case c10d::ReduceOp::SUM:
-        return "SUM";
-    case c10d::ReduceOp::AVG:
-        return "AVG";
-    case c10d::ReduceOp::PRODUCT:
-        return "PRODUCT";
-    case c10d::ReduceOp::MIN:
-        return "MIN";
-    case c10d::ReduceOp::MAX:
-        return "MAX";
-    case c10d::ReduceOp::BAND:
-        return "BAND";
-    case c10d::ReduceOp::BOR:
-        return "BOR";
-    case c10d::ReduceOp::BXOR:
-        return "BXOR";
-    case c10d::ReduceOp::PREMUL_SUM:
-        return "PREMUL_SUM";
-    default:
-        return "(unknown)";
-    }
-}
-
-static void check_tensor(const char *op, const at::Tensor &t)
-{
-    TORCH_CHECK(t.defined(), "tnt: ", op, ": got an undefined tensor");
-    TORCH_CHECK(!t.is_sparse(), "tnt: ", op,
-                ": sparse tensors are not supported by the tnt backend; pass "
-                "tensor.to_dense(), or use backend 'gloo' for sparse collectives");
-    TORCH_CHECK(t.device().is_cpu(), "tnt: ", op, ": ", t.device().str(),
-                " tensors are not supported by the tnt backend yet (CPU tensors only); "
-                "move the tensor to the CPU, or use backend 'nccl' for GPU tensors");
-    TORCH_CHECK(t.layout() == at::kStrided, "tnt: ", op, ": tensors with layout ", t.layout(),
-                " are not supported by the tnt backend; pass a dense (strided) tensor");
-    TORCH_CHECK(t.is_contiguous(), "tnt: ", op,
-                ": the tensor is not contiguous (the tnt backend reads and writes tensor "
-                "memory in place); pass tensor.contiguous()");
-}
-
-static void check_tensors(const char *op, const std::vector<at::Tensor> &ts)
-{
-    for (const auto &t : ts) {
-        check_tensor(op, t);
-    }
-}
-
-static void check_one(const char *op, const std::vector<at::Tensor> &ts, const char *what)
-{
-    TORCH_CHECK(ts.size() == 1, "tnt: ", op, ": takes one ", what, " tensor per rank, got ",
-                ts.size());
-}
-
-static void check_same(const char *op, const at::Tensor &t, const at::Tensor &ref,
-                       const std::string &what, const char *ref_what)
-{
-    TORCH_CHECK(t.scalar_type() == ref.scalar_type() && t.numel() == ref.numel(), "tnt: ", op, ": ",
-                what, " has ", t.numel(), " elements of ", dtype_name(t.scalar_type()), ", the ",
-                ref_what, " ", ref.numel(), " of ", dtype_name(ref.scalar_type()),
-                "; they must match");
-}
-
-/* A reduction's element type: a libtnt dtype, or int32 for the narrow
- * integer types and bool, which the worker widens into a staging copy
- * (exact: a sum or product of int8s wraps to the same low bits in int32,
- * min and max are unchanged). */
-struct ReduceType {
-    tnt_dtype_t dtype;
-    bool widen;
-};
-
-static ReduceType reduce_type(const char *op, at::ScalarType t, c10d::ReduceOp rop)
-{
-    switch (t) {
-    case at::kFloat:
-        return { TNT_FLOAT32, false };
-    case at::kDouble:
-        return { TNT_FLOAT64, false };
-    case at::kHalf:
-        return { TNT_FLOAT16, false };
-    case at::kBFloat16:
-        return { TNT_BFLOAT16, false };
-    case at::kInt:
-        return { TNT_INT32, false };
-    case at::kLong:
-        return { TNT_INT64, false };
-    case at::kChar:
-    case at::kByte:
-    case at::kShort:
-        return { TNT_INT32, true };
-    case at::kBool:
-        TORCH_CHECK(rop.op_ != c10d::ReduceOp::AVG, "tnt: ", op,
-                    ": ReduceOp.AVG of a bool tensor has no meaning; use MIN (and), MAX or "
-                    "SUM (or) or convert the tensor");
-        return { TNT_INT32, true };
-    default:
-        TORCH_CHECK(false, "tnt: ", op, ": dtype ", dtype_name(t),
-                    " is not supported in reductions by the tnt backend (supported: ",
-                    kSupportedReduce, "); convert the tensor first");
-    }
-}
-
-static tnt_op_t reduce_op(const char *op, c10d::ReduceOp rop)
-{
-    switch (rop.op_) {
-    case c10d::ReduceOp::SUM:
-        return TNT_SUM;
-    case c10d::ReduceOp::AVG:
-        return TNT_AVG;
-    case c10d::ReduceOp::PRODUCT:
-        return TNT_PROD;
-    case c10d::ReduceOp::MIN:
-        return TNT_MIN;
-    case c10d::ReduceOp::MAX:
-        return TNT_MAX;
-    case c10d::ReduceOp::BAND:
-    case c10d::ReduceOp::BOR:
-    case c10d::ReduceOp::BXOR:
-    case c10d::ReduceOp::PREMUL_SUM:
-    default:
-        TORCH_CHECK(false, "tnt: ", op, ": ReduceOp.", op_name(rop),
-                    " is not supported by the tnt backend; "
-                    "supported: SUM, AVG, PRODUCT, MIN, MAX");
-    }
-}
-
-static void check_root(const char *op, int64_t root, int size)
-{
-    TORCH_CHECK(root >= 0 && root < size, "tnt: ", op, ": root rank ", root,
-                " is not in the group (0 .. ", size - 1, ")");
-}
-
-static size_t nbytes(const at::Tensor &t)
-{
-    return static_cast<size_t>(t.numel()) * t.element_size();
-}
-
-/* One flat contiguous tensor holding @p ts one after another. */
-static at::Tensor flatten(const std::vector<at::Tensor> &ts)
-{
-    std::vector<at::Tensor> flat;
-    flat.reserve(ts.size());
-    for (const auto &t : ts) {
-        flat.push_back(t.reshape({ -1 }));
-    }
-    return at::cat(flat);
-}
-
-static void unflatten_into(const at::Tensor &flat, std::vector<at::Tensor> &ts)
-{
-    int64_t off = 0;
-    for (auto &t : ts) {
-        t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
-        off += t.numel();
-    }
-}
 
 /* ------------------------------------------------------------------------ */
 /* The process group                                                         */
@@ -950,8 +609,7 @@ create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int
                      Millis timeout, const std::string &name)
 {
     TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "tnt: bad rank ", rank, " of ", size);
-    StoreOob oob(store, rank, size, timeout, name);
-    tnt_comm_t *comm = oob.create();
+    tnt_comm_t *comm = comm_create_from_store(store, rank, size, timeout, name);
     return c10::make_intrusive<ProcessGroupTnt>(comm, rank, size, timeout);
 }
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Mutation fuzzer for the backup loader (python/tarantella/preemption.py
+"""Mutation fuzzer for the backup loader (python/tarantella/_backup_file.py
 and _plain_data.py). libFuzzer cannot drive Python, so this is a small
 deterministic one: seeded by --seed, it takes the corpus files and mutates
 them, for --iterations inputs or until --seconds have passed, whichever
 comes first.
 
 Each input goes through what every resume does with a backup file:
-``preemption._load_backup`` (the checks and the weights-only unpickler),
+``_backup_file._load_backup`` (the checks and the weights-only unpickler),
 then ``_restore_rng`` on a loaded one, then a draw from each generator. The property (docs/user-guide and
-preemption.py's docstrings): a backup either loads or raises
+_backup_file.py's docstrings): a backup either loads or raises
 TarantellaError (ValueError also counts as documented), never another
 exception type, and nothing in a file ever runs: the corpus holds pickles
 whose unpickling calls _tripwire, which must never fire.
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 import tarantella as tnt
-from tarantella import preemption
+from tarantella import _backup_file, preemption
 
 TRIPPED = []
 
@@ -106,7 +106,7 @@ def write_corpus(out):
     import pickle
     torch.save(dict(content, version=1, rng=[pickle.dumps(Payload())]),
                os.path.join(out, "payload_rng_v1.pt"))
-    # Regressions: what the fuzzer found, each fixed in preemption.py.
+    # Regressions: what the fuzzer found, each fixed in _backup_file.py.
     # A tensor where an int or list belongs reached ==/truth tests
     # (RuntimeError); numpy's set_state segfaulted on a short state or a
     # position past its 624 keys.
@@ -231,8 +231,8 @@ def run_one(data, path="/fuzz/tarantella-backup.pt"):
     """None when the loader behaved, else a description of what went wrong."""
     del TRIPPED[:]
     try:
-        content = preemption._load_backup(path, data)
-        preemption._restore_rng(content, path)
+        content = _backup_file._load_backup(path, data)
+        _backup_file._restore_rng(content, path)
     except (tnt.TarantellaError, ValueError):
         pass
     except Exception:

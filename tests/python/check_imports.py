@@ -1,7 +1,7 @@
 """The tarantella package has no import cycle, hidden or not, and every
 module imports on its own.
 
-  check_imports.py PACKAGE_DIR [SOURCE_DIR]
+  check_imports.py PACKAGE_DIR [SOURCE_DIR [ARCHITECTURE_MD]]
 
 1. Static: the graph of sibling imports (``from . import x``, ``from .x
    import y``, ``import tarantella.x``), at the top of a module or inside a
@@ -11,6 +11,9 @@ module imports on its own.
    for every module.
 3. With SOURCE_DIR: every module of the source tree is in PACKAGE_DIR (the
    build lists its modules one by one).
+4. With ARCHITECTURE_MD (docs/architecture.md): every module and C/C++
+   source of the source tree is named there (as `name`), so the map of the
+   package that newcomers read lists every file.
 Exits 1 naming each cycle or failing module.
 """
 import ast
@@ -77,7 +80,15 @@ def cycles(graph):
     return out
 
 
-def main(pkg, src=None):
+def unlisted_sources(src, doc):
+    """Source files of src that doc never names in backquotes."""
+    text = open(doc, encoding="utf-8").read()
+    kinds = (".py", ".c", ".cpp", ".h", ".hpp")
+    return [f for f in sorted(os.listdir(src))
+            if f.endswith(kinds) and "`%s`" % f not in text]
+
+
+def main(pkg, src=None, doc=None):
     modules = sorted(f[:-3] for f in os.listdir(pkg) if f.endswith(".py") and f != "__init__.py")
     bad = 0
     if src is not None:
@@ -86,6 +97,11 @@ def main(pkg, src=None):
                 print("check_imports: %s is not in the build (%s); add it to TNT_PY_MODULES in "
                       "python/CMakeLists.txt" % (f, pkg))
                 bad = 1
+    if doc is not None:
+        for f in unlisted_sources(src, doc):
+            print("check_imports: %s is not listed in %s; add it to the module table with "
+                  "its one job" % (f, doc))
+            bad = 1
     graph = {m: sibling_imports(os.path.join(pkg, m + ".py"), set(modules)) for m in modules}
     for cyc in cycles(graph):
         edges = ["%s -> %s (%s)" % (a, b, graph[a][b]) for a, b in zip(cyc, cyc[1:])]
@@ -104,5 +120,5 @@ def main(pkg, src=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main(os.path.abspath(sys.argv[1]),
-                  os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None))
+    args = [os.path.abspath(a) for a in sys.argv[1:4]]
+    sys.exit(main(*args))
