@@ -278,6 +278,52 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             });
     }
 
+    /* outputs[r][i] receives rank r's inputs[i]; the tensors may differ in
+     * dtype and size, and each rank's are sent as one block of bytes, in one
+     * libtnt allgather. */
+    c10::intrusive_ptr<c10d::Work>
+    allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                        std::vector<at::Tensor> &inputs,
+                        const c10d::AllgatherOptions &opts) override
+    {
+        const char *op = "allgather_coalesced";
+        check_tensors(op, inputs);
+        TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "tnt: ", op,
+                    ": takes one output list per rank of the group (", size_, "), got ",
+                    outputs.size());
+        std::vector<at::Tensor> outs; /* rank r's tensor i at r * inputs.size() + i */
+        for (int r = 0; r < size_; r++) {
+            TORCH_CHECK(outputs[r].size() == inputs.size(), "tnt: ", op, ": output list ", r,
+                        " has ", outputs[r].size(), " tensors; it needs one per input tensor (",
+                        inputs.size(), ")");
+            check_tensors(op, outputs[r]);
+            for (size_t i = 0; i < inputs.size(); i++) {
+                check_same(op, outputs[r][i], inputs[i],
+                           "output tensor " + std::to_string(i) + " of rank " + std::to_string(r),
+                           "input");
+                outs.push_back(outputs[r][i]);
+            }
+        }
+        std::vector<at::Tensor> ins = inputs;
+        return enqueue(OpType::ALLGATHER_COALESCED, op, opts.timeout, outs, inputs,
+                       [this, op, ins, outs]() mutable {
+                           std::vector<at::Tensor> bytes;
+                           for (const auto &t : ins) {
+                               bytes.push_back(t.reshape({ -1 }).view(at::kByte));
+                           }
+                           at::Tensor block = at::cat(bytes);
+                           at::Tensor flat = at::empty({ size_ * block.numel() }, block.options());
+                           check(op, tnt_allgather(comm_, block.data_ptr(), flat.data_ptr(),
+                                                   static_cast<size_t>(block.numel())));
+                           int64_t off = 0;
+                           for (auto &t : outs) {
+                               int64_t n = static_cast<int64_t>(nbytes(t));
+                               t.reshape({ -1 }).view(at::kByte).copy_(flat.narrow(0, off, n));
+                               off += n;
+                           }
+                       });
+    }
+
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::GatherOptions &opts) override
