@@ -37,7 +37,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CASE = os.path.join(HERE, "suite_case.py")
-PYTHON = "/usr/bin/python3"
+# The interpreter that runs this script runs the suite (ctest passes
+# TNT_TEST_PYTHON, the Makefile $(PYTHON)).
+PYTHON = sys.executable
 SKIP = 77
 
 sys.path.insert(0, HERE)
@@ -73,25 +75,38 @@ def _env(backend, world_size, build_dir, scratch, test_timeout):
     return env
 
 
+_PROBE_NO_TORCH = 2
+_PROBE_NOT_BUILT = 3
+
+
 def _prerequisites(backend, env):
-    """None, or why the suite cannot run here."""
-    probe = ("import torch, torch.distributed as dist\n"
-             "assert dist.is_available()\n"
-             "import torch.testing._internal.common_distributed\n")
+    """(None, None) when the suite can run; else (exit status, why): 77
+    (skipped) without torch.distributed and its test package, or without
+    the tnt backend in this build; 1 when the package itself is broken."""
+    probe = ("import sys\n"
+             "try:\n"
+             "    import torch.distributed as dist\n"
+             "    import torch.testing._internal.common_distributed\n"
+             "except ImportError as e:\n"
+             "    print(e); sys.exit(%d)\n"
+             "if not dist.is_available():\n"
+             "    print('torch.distributed is not available'); sys.exit(%d)\n"
+             % (_PROBE_NO_TORCH, _PROBE_NO_TORCH))
     if backend == "tnt":
         probe += ("import tarantella.torch_backend as b\n"
-                  "import sys; sys.exit(0 if b.available() else 3)\n")
+                  "sys.exit(0 if b.available() else %d)\n" % _PROBE_NOT_BUILT)
     try:
         r = subprocess.run([PYTHON, "-c", probe], env=env, capture_output=True, text=True,
                            timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return "%s cannot run the probe: %s" % (PYTHON, e)
-    if r.returncode == 3:
-        return "the tnt backend (tarantella._tnt_torch) is not built"
+        return 1, "%s cannot run the probe: %s" % (PYTHON, e)
+    if r.returncode == _PROBE_NO_TORCH:
+        return SKIP, "torch.distributed or its test package is missing (%s)" % r.stdout.strip()
+    if r.returncode == _PROBE_NOT_BUILT:
+        return SKIP, "the tnt backend (tarantella._tnt_torch) is not built"
     if r.returncode != 0:
-        return "torch.distributed or its test package is missing: %s" % (
-            r.stderr.strip().splitlines() or ["?"])[-1]
-    return None
+        return 1, "importing the backend failed:\n%s" % r.stderr.strip()
+    return None, None
 
 
 def _read_results(path):
@@ -148,10 +163,10 @@ def cmd_run(args):
     os.mkdir(os.path.join(scratch, "pids"))
     env = _env(args.backend, args.world_size, build_dir, scratch, args.test_timeout)
     try:
-        why = _prerequisites(args.backend, env)
-        if why:
-            print("run_suite: skipped: %s" % why)
-            return SKIP
+        status, why = _prerequisites(args.backend, env)
+        if status is not None:
+            print("run_suite: %s: %s" % ("skipped" if status == SKIP else "error", why))
+            return status
         tests = list(args.tests)
         if args.tests_file:
             with open(args.tests_file) as f:
@@ -228,8 +243,8 @@ def summary_line(detail):
         return ""
     lines = [ln.strip() for ln in detail.splitlines()]
     found = [ln for ln in lines
-             if re.match(r"^([A-Za-z_][\w.]*)?(Error|Exception|Timeout)\b.*:", ln)
-             or ln.startswith("Timing out") or "timed out after" in ln]
+             if re.match(r"^(\w+\.)*\w*(Error|Exception|Timeout)\w*: ", ln)
+             or "timed out after" in ln]
     # The ranks' own exception (after "exception:") says more than the
     # parent's RuntimeError wrapping it.
     inner = [ln for ln in found if not ln.startswith("RuntimeError: Process ")]
@@ -292,6 +307,9 @@ def cmd_table(args):
         f.write("\n".join(out) + "\n")
     print("run_suite: wrote %s (gloo: %s; tnt: %s)" % (args.out, fmt(counts["gloo"]),
                                                       fmt(counts["tnt"])))
+    names = {t.split(".")[-1] for t in tests}
+    for name in sorted(set(known_differences.DIFFERENCES) - names):
+        print("run_suite: known_differences.py names %s, which is not in the suite" % name)
     for name in unexplained:
         print("run_suite: world size %d: %s passes on gloo, not on tnt, and "
               "known_differences.py has no reason for it" % (args.world_size, name))
