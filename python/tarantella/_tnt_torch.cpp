@@ -21,7 +21,9 @@
  *   raised by wait().
  * - Nothing here calls into Python, except through torch's future
  *   callbacks, which take the GIL themselves; the worker runs them after
- *   libtnt has returned, so no libtnt lock is held then.
+ *   libtnt has returned, so no libtnt lock is held then. A collective that
+ *   such a callback issues runs at once on the worker (enqueue), so a
+ *   callback that waits for it (PowerSGD) cannot deadlock.
  */
 #include "_tnt_torch.hpp"
 
@@ -603,10 +605,41 @@ class ProcessGroupTnt : public c10d::ProcessGroup
          * keep them. */
         auto work = c10::make_intrusive<WorkTnt>(type, op, ++seq_, name_, timeout,
                                                  std::move(outputs), inputs);
+        if (std::this_thread::get_id() == worker_.get_id()) {
+            /* A future's callback, run by the worker as it completed a
+             * collective, issues another one (PowerSGD's hook does, then
+             * waits for it inside the callback). Queued, it would wait for
+             * the worker that is waiting for it. It runs now instead: on
+             * every rank right after the collective whose callback issued
+             * it, which is also where a callback that runs on the issuing
+             * thread (attached after completion) puts it. */
+            lock.unlock();
+            execute(Entry{ work, std::move(run) });
+            return work;
+        }
         queue_.push_back(Entry{ work, std::move(run) });
         lock.unlock();
         cv_.notify_one();
         return work;
+    }
+
+    /* Runs one collective and completes its work (and with it the
+     * future's callbacks), on the worker. */
+    static void execute(Entry e)
+    {
+        /* Staging copies must not become part of anyone's graph. */
+        at::NoGradGuard no_grad;
+        std::exception_ptr err;
+        try {
+            e.run();
+        } catch (...) {
+            err = std::current_exception();
+        }
+        if (err) {
+            e.work->fail(err);
+        } else {
+            e.work->complete();
+        }
     }
 
     void run_worker()
@@ -620,21 +653,9 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             Entry e = std::move(queue_.front());
             queue_.pop_front();
             lock.unlock();
-            /* Staging copies must not become part of anyone's graph. */
-            at::NoGradGuard no_grad;
-            std::exception_ptr err;
-            try {
-                e.run();
-            } catch (...) {
-                err = std::current_exception();
-            }
-            if (err) {
-                e.work->fail(err);
-            } else {
-                e.work->complete();
-            }
-            /* Drop the tensors and the closure before taking the lock. */
-            e = Entry();
+            /* execute owns the tensors and the closure, and drops them
+             * before the lock is taken again. */
+            execute(std::move(e));
             lock.lock();
         }
     }

@@ -5,8 +5,9 @@
  * an idle libtnt costs no CPU.
  *
  * Hand-off. A condition variable costs a mutex round trip and a wake-up on
- * each side (about 10 us from post to wait here). Instead both directions
- * use a futex word and a "sleeping" count:
+ * each side on every hand-off (the figure: docs/tuning.md, "Hand-off to the
+ * progress thread"). Instead both directions use a futex word and a
+ * "sleeping" count:
  *   post:     enqueue, bump work_seq, wake the thread only if it sleeps;
  *   thread:   after a request, poll the queue briefly (only when the rank's
  *             affinity leaves a core for it; longer while a fused step is in
@@ -369,9 +370,10 @@ static tnt_status_t progress_start(tnt_comm_t *comm)
     comm->progress_running = 1;
     /* TNT_OVERLAP=auto: on one node without a core per thread, the
      * progress thread could only take turns with the callers' threads, and
-     * the ranks' threads would meet in a collective only by chance (measured
-     * in docs/tuning.md): posts are left to their waiters. Across nodes the
-     * network moves data while the caller computes, so the thread runs. */
+     * the ranks' threads would meet in a collective only by chance (measured:
+     * docs/tuning.md, "Overlap decided from the node"): posts are left to
+     * their waiters. Across nodes the network moves data while the caller
+     * computes, so the thread runs. */
     tnt_settings_overlap_t overlap =
         comm->settings != NULL ? comm->settings->overlap : TNT_SETTINGS_OVERLAP_AUTO;
     if (overlap == TNT_SETTINGS_OVERLAP_AUTO) {

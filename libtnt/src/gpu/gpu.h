@@ -1,8 +1,9 @@
 /*
  * The device (GPU) path of libtnt, the part that needs no CUDA: transport
- * selection, chunk planning and duplicate-GPU detection (plan.c,
- * pure and unit-tested), and the loader of libtnt_cuda.so behind the public
- * tnt_cuda.h functions (device.c). Nothing here includes a CUDA header.
+ * selection and duplicate-GPU detection (plan.c) and chunk planning
+ * (chunks.c), pure and unit-tested, and the loader of libtnt_cuda.so
+ * behind the public tnt_cuda.h functions (device.c). Nothing here includes
+ * a CUDA header.
  *
  * Layering: gpu sits beside fusion, above coll (the device path calls the
  * host collectives for staging and for the NCCL bootstrap). core/init.c

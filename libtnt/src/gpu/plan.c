@@ -1,7 +1,7 @@
 /*
  * Device-path logic that needs no GPU: choosing the transport from every
- * rank's probe, detecting ranks that share a GPU, and planning the chunks of
- * the host-staged path. Pure except for error recording, so it is
+ * rank's probe and detecting ranks that share a GPU (the host-staged path's
+ * chunks are planned in chunks.c). Pure except for error recording, so it is
  * unit-tested without CUDA (tests/unit/test_gpu_plan.c).
  */
 #include "gpu/gpu.h"

@@ -26,9 +26,10 @@
 #include <unistd.h>
 
 /* Up to this size every rank copies its whole vector into its slot and
- * reduces all n slots itself: one phase instead of two (measured with
- * tests/bench/allreduce_bench, see docs/benchmarks.md). TNT_SHM_SMALL_KB
- * overrides it; local rank 0 publishes its choice in the header. */
+ * reduces all n slots itself: one phase instead of two, which saves more
+ * than the redundant reductions cost (figures: docs/benchmarks.md, "Figures
+ * behind the shared-memory thresholds"). TNT_SHM_SMALL_KB overrides it;
+ * local rank 0 publishes its choice in the header. */
 #define TNT_SHM_SMALL_DEFAULT_KB 64 /* x8 for 2 ranks, x2 up to 4, /4 above */
 /* Polls of a peer's counter before the first clock read: a small allreduce
  * between two running ranks completes within this. */
@@ -320,9 +321,10 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
      * this node's ranks only, and other processes (the ranks of other
      * simulated nodes on the same host, a UCX waiter polling with
      * sched_yield) may need this core. A spinner that never yielded held
-     * it for the whole spin_ns: 2 simulated nodes x 2 ranks on 2 vCPUs took
-     * ~160 us per 8 B allreduce instead of ~35 us (docs/multinode.md).
-     * With nobody else runnable, sched_yield returns at once. */
+     * it for the whole spin_ns, which made small allreduces of simulated
+     * nodes several times slower (figures: docs/multinode.md, "Waiting on
+     * shared cores"). With nobody else runnable, sched_yield returns at
+     * once. */
     uint64_t start = tnt_time_ns();
     uint64_t yield_until = start + TNT_SHM_YIELD_NS;
     for (uint32_t i = 1;; i++) {
@@ -513,9 +515,11 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
          * little. The settings bound it (64 KiB to 1 GiB), so the segment
          * size cannot wrap and every slot holds at least a page. */
         shm->slot_bytes = tnt_shm_align(params->settings->shm_staging_bytes / 2, 4096);
-        /* With more ranks the n-fold redundant reduction costs more. On 2
-         * ranks the one-phase path measured 3x faster than the staged one
-         * at 256 KiB (68 vs 230 us) and even at 1 MiB. */
+        /* With more ranks the n-fold redundant reduction costs more, so
+         * the one-phase limit shrinks as they grow; on 2 ranks the
+         * one-phase path was faster than the staged one even at 1 MiB
+         * (figures: docs/benchmarks.md, "Figures behind the shared-memory
+         * thresholds"). */
         size_t small_kb = shm->n <= 2   ? TNT_SHM_SMALL_DEFAULT_KB * 8
                           : shm->n <= 4 ? TNT_SHM_SMALL_DEFAULT_KB * 2
                                         : TNT_SHM_SMALL_DEFAULT_KB / 4;
@@ -696,8 +700,9 @@ static tnt_status_t tnt_shm_broadcast_cma(struct tnt_shm *shm, void *buf, size_t
     return tnt_shm_phase(shm, "broadcast");
 }
 
-/* Above this the broadcast reads the root's buffer directly (measured: below
- * it the two extra phases cost more than the saved copy). */
+/* Above this the broadcast reads the root's buffer directly: below it the
+ * two extra phases cost more than the saved copy (docs/benchmarks.md,
+ * "Figures behind the shared-memory thresholds"). */
 #define TNT_SHM_BCAST_CMA_MIN (256 * 1024)
 
 tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root)

@@ -56,7 +56,7 @@ typedef struct {
      * 2 local ranks, 128 up to 4, 16 above) from here and publishes them;
      * every rank takes TNT_SHM_CMA (single-copy process_vm_readv/writev for
      * messages >= 256 KiB when all local ranks can use it; default off, see
-     * docs/benchmarks.md). Required. */
+     * docs/tuning.md, "CMA block size"). Required. */
     const tnt_settings_t *settings;
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */

@@ -24,18 +24,16 @@
  *    (shm_stream.h), and each rank reduces its piece straight into its own
  *    recvbuf, block by block, streaming each block from L1 into its slot
  *    for the others. Data then moves between cores through memory instead
- *    of cache to cache. Which wins depends on where the cores sit, and on
- *    this project's VMs that changes at run time: measured at 64-256 MiB,
- *    streaming gives 7.9-9.2 GB/s against 2.0 for cached copies when the
- *    two vCPUs are "far" (different cores), but 5.7-6.9 against 8.6-12.5
- *    when they are "close" (they behave like hyper-threads of one core,
- *    which share a cache and one core's memory bandwidth). So by default
- *    (TNT_SHM_STREAM=auto) each rank times its large allreduces per byte
- *    and uses the kind that has been faster for their size, trying the
- *    other now and then to notice a change (shm_stream_auto.h). The
- *    ranks need not agree: both kinds put the same bytes in the same places
- *    of the slots at the same phases, and reduce in the same order, so a
- *    rank may switch at any collective and results stay bitwise identical.
+ *    of cache to cache. Which wins depends on where the cores sit, which
+ *    can change while a job runs (streaming wins between cores that share
+ *    no cache and loses between cores that share one; figures:
+ *    docs/benchmarks.md, "Figures behind the copy choices"). So by default
+ *    (TNT_SHM_STREAM=auto) local rank 0 times the large staged collectives
+ *    per byte and plans the kind each call uses, trying the other now and
+ *    then to notice a change (shm_stream_auto.h), and every local rank
+ *    follows the plan. Both kinds put the same bytes in the same places of
+ *    the slots at the same phases, and reduce in the same order, so results
+ *    stay bitwise identical whichever kind a call uses.
  * In every algorithm the sources are combined in local-rank order 0, 1, ...
  * by the same kernel, so results are bitwise identical on every rank and do
  * not depend on timing. The hot loops do no allocation; the CMA path makes

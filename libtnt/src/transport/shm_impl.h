@@ -160,9 +160,9 @@ struct tnt_shm {
     size_t small_max;         /* bytes: up to here every rank reduces all */
     /* TNT_SHM_CMA: single-copy process_vm_readv/writev for large messages,
      * used when every local rank can reach every other (tested at create).
-     * Off by default: the staged copies measured faster on this project's
-     * VMs at every size (docs/benchmarks.md), probably because pinning the
-     * peers' pages costs more under virtualisation than a copy through L3. */
+     * Off by default because the staged copies measured faster, probably
+     * since pinning the peers' pages costs more under virtualisation than a
+     * copy through L3 (docs/tuning.md, "CMA block size"). */
     int cma_allowed;
     int use_cma;            /* cma_allowed and the probe succeeded on every local rank */
     size_t cma_block_bytes; /* per peer, in cma_tmp */

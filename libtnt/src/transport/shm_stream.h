@@ -1,13 +1,13 @@
 /*
  * Streaming (non-temporal) copies for the shared-memory transport's large
  * messages. A copy written with ordinary stores leaves the data in the
- * writer's cache, and the reader on another core then pulls it line by line
- * from there: on this project's VMs that runs at 9-11 GB/s when the two
- * vCPUs share a cache and at about 2 GB/s when they do not, and across
- * sockets of a real node the same happens. Non-temporal stores send the data
- * to memory instead, from where the reader gets it at memory speed in every
- * placement (22-24 GB/s measured here), and they do not evict the writer's
- * working set. Small messages stay cache-resident (shm_allreduce.c decides).
+ * writer's cache, from where a reader on a core that shares no cache with
+ * it (another core of a VM, another socket of a real node) pulls it line by
+ * line, several times slower than from memory; non-temporal stores send the
+ * data to memory instead, where the reader gets it at memory speed in every
+ * placement, and they do not evict the writer's working set (figures:
+ * docs/benchmarks.md, "Figures behind the copy choices"). Small messages
+ * stay cache-resident (shm_allreduce.c decides).
  *
  * The kernel is chosen once at run time: AVX (32-byte stores) where the CPU
  * has it, else SSE2 (baseline x86-64), else (aarch64 and others) plain

@@ -4,12 +4,12 @@
  * timings. Pure logic, no clock and no shared state: the caller times each
  * collective and reports it (shm_allreduce.c).
  *
- * What it has to cope with, measured on this project's VMs (docs/
- * benchmarks.md): the faster kind changes with the vCPU placement, which
- * flips every few tens of seconds (close: cached 1.5x faster; far: streamed
- * 3.5x faster), single calls are slowed by page faults or a descheduled
- * peer, and per-byte speed differs by size (1-4 MiB stay in cache, 256 MiB
- * do not). So:
+ * What it has to cope with (the measured figures: docs/benchmarks.md,
+ * "Figures behind the copy choices"): the faster kind changes when the
+ * ranks' cores move closer together or further apart, which on a VM can
+ * happen every few tens of seconds, single calls are slowed by page faults
+ * or a descheduled peer, and per-byte speed differs by size (a few MiB stay
+ * in cache, hundreds of MiB do not). So:
  *  - every size class (powers of 4 from the streaming threshold) learns on
  *    its own; a new one starts from the nearest learned class's choice and
  *    try period (the very first tries the other kind at its second call);
@@ -24,9 +24,9 @@
  *    try (the sign of a placement change), which also tries the other at
  *    once.
  * All local ranks use the kind local rank 0 picks (shm_allreduce.c): a
- * rank's time depends on its peers' kind too (mixed kinds measured 1.5x
- * slower than either kind alone at 1 MiB), and ranks that learned alone
- * chased each other's tries.
+ * rank's time depends on its peers' kind too (mixed kinds are slower;
+ * docs/benchmarks.md), and ranks that learned alone chased each other's
+ * tries.
  */
 #ifndef TNT_TRANSPORT_SHM_STREAM_AUTO_H
 #define TNT_TRANSPORT_SHM_STREAM_AUTO_H

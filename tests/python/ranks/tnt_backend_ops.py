@@ -4,6 +4,10 @@ reference each rank computes locally (tests/python/test_tnt_backend.py).
     tarantella -n 3 -- tnt_backend_ops.py          # env:// from the launcher
     RANK=.. WORLD_SIZE=.. MASTER_ADDR=.. MASTER_PORT=.. python3 tnt_backend_ops.py
 
+INIT=file:PATH starts with init_method="file://PATH", INIT=store with a
+TCPStore made by the script (store=...), each with rank and world_size from
+RANK and WORLD_SIZE, as a torchrun-style starter would.
+
 Every rank's input is a function of (rank, index) that every rank can
 compute, so each rank knows the exact expected result of every reduction,
 gather and exchange. Values are small integers: sums and products of up to
@@ -11,7 +15,9 @@ four ranks stay exact in every dtype (float16's and bfloat16's too), so only
 AVG on float types (a division) is compared with a tolerance. On success
 each rank prints "tnt_backend_ops: rank R of N passed C checks".
 """
+import os
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -221,7 +227,18 @@ def check_new_group(rank, size):
 
 
 def main():
-    dist.init_process_group("tnt")
+    init = os.environ.get("INIT", "env")
+    if init == "env":
+        dist.init_process_group("tnt")
+    else:
+        rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        if init.startswith("file:"):
+            dist.init_process_group("tnt", init_method="file://" + init[5:], rank=rank,
+                                    world_size=size)
+        else:
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                                  size, rank == 0, timedelta(seconds=60))
+            dist.init_process_group("tnt", store=store, rank=rank, world_size=size)
     rank, size = dist.get_rank(), dist.get_world_size()
     assert dist.get_backend() == "tnt", dist.get_backend()
     check_reductions(rank, size)

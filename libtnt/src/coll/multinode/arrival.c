@@ -2,8 +2,10 @@
  * Reduce on arrival (multinode_impl.h, tnt_mn_arrival_t): a reducing
  * receive combines each fragment into the result as UCX delivers it, from
  * UCX's own receive buffer, instead of UCX copying the whole chunk into a
- * staging slot that is then reduced. Over TCP that copy was a tenth of all
- * CPU time of a 16 MiB allreduce at 16 nodes (docs/scaling.md).
+ * staging slot that is then reduced. Over TCP that copy was a large share
+ * of the CPU time of a 16 MiB allreduce at 16 nodes (the profile:
+ * docs/scaling.md, "16 MiB at 16 nodes: what UCX's peer-failure handling
+ * costs over TCP").
  *
  * Fragments may split an element: UCX cuts messages at byte offsets set by
  * its segment sizes and headers. Each piece of a split element is copied to

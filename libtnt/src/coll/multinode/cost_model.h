@@ -38,11 +38,11 @@
  * below still holds. On separate nodes nothing is shared and f plays no
  * part: there the tree's 2 log2 n steps of the whole vector never win.
  *
- * Alpha and beta are fitted to the simulated-node runs on this project's
- * test machine (UCX over TCP loopback, 2 vCPUs, waits that yield before
- * sleeping; docs/scaling.md has the fit); gamma is held at the reduction
- * kernel's measured rate (0.1 ns/B), since on loopback the fit cannot tell
- * it from beta. There every simulated node lives on one host, so all ranks of the
+ * Alpha and beta are fitted to simulated-node runs (UCX over TCP loopback,
+ * waits that yield before sleeping) and gamma is held at the reduction
+ * kernel's measured rate, since on loopback the fit cannot tell it from
+ * beta (the machine, the runs and the fit: docs/scaling.md, "Re-fit with
+ * yielding waits"). There every simulated node lives on one host, so all ranks of the
  * job share its "link" (the loopback and the CPUs that run TCP): with the
  * built-in constants L and S are the job's size. On a real cluster
  * TNT_MULTINODE_LATENCY_NS and TNT_MULTINODE_LINK_MBPS replace alpha and

@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 /* Pipeline: chunk size (TNT_MULTINODE_CHUNK_KB, default 1 MiB in
- * util/settings.c) and chunks in flight. Over UCX TCP on 4 nodes, 1 MiB chunks
- * gave 0.15-0.17 GB/s bus bandwidth at 16-64 MiB against 0.09-0.13 with
- * 256 KiB (each chunk is one rendezvous) and no gain with 4 MiB; 4 in flight
- * keep a chunk on the wire while the previous one is reduced. Smaller
+ * util/settings.c) and chunks in flight. Each chunk is one rendezvous, so
+ * smaller chunks pay more handshakes, and larger ones gained nothing
+ * (figures: docs/multinode.md, "Pipeline chunks"); 4 in flight keep a chunk
+ * on the wire while the previous one is reduced. Smaller
  * transfers use smaller chunks (tnt_mn_chunk_for). Staging: 4 x 1 MiB,
  * registered once. The algorithm for each size and node count comes from
  * the cost model (cost_model.h). */
