@@ -78,7 +78,9 @@ class WorkTnt : public c10d::Work
 
     /* A timeout of 0 (kNoTimeout) means the op's or the group's timeout:
      * torch's default is 30 minutes, so a hang that libtnt's own
-     * TNT_TIMEOUT did not end still ends here. */
+     * TNT_TIMEOUT did not end still ends here. The message says "Timed
+     * out" as gloo's does: torch's own suite (and code written against
+     * gloo) recognise a timeout by those words. */
     bool wait(Millis timeout) override
     {
         Millis limit = timeout == kNoTimeout ? timeout_ : timeout;
@@ -87,8 +89,8 @@ class WorkTnt : public c10d::Work
             throw std::runtime_error(
                 "tnt: " + name_ + " #" + std::to_string(seq_) + " on process group '" + group_ +
                 "' did not complete within " + seconds(limit) +
-                " s (the process group's timeout, or wait()'s); is every rank of the group "
-                "still running and calling the same collectives?");
+                " s: Timed out (the process group's timeout, or wait()'s); is every rank of "
+                "the group still running and calling the same collectives?");
         }
         if (exception_) {
             std::rethrow_exception(exception_);

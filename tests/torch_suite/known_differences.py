@@ -15,10 +15,6 @@ _NO_SYNC = ("torch's test body builds its CPU model only for gloo and mpi "
             "(`if BACKEND == \"mpi\" or BACKEND == \"gloo\"`), so torch skips it for "
             "any other backend")
 _MONITORED = ("monitored_barrier: not implemented (torch runs it for gloo only)")
-_TIMEOUT = ("torch runs it for gloo only (\"Only gloo backend supports timeouts\"): tnt's "
-            "wait() does time out after the group's timeout, but the timed-out barrier "
-            "stays inside libtnt until TNT_TIMEOUT, so the test's teardown would wait "
-            "that long")
 _SPARSE = ("sparse tensors: not supported (the backend raises at the call; torch runs "
            "the test for gloo only)")
 
@@ -27,9 +23,6 @@ DIFFERENCES = {
     "test_accumulate_gradients_no_sync_allreduce_hook": _NO_SYNC,
     "test_accumulate_gradients_no_sync_allreduce_with_then_hook": _NO_SYNC,
     "test_accumulate_gradients_no_sync_grad_is_view": _NO_SYNC,
-    "test_barrier_timeout_full_group": _TIMEOUT,
-    "test_barrier_timeout_group": _TIMEOUT,
-    "test_barrier_timeout_global": _TIMEOUT,
     "test_batch_isend_irecv_gloo": _P2P_GLOO_ONLY,
     "test_batch_isend_irecv_gloo_tags": _P2P_GLOO_ONLY,
     "test_monitored_barrier_gloo": _MONITORED,

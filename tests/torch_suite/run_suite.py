@@ -176,7 +176,7 @@ def cmd_run(args):
         if not args.resume and os.path.exists(results):
             os.unlink(results)
         deadline = time.monotonic() + args.budget
-        log = open(args.log, "a") if args.log else None
+        log = open(args.log, "a" if args.resume else "w") if args.log else None
         while True:
             done = {e["test"] for e in _read_results(results)}
             todo = [t for t in tests if t not in done]
