@@ -42,8 +42,6 @@ if __name__ != "__main__" and os.environ.get("TNT_TORCH_SUITE_PIDS"):
     # only those of the pids listed here.
     open(os.path.join(os.environ["TNT_TORCH_SUITE_PIDS"], str(os.getpid())), "w").close()
 
-import torch.distributed as dist  # noqa: E402
-
 if BACKEND == "tnt":
     # Registers the backend with torch.distributed, in every rank.
     import tarantella.torch_backend  # noqa: E402,F401
@@ -62,9 +60,9 @@ if BACKEND == "tnt":
     # new_group gives each group its own libtnt communicator.
     DistTestCases.backend_feature["subgroup"].add("tnt")
     # Not declared: "gpu" and "cuda" (CPU tensors only; the device path is
-    # not wired into the backend), and no collective is declared missing:
-    # allgather_coalesced and send/recv from any source are tested and
-    # counted where the backend lacks them.
+    # not wired into the backend), and no collective is declared missing
+    # (skip_collective): send/recv from any source is tested, and counted
+    # as failed while the backend lacks it.
 
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest, TestDistBackend)
