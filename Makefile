@@ -7,7 +7,7 @@ PYTHON    ?= /usr/bin/python3
 RANKS     ?= 2
 
 .PHONY: all deps configure build run test test-unit test-sanitizers test-asan test-tsan bench \
-        bench-compare install deb clean
+        bench-compare test-torch-suite install deb clean
 
 all: build
 
@@ -94,6 +94,34 @@ test-tsan: deps
 	  --no-tests=error -R "$(TSAN_UNIT)|$(TSAN_COMM)"
 	$(TSAN_ENV) TNT_OVERLAP=on ctest --test-dir $(TSAN_BUILD_DIR) --output-on-failure \
 	  --timeout 900 --no-tests=error -R "$(TSAN_COMM)"
+
+# torch's own distributed test suite on gloo and on tnt, at each world size
+# in TORCH_SUITE_SIZES (docs/testing.md): per-test results in
+# $(BUILD_DIR)/torch-suite/, the tables in docs/data/torch-suite-ws<N>.md.
+# Each run is bounded by TORCH_SUITE_BUDGET seconds (tests left over are
+# "not run") and each test by TORCH_SUITE_TEST_TIMEOUT. Fails when a test
+# that gloo passes does not pass on tnt and
+# tests/torch_suite/known_differences.py gives no reason for it.
+TORCH_SUITE_SIZES ?= 2 3
+TORCH_SUITE_BUDGET ?= 3600
+TORCH_SUITE_TEST_TIMEOUT ?= 180
+TORCH_SUITE_TABLES ?= docs/data
+test-torch-suite: build
+	mkdir -p $(BUILD_DIR)/torch-suite
+	set -e; for n in $(TORCH_SUITE_SIZES); do \
+	  for b in gloo tnt; do \
+	    $(PYTHON) tests/torch_suite/run_suite.py run --backend $$b --world-size $$n \
+	      --build-dir $(BUILD_DIR) --budget $(TORCH_SUITE_BUDGET) \
+	      --test-timeout $(TORCH_SUITE_TEST_TIMEOUT) \
+	      --results $(BUILD_DIR)/torch-suite/$$b-$$n.jsonl \
+	      --log $(BUILD_DIR)/torch-suite/$$b-$$n.log; \
+	  done; \
+	done; \
+	status=0; for n in $(TORCH_SUITE_SIZES); do \
+	  $(PYTHON) tests/torch_suite/run_suite.py table --world-size $$n \
+	    --gloo $(BUILD_DIR)/torch-suite/gloo-$$n.jsonl --tnt $(BUILD_DIR)/torch-suite/tnt-$$n.jsonl \
+	    --out $(TORCH_SUITE_TABLES)/torch-suite-ws$$n.md || status=1; \
+	done; exit $$status
 
 bench: build
 	bash tests/bench/run_all.sh $(BUILD_DIR)

@@ -79,7 +79,9 @@ class WorkTnt : public c10d::Work
 
     /* A timeout of 0 (kNoTimeout) means the op's or the group's timeout:
      * torch's default is 30 minutes, so a hang that libtnt's own
-     * TNT_TIMEOUT did not end still ends here. */
+     * TNT_TIMEOUT did not end still ends here. The message says "Timed
+     * out" as gloo's does: torch's own suite (and code written against
+     * gloo) recognise a timeout by those words. */
     bool wait(Millis timeout) override
     {
         Millis limit = timeout == kNoTimeout ? timeout_ : timeout;
@@ -88,8 +90,8 @@ class WorkTnt : public c10d::Work
             throw std::runtime_error(
                 "tnt: " + name_ + " #" + std::to_string(seq_) + " on process group '" + group_ +
                 "' did not complete within " + seconds(limit) +
-                " s (the process group's timeout, or wait()'s); is every rank of the group "
-                "still running and calling the same collectives?");
+                " s: Timed out (the process group's timeout, or wait()'s); is every rank of "
+                "the group still running and calling the same collectives?");
         }
         if (exception_) {
             std::rethrow_exception(exception_);
@@ -297,6 +299,52 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             OpType::_ALLGATHER_BASE, op, opts.timeout, { output }, { input }, [this, op, in, out] {
                 check(op, tnt_allgather(comm_, in.data_ptr(), out.data_ptr(), nbytes(in)));
             });
+    }
+
+    /* outputs[r][i] receives rank r's inputs[i]; the tensors may differ in
+     * dtype and size, and each rank's are sent as one block of bytes, in one
+     * libtnt allgather. */
+    c10::intrusive_ptr<c10d::Work>
+    allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                        std::vector<at::Tensor> &inputs,
+                        const c10d::AllgatherOptions &opts) override
+    {
+        const char *op = "allgather_coalesced";
+        check_tensors(op, inputs);
+        TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "tnt: ", op,
+                    ": takes one output list per rank of the group (", size_, "), got ",
+                    outputs.size());
+        std::vector<at::Tensor> outs; /* rank r's tensor i at r * inputs.size() + i */
+        for (int r = 0; r < size_; r++) {
+            TORCH_CHECK(outputs[r].size() == inputs.size(), "tnt: ", op, ": output list ", r,
+                        " has ", outputs[r].size(), " tensors; it needs one per input tensor (",
+                        inputs.size(), ")");
+            check_tensors(op, outputs[r]);
+            for (size_t i = 0; i < inputs.size(); i++) {
+                check_same(op, outputs[r][i], inputs[i],
+                           "output tensor " + std::to_string(i) + " of rank " + std::to_string(r),
+                           "input");
+                outs.push_back(outputs[r][i]);
+            }
+        }
+        std::vector<at::Tensor> ins = inputs;
+        return enqueue(OpType::ALLGATHER_COALESCED, op, opts.timeout, outs, inputs,
+                       [this, op, ins, outs]() mutable {
+                           std::vector<at::Tensor> bytes;
+                           for (const auto &t : ins) {
+                               bytes.push_back(t.reshape({ -1 }).view(at::kByte));
+                           }
+                           at::Tensor block = at::cat(bytes);
+                           at::Tensor flat = at::empty({ size_ * block.numel() }, block.options());
+                           check(op, tnt_allgather(comm_, block.data_ptr(), flat.data_ptr(),
+                                                   static_cast<size_t>(block.numel())));
+                           int64_t off = 0;
+                           for (auto &t : outs) {
+                               int64_t n = static_cast<int64_t>(nbytes(t));
+                               t.reshape({ -1 }).view(at::kByte).copy_(flat.narrow(0, off, n));
+                               off += n;
+                           }
+                       });
     }
 
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
