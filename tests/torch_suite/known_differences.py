@@ -7,10 +7,6 @@ Keys are test names; a value is the reason, or a dict from world size to
 the reason where it depends on the world size.
 """
 
-_P2P = ("send/recv: not implemented yet (libtnt has no point-to-point "
-        "operations yet); the backend raises \"not supported yet\"")
-_P2P_GLOO_ONLY = ("send/recv: torch runs it for gloo only (GLOO Batch Send Recv CPU), "
-                  "and tnt has no point-to-point operations yet")
 _NO_SYNC = ("torch's test body builds its CPU model only for gloo and mpi "
             "(`if BACKEND == \"mpi\" or BACKEND == \"gloo\"`), so torch skips it for "
             "any other backend")
@@ -23,8 +19,6 @@ DIFFERENCES = {
     "test_accumulate_gradients_no_sync_allreduce_hook": _NO_SYNC,
     "test_accumulate_gradients_no_sync_allreduce_with_then_hook": _NO_SYNC,
     "test_accumulate_gradients_no_sync_grad_is_view": _NO_SYNC,
-    "test_batch_isend_irecv_gloo": _P2P_GLOO_ONLY,
-    "test_batch_isend_irecv_gloo_tags": _P2P_GLOO_ONLY,
     "test_monitored_barrier_gloo": _MONITORED,
     "test_monitored_barrier_gloo_rank_0_timeout": _MONITORED,
     "test_monitored_barrier_gloo_subgroup": _MONITORED,
@@ -34,11 +28,6 @@ DIFFERENCES = {
     "test_monitored_barrier_allreduce_hang_wait_all_ranks": _MONITORED,
     "test_sparse_all_reduce_sum": _SPARSE,
 }
-DIFFERENCES["test_irecv"] = _P2P
-for _name in ("test_send_recv", "test_send_recv_with_tag", "test_send_recv_any_source",
-              "test_isend"):
-    for _variant in ("", "_autograd_profiler", "_torch_profiler"):
-        DIFFERENCES[_name + _variant] = _P2P
 
 
 def reason(test_name, world_size):

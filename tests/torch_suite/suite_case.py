@@ -84,6 +84,7 @@ _GATE_GLOO_NCCL = {"gloo", "nccl"}
 _GATE_FUTURE = "get_future is only supported on mpi, nccl and gloo"
 _GATE_TIMEOUTS = "Only gloo backend supports timeouts"
 _REQUIRE_BACKEND = "Test requires backend to be one of "
+_GATE_BATCH_P2P = "GLOO Batch Send Recv CPU"
 
 
 def _is_gate(why, gate):
@@ -110,6 +111,9 @@ GATED_BY_NAME = {
     "test_gather_object": _GATE_GLOO_NCCL,
     "test_gather_object_subgroup": _GATE_GLOO_NCCL,
     "test_scatter_object_list": _GATE_GLOO,
+    # batch_isend_irecv of CPU tensors; nothing in the bodies is gloo's.
+    "test_batch_isend_irecv_gloo": _GATE_BATCH_P2P,
+    "test_batch_isend_irecv_gloo_tags": _GATE_BATCH_P2P,
     # wait() raises after the group's timeout, saying "Timed out".
     "test_barrier_timeout_full_group": _GATE_TIMEOUTS,
     "test_barrier_timeout_group": _GATE_TIMEOUTS,
