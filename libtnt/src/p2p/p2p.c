@@ -55,6 +55,9 @@ tnt_status_t tnt_p2p_create(tnt_comm_t *comm)
         .spin_us = comm->settings->ucx_spin_us,
         .yield_us = comm->settings->ucx_yield_us,
         .tcp_seg_bytes = comm->settings->ucx_tcp_seg_bytes,
+        /* Same-host messages through UCX's sysv shared memory, not posix,
+         * which would map 4 MiB of /dev/shm per communicator (ucx_config.c). */
+        .avoid_dev_shm = 1,
         .self_ok = 1,
         .local = local,
         .peer_alive = p2p_peer_alive,

@@ -59,6 +59,9 @@ typedef struct {
     uint64_t spin_us;     /* busy-poll this long before yielding (0: no) */
     uint64_t yield_us;    /* then poll with sched_yield this long before blocking */
     size_t tcp_seg_bytes; /* UCX's TCP segment size (ucx_config.c); 0: UCX's default */
+    /* Nonzero: leave UCX's posix transport out, unless UCX_TLS says
+     * otherwise (ucx_config.c says why). */
+    int avoid_dev_shm;
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */
     tnt_watch_t *watch;

@@ -158,6 +158,33 @@ void tnt_ucx_config_tcp_segments(ucp_config_t *config, size_t bytes)
     }
 }
 
+/* UCX's posix transport maps a receive pool of about 4 MiB in /dev/shm for
+ * every worker as soon as the worker exists (512 buffers of 8 KiB at a
+ * time). Every communicator has a point-to-point worker, used or not, so in
+ * a container's small /dev/shm (Docker's 64 MiB) that pool would take the
+ * room the collectives' segment needs and fail tnt_init where it fit
+ * before. UCX's sysv transport is the same shared-memory protocol with its
+ * pool in SysV shared memory, outside /dev/shm, so the point-to-point
+ * context leaves posix out. UCX 1.13 ignores a smaller pool step set
+ * through ucp_config_modify (RX_BUFS_GROW), hence the transport list. A
+ * UCX_TLS of the user's stands. */
+void tnt_ucx_config_avoid_dev_shm(ucp_config_t *config)
+{
+    const char *tls = getenv("UCX_TLS");
+    ucs_status_t us;
+
+    if (tls != NULL && *tls != '\0') {
+        return;
+    }
+    us = ucp_config_modify(config, "TLS", "^posix");
+    if (us != UCS_OK) {
+        /* Only more /dev/shm used, not wrong. */
+        tnt_log_warn("ucx: leaving UCX's posix transport out failed (%s); point-to-point "
+                     "messages map their receive pool in /dev/shm",
+                     ucs_status_string(us));
+    }
+}
+
 int tnt_ucx_tls_includes_tcp(const char *tls)
 {
     int exclude = 0, named_tcp = 0, named_all = 0;

@@ -96,6 +96,7 @@ struct tnt_ucx {
     uint64_t spin_ns;           /* busy-poll this long before yielding */
     uint64_t yield_ns;          /* then poll with sched_yield this long */
     size_t tcp_seg_bytes;       /* UCX's TCP segment size to set; 0: UCX's */
+    int avoid_dev_shm;          /* leave UCX's posix transport out */
     struct tnt_ucx_peer *peers; /* size entries; ep NULL when not connected */
     int num_connected;
     int num_side_connected; /* of those, made first by a side message */
@@ -186,6 +187,7 @@ tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer);
 tnt_status_t tnt_ucx_status_of(ucs_status_t status);
 void tnt_ucx_describe_ep(struct tnt_ucx_peer *peer);
 void tnt_ucx_config_tcp_segments(ucp_config_t *config, size_t bytes);
+void tnt_ucx_config_avoid_dev_shm(ucp_config_t *config);
 /* ucx_wait.c: takes one queued control message of kind seq (from sender
  * `from`, or any sender when from < 0) into buf (at most cap bytes; a longer
  * one is consumed and reported as cap + 1 bytes). Returns 1 with its length

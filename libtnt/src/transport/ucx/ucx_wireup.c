@@ -329,6 +329,7 @@ static tnt_status_t tnt_ucx_alloc(const tnt_ucx_params_t *params, tnt_ucx_t **uc
     ucx->spin_ns = params->spin_us * 1000;
     ucx->yield_ns = params->yield_us * 1000;
     ucx->tcp_seg_bytes = params->tcp_seg_bytes;
+    ucx->avoid_dev_shm = params->avoid_dev_shm;
     ucx->failed = TNT_OK;
     ucx->self_ok = params->self_ok;
     ucx->peer_alive = params->peer_alive;
@@ -373,6 +374,9 @@ static tnt_status_t tnt_ucx_context_create(tnt_ucx_t *ucx)
                                ucs_status_string(us));
     }
     tnt_ucx_config_tcp_segments(config, ucx->tcp_seg_bytes);
+    if (ucx->avoid_dev_shm) {
+        tnt_ucx_config_avoid_dev_shm(config);
+    }
     memset(&ucp_params, 0, sizeof(ucp_params));
     ucp_params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED |
                             UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
