@@ -437,6 +437,17 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
     return 0;
 }
 
+struct forked_args {
+    int size, nodes, nonblocking;
+    const char *mode;
+};
+
+static int run_forked_rank(const char *dir, int rank, void *arg)
+{
+    const struct forked_args *a = arg;
+    return run_rank(dir, rank, a->size, a->nodes, a->nonblocking, a->mode);
+}
+
 int main(int argc, char **argv)
 {
     int ranks = 2, nodes = 1, nonblocking = 0;
@@ -455,27 +466,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    CHECK(ranks >= 1 && ranks <= 64 && nodes >= 1 && nodes <= ranks, "bad --ranks/--nodes");
-    char dir[] = "/tmp/tnt-comm-check-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-    pid_t pids[64];
-    for (int r = 0; r < ranks; r++) {
-        pids[r] = fork();
-        CHECK(pids[r] >= 0, "fork: %s", strerror(errno));
-        if (pids[r] == 0) {
-            _exit(run_rank(dir, r, ranks, nodes, nonblocking, mode));
-        }
-    }
-    int failed = 0;
-    for (int r = 0; r < ranks; r++) {
-        int wstatus;
-        CHECK(waitpid(pids[r], &wstatus, 0) == pids[r], "waitpid: %s", strerror(errno));
-        if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-            fprintf(stderr, "comm_check: rank %d ended with status 0x%x\n", r, wstatus);
-            failed = 1;
-        }
-    }
-    store_remove(dir);
+    CHECK(ranks >= 1 && ranks <= STORE_MAX_RANKS && nodes >= 1 && nodes <= ranks,
+          "bad --ranks/--nodes");
+    struct forked_args args = {
+        .size = ranks, .nodes = nodes, .nonblocking = nonblocking, .mode = mode
+    };
+    int failed = store_fork_ranks("comm_check", ranks, run_forked_rank, &args);
     if (!failed) {
         printf("comm_check: %s on %d ranks, %d node(s)%s: OK\n", mode, ranks, nodes,
                nonblocking ? ", non-blocking exchange" : "");

@@ -10,8 +10,11 @@
 #define TNT_TESTS_INTEGRATION_FILE_STORE_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define STORE_WAIT_S 30
@@ -135,6 +138,54 @@ static inline void store_remove(const char *dir)
         closedir(d);
     }
     rmdir(dir);
+}
+
+#define STORE_MAX_RANKS 64
+
+/* Forks `ranks` processes (at most STORE_MAX_RANKS) that share a fresh
+ * store directory /tmp/tnt-<prog>-XXXXXX; each exits with rank_main(dir,
+ * rank, arg). Waits for all of them and removes the directory. Returns 0
+ * when every rank exited with 0, else 1, naming each rank that did not. */
+static inline int store_fork_ranks(const char *prog, int ranks,
+                                   int (*rank_main)(const char *dir, int rank, void *arg),
+                                   void *arg)
+{
+    char dir[256];
+    pid_t pids[STORE_MAX_RANKS];
+    int failed = 0, started = 0;
+
+    if (ranks < 1 || ranks > STORE_MAX_RANKS) {
+        fprintf(stderr, "%s: %d ranks; 1 .. %d can run\n", prog, ranks, STORE_MAX_RANKS);
+        return 1;
+    }
+    snprintf(dir, sizeof(dir), "/tmp/tnt-%s-XXXXXX", prog);
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "%s: mkdtemp: %s\n", prog, strerror(errno));
+        return 1;
+    }
+    for (; started < ranks; started++) {
+        pids[started] = fork();
+        if (pids[started] < 0) {
+            fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
+            failed = 1;
+            break;
+        }
+        if (pids[started] == 0) {
+            _exit(rank_main(dir, started, arg));
+        }
+    }
+    for (int r = 0; r < started; r++) {
+        int wstatus;
+        if (waitpid(pids[r], &wstatus, 0) != pids[r]) {
+            fprintf(stderr, "%s: waitpid: %s\n", prog, strerror(errno));
+            failed = 1;
+        } else if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+            fprintf(stderr, "%s: rank %d ended with status 0x%x\n", prog, r, wstatus);
+            failed = 1;
+        }
+    }
+    store_remove(dir);
+    return failed;
 }
 
 #endif

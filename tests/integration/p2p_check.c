@@ -486,8 +486,17 @@ static int run(tnt_comm_t *comm, const char *mode)
     return 0;
 }
 
-static int run_forked_rank(const char *dir, int rank, int size, int nodes, const char *mode)
+struct forked_args {
+    int size, nodes;
+    const char *mode;
+};
+
+static int run_forked_rank(const char *dir, int rank, void *arg)
 {
+    const struct forked_args *a = arg;
+    int size = a->size, nodes = a->nodes;
+    const char *mode = a->mode;
+
     struct file_store store = { dir, rank, size, 0 };
     char host[64];
     g_rank = rank;
@@ -528,27 +537,10 @@ int main(int argc, char **argv)
         CHECK_OK(tnt_init(&comm));
         return run(comm, mode);
     }
-    CHECK(ranks >= 1 && ranks <= 64 && nodes >= 1 && nodes <= ranks, "bad --ranks/--nodes");
-    char dir[] = "/tmp/tnt-p2p-check-XXXXXX";
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
-    pid_t pids[64];
-    for (int r = 0; r < ranks; r++) {
-        pids[r] = fork();
-        CHECK(pids[r] >= 0, "fork: %s", strerror(errno));
-        if (pids[r] == 0) {
-            _exit(run_forked_rank(dir, r, ranks, nodes, mode));
-        }
-    }
-    int failed = 0;
-    for (int r = 0; r < ranks; r++) {
-        int wstatus;
-        CHECK(waitpid(pids[r], &wstatus, 0) == pids[r], "waitpid: %s", strerror(errno));
-        if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
-            fprintf(stderr, "p2p_check: rank %d ended with status 0x%x\n", r, wstatus);
-            failed = 1;
-        }
-    }
-    store_remove(dir);
+    CHECK(ranks >= 1 && ranks <= STORE_MAX_RANKS && nodes >= 1 && nodes <= ranks,
+          "bad --ranks/--nodes");
+    struct forked_args args = { .size = ranks, .nodes = nodes, .mode = mode };
+    int failed = store_fork_ranks("p2p_check", ranks, run_forked_rank, &args);
     if (!failed) {
         printf("p2p_check: %s on %d ranks, %d node(s): OK\n", mode, ranks, nodes);
     }
