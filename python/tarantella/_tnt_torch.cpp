@@ -140,8 +140,10 @@ class WorkTnt : public c10d::Work
 class ProcessGroupTnt : public c10d::ProcessGroup
 {
   public:
-    ProcessGroupTnt(tnt_comm_t *comm, int rank, int size, Millis timeout)
-        : c10d::ProcessGroup(rank, size), comm_(comm), timeout_(timeout), name_(tnt_comm_name(comm))
+    ProcessGroupTnt(tnt_comm_t *comm, c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                    Millis timeout)
+        : c10d::ProcessGroup(rank, size), comm_(comm), store_(std::move(store)), timeout_(timeout),
+          name_(tnt_comm_name(comm))
     {
         worker_ = std::thread(&ProcessGroupTnt::run_worker, this);
         p2p_ = std::make_unique<P2pWorker>(comm_);
@@ -526,6 +528,15 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                        [this, op] { check(op, tnt_barrier(comm_)); });
     }
 
+    /* Through torch's store, not libtnt, and on the calling thread, as
+     * gloo's: _tnt_torch_monitored.cpp says why. Not ordered with the
+     * group's queued collectives (gloo's is not either). */
+    void monitoredBarrier(const c10d::BarrierOptions &opts, bool wait_all_ranks) override
+    {
+        Millis timeout = opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+        monitored_barrier(*store_, rank_, size_, monitored_seq_++, timeout, wait_all_ranks);
+    }
+
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst_rank,
                                         int tag) override
     {
@@ -728,6 +739,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     }
 
     tnt_comm_t *comm_;
+    c10::intrusive_ptr<c10d::Store> store_;
+    uint64_t monitored_seq_ = 0;
     Millis timeout_;
     std::string name_;
     std::thread worker_;
@@ -746,7 +759,7 @@ create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int
 {
     TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "tnt: bad rank ", rank, " of ", size);
     tnt_comm_t *comm = comm_create_from_store(store, rank, size, timeout, name);
-    return c10::make_intrusive<ProcessGroupTnt>(comm, rank, size, timeout);
+    return c10::make_intrusive<ProcessGroupTnt>(comm, store, rank, size, timeout);
 }
 
 } // namespace tnt_torch

@@ -1,7 +1,8 @@
 /*
  * Shared by the tnt backend's files (_tnt_torch.cpp, the process group and
  * the module; _tnt_torch_store.cpp, libtnt's bootstrap over a c10d Store;
- * _tnt_torch_args.cpp, argument checks and conversions).
+ * _tnt_torch_args.cpp, argument checks and conversions;
+ * _tnt_torch_monitored.cpp, monitored_barrier over the store).
  */
 #pragma once
 
@@ -36,6 +37,13 @@ inline std::string seconds(Millis ms)
  * ranks that did not come. */
 tnt_comm_t *comm_create_from_store(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                                    Millis timeout, const std::string &name);
+
+/* monitored_barrier's call number @p seq (every rank counts its calls) for
+ * rank @p rank of @p size, over @p store: returns when every rank arrived
+ * within @p timeout; otherwise throws with gloo's message, rank 0 naming the
+ * first rank that did not arrive (all of them with @p wait_all_ranks). */
+void monitored_barrier(c10d::Store &store, int rank, int size, uint64_t seq, Millis timeout,
+                       bool wait_all_ranks);
 
 /* Argument checks (on the calling thread, raising at once) and conversions;
  * @p op is the op's name as messages show it. */

@@ -11,6 +11,8 @@ C++ headers were there at build time); this module only registers it with
 torch. Where it was not built, the registration stays, and creating a group
 says why and how to get it, instead of torch's "Invalid backend".
 """
+import functools
+
 import torch.distributed as dist
 
 __all__ = ["BACKEND", "available", "register"]
@@ -46,12 +48,40 @@ def _create(store, rank, size, timeout):
     return _tnt_torch.create_process_group(store, rank, size, timeout, name)
 
 
+def _allow_monitored_barrier():
+    """torch's ``dist.monitored_barrier`` refuses every backend but gloo
+    before it reaches the process group (torch 1.13 and 2.x alike), although
+    the group's ``monitored_barrier`` method is what does the work. Ours
+    implements it (_tnt_torch_monitored.cpp), so for a tnt group the
+    function calls the group's method with torch's own defaults; for any
+    other group it is torch's function, unchanged."""
+    c10d = dist.distributed_c10d
+    original = c10d.monitored_barrier
+    if getattr(original, "_tnt_allows", False):
+        return
+
+    @functools.wraps(original)
+    def monitored_barrier(group=c10d.GroupMember.WORLD, timeout=None, wait_all_ranks=False):
+        if c10d._rank_not_in_group(group) or dist.get_backend(group) != BACKEND:
+            return original(group, timeout, wait_all_ranks)
+        group_to_use = c10d._get_default_group() if group is None else group
+        return group_to_use.monitored_barrier(
+            c10d.default_pg_timeout if timeout is None else timeout,
+            wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier._tnt_allows = True
+    c10d.monitored_barrier = monitored_barrier
+    dist.monitored_barrier = monitored_barrier
+
+
 def register():
-    """Registers ``tnt`` with torch.distributed; calling it again does
+    """Registers ``tnt`` with torch.distributed (and lets
+    ``dist.monitored_barrier`` through for it); calling it again does
     nothing (torch refuses a second registration)."""
     if BACKEND.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND, _create)
+    _allow_monitored_barrier()
 
 
 if dist.is_available():

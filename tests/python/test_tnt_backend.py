@@ -15,6 +15,8 @@ registered by `import tarantella`.
   (ranks/tnt_backend_ddp_features.py).
 * send, recv, isend, irecv, recv from any source, tags and
   batch_isend_irecv carry the exact tensors (ranks/tnt_backend_p2p.py).
+* dist.monitored_barrier passes when all come and otherwise names the
+  ranks that did not, as gloo's does (ranks/tnt_backend_monitored.py).
 * Bad input gives an error naming the op and the fix (ranks/tnt_backend_errors.py).
 * A rank missing at creation is named when init_process_group's timeout
   runs out; the registration happens when torch is imported after
@@ -100,6 +102,13 @@ def test_point_to_point_messages(launch, ranks):
     out = check(launch(ranks, "tnt_backend_p2p.py", timeout=120, env=_env()),
                 "tnt_backend_p2p on %d ranks" % ranks)
     assert _passed(out, "tnt_backend_p2p", ranks) == list(range(ranks)), out
+
+
+@needs_backend
+def test_monitored_barrier_names_the_ranks_that_stay_away(launch):
+    out = check(launch(3, "tnt_backend_monitored.py", timeout=120, env=_env()),
+                "tnt_backend_monitored on 3 ranks")
+    assert _passed(out, "tnt_backend_monitored", 3) == [0, 1, 2], out
 
 
 @needs_backend

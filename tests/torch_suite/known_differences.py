@@ -10,7 +10,6 @@ the reason where it depends on the world size.
 _NO_SYNC = ("torch's test body builds its CPU model only for gloo and mpi "
             "(`if BACKEND == \"mpi\" or BACKEND == \"gloo\"`), so torch skips it for "
             "any other backend")
-_MONITORED = ("monitored_barrier: not implemented (torch runs it for gloo only)")
 _SPARSE = ("sparse tensors: not supported (the backend raises at the call; torch runs "
            "the test for gloo only)")
 
@@ -19,13 +18,6 @@ DIFFERENCES = {
     "test_accumulate_gradients_no_sync_allreduce_hook": _NO_SYNC,
     "test_accumulate_gradients_no_sync_allreduce_with_then_hook": _NO_SYNC,
     "test_accumulate_gradients_no_sync_grad_is_view": _NO_SYNC,
-    "test_monitored_barrier_gloo": _MONITORED,
-    "test_monitored_barrier_gloo_rank_0_timeout": _MONITORED,
-    "test_monitored_barrier_gloo_subgroup": _MONITORED,
-    "test_monitored_barrier_failure_order": _MONITORED,
-    "test_monitored_barrier_wait_all_ranks": _MONITORED,
-    "test_monitored_barrier_allreduce_hang": _MONITORED,
-    "test_monitored_barrier_allreduce_hang_wait_all_ranks": _MONITORED,
     "test_sparse_all_reduce_sum": _SPARSE,
 }
 

@@ -75,8 +75,8 @@ import torch.nn.parallel._replicated_tensor_ddp_utils as _replicated  # noqa: E4
 # is exactly this gate, so that any other skip (a newer torch, another
 # decorator) stays. Not here, each for its reason: the
 # accumulate_gradients_no_sync tests (their body builds the CPU model only
-# under "if BACKEND in (mpi, gloo)"), the monitored barrier tests (tnt has
-# no monitored_barrier), test_barrier_timeout_global (also gated to
+# under "if BACKEND in (mpi, gloo)"), the monitored barrier tests that need
+# NCCL and GPUs, test_barrier_timeout_global (also gated to
 # file:// starts, which this runner does not use; gloo skips it too),
 # sparse all_reduce and batch_isend_irecv.
 _GATE_GLOO = {"gloo"}  # require_backend's set, printed in the skip reason
@@ -117,6 +117,14 @@ GATED_BY_NAME = {
     # wait() raises after the group's timeout, saying "Timed out".
     "test_barrier_timeout_full_group": _GATE_TIMEOUTS,
     "test_barrier_timeout_group": _GATE_TIMEOUTS,
+    # dist.monitored_barrier, which tarantella lets through for tnt groups
+    # (torch_backend.py); the bodies expect gloo's messages, which tnt's
+    # monitored_barrier gives.
+    "test_monitored_barrier_gloo": _GATE_GLOO,
+    "test_monitored_barrier_gloo_subgroup": _GATE_GLOO,
+    "test_monitored_barrier_gloo_rank_0_timeout": _GATE_GLOO,
+    "test_monitored_barrier_failure_order": _GATE_GLOO,
+    "test_monitored_barrier_wait_all_ranks": _GATE_GLOO,
 }
 for _op in ("sum", "product", "min", "max"):
     for _kind in ("", "group_", "full_group_"):
