@@ -144,6 +144,8 @@ def spawn_ddp(args):
         cmd = [sys.executable, os.path.abspath(__file__), "--backend", "ddp-rank",
                "--workload", args.workload, "--steps", str(args.steps),
                "--windows", str(args.windows), "--ddp-backend", args.ddp_backend]
+        if args.grad_as_bucket_view:
+            cmd.append("--grad-as-bucket-view")
         procs.append(subprocess.Popen(cmd, env=dict(env, RANK=str(r))))
     rc = 0
     for p in procs:
@@ -160,7 +162,9 @@ def run_ddp_rank(args):
     rank, size = dist.get_rank(), dist.get_world_size()
     make, make_opt, x, y, x_test, y_test, batch, epochs = workload(args.workload, args.steps)
     torch.manual_seed(0)
-    model = DDP(make())                  # broadcasts rank 0's weights
+    # broadcasts rank 0's weights; gradient_as_bucket_view saves DDP's two
+    # copies of every gradient (into its buckets and back) per step
+    model = DDP(make(), gradient_as_bucket_view=args.grad_as_bucket_view)
     opt = make_opt(model.parameters())
     loss_fn = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
@@ -224,6 +228,8 @@ def main():
     parser.add_argument("--nproc", type=int, default=2, help="ranks (ddp)")
     parser.add_argument("--ddp-backend", choices=("gloo", "tnt"), default="gloo",
                         help="torch.distributed backend of the ddp runs")
+    parser.add_argument("--grad-as-bucket-view", action="store_true",
+                        help="DDP(gradient_as_bucket_view=True) in the ddp runs")
     args = parser.parse_args()
     if args.steps is None:
         args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40, "mlp1": 40}[args.workload]
