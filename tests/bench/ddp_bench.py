@@ -35,7 +35,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 def run_resnet18(args, rank, size):
     import torchvision
     torch.manual_seed(0)
-    model = DDP(torchvision.models.resnet18(num_classes=1000))
+    model = DDP(torchvision.models.resnet18(num_classes=1000),
+                gradient_as_bucket_view=args.grad_as_bucket_view)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(rank)
@@ -88,6 +89,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=3, help="warm-up batches (resnet18)")
     parser.add_argument("--iters", type=int, default=5, help="timed iterations (resnet18)")
     parser.add_argument("--batches-per-iter", type=int, default=4)
+    parser.add_argument("--grad-as-bucket-view", action="store_true",
+                        help="DDP(gradient_as_bucket_view=True) (resnet18)")
     parser.add_argument("--max", type=int, default=64 << 20, help="largest size, bytes (allreduce)")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))

@@ -31,6 +31,7 @@ PROBE_SRC=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
 PROBE=$OUT/vcpu_probe
 cc -O2 -pthread -o "$PROBE" "$PROBE_SRC"
 MAX=${TNT_DDP_BENCH_MAX:-67108864}
+EXTRA=${TNT_DDP_BENCH_ARGS:-}   # e.g. --grad-as-bucket-view
 
 run_one() {  # program workload repeat; program: tnt, gloo or libtnt (the C benchmark)
     before=$("$PROBE" | sed 's/.*placement //')
@@ -43,7 +44,7 @@ print(json.dumps({"backend": "libtnt-c", "workload": "allreduce", "allreduce":
                   {r[0]: {"us": float(r[1]), "busbw_gbs": float(r[3])} for r in rows}}))') || true
     else
         line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend "$1" --workload "$2" \
-               --max "$MAX" 2>/dev/null | sed -n 's/^RESULT //p') || true
+               --max "$MAX" $EXTRA 2>/dev/null | sed -n 's/^RESULT //p') || true
     fi
     after=$("$PROBE" | sed 's/.*placement //')
     if [ -z "$line" ]; then
