@@ -95,7 +95,10 @@ TNT_API tnt_status_t tnt_allgather_device(tnt_comm_t *comm, const void *sendbuf,
  * fail every rank with ::TNT_ERR_MISMATCH naming the ranks and values, and
  * nothing is enqueued. The agreement is a small host allgather, so these
  * calls return after every rank has entered them (the data still moves on
- * the stream). Reductions accumulate as tnt_allreduce_device() does.
+ * the stream), and, unlike the three calls above, they take their place in
+ * the order of the communicator's host collectives: every rank issues them
+ * in the same order relative to those. Reductions accumulate as
+ * tnt_allreduce_device() does.
  */
 
 /**
