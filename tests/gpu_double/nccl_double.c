@@ -323,7 +323,7 @@ ncclResult_t ncclCommAbort(ncclComm_t c)
 /* Collectives                                                              */
 /* ------------------------------------------------------------------------ */
 
-enum coll { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER };
+enum coll { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER, COLL_REDUCE, COLL_REDUCE_SCATTER };
 
 struct coll_work {
     struct ncclComm *c;
@@ -334,7 +334,17 @@ struct coll_work {
     ncclDataType_t type;
     ncclRedOp_t op;
     int root;
+    cudaStream_t stream;
+    struct coll_work *next; /* queued in a group until ncclGroupEnd */
 };
+
+/* ncclGroupStart/End, per thread as NCCL's: collectives issued inside a
+ * group are held back and launched, in issue order, by the outermost
+ * ncclGroupEnd (a caller that forgets it never sees them run). */
+static _Thread_local struct {
+    int depth;
+    struct coll_work *head, *tail;
+} g_group;
 
 static size_t type_size(ncclDataType_t t)
 {
@@ -556,11 +566,34 @@ static void coll_run(void *arg)
         goto out;
     }
     size_t per_chunk = SLOT_BYTES / w->esize;
+    if (w->kind == COLL_REDUCE_SCATTER) {
+        /* Block t of every rank's send buffer is reduced into rank t's
+         * recv, one block (and chunk) at a time, every rank in step. */
+        for (size_t off = 0; off < w->count; off += per_chunk) {
+            size_t n = w->count - off < per_chunk ? w->count - off : per_chunk;
+            for (int t = 0; t < c->nranks; t++) {
+                memcpy(slot(c, c->rank), w->send + ((size_t)t * w->count + off) * w->esize,
+                       n * w->esize);
+                if (barrier(c) != 0) {
+                    goto out;
+                }
+                if (t == c->rank) {
+                    reduce_chunk(w, w->recv + off * w->esize, n);
+                }
+                if (barrier(c) != 0) {
+                    goto out;
+                }
+            }
+        }
+        goto out;
+    }
     for (size_t off = 0; off < w->count || off == 0; off += per_chunk) {
         size_t n = w->count - off < per_chunk ? w->count - off : per_chunk;
         size_t bytes = n * w->esize, at = off * w->esize;
         switch (w->kind) {
         case COLL_ALLREDUCE:
+        case COLL_REDUCE:
+        case COLL_REDUCE_SCATTER:
             memcpy(slot(c, c->rank), w->send + at, bytes);
             break;
         case COLL_BROADCAST:
@@ -577,7 +610,13 @@ static void coll_run(void *arg)
         }
         switch (w->kind) {
         case COLL_ALLREDUCE:
+        case COLL_REDUCE_SCATTER:
             reduce_chunk(w, w->recv + at, n);
+            break;
+        case COLL_REDUCE:
+            if (c->rank == w->root) { /* recv is NCCL's only on the root */
+                reduce_chunk(w, w->recv + at, n);
+            }
             break;
         case COLL_BROADCAST:
             memcpy(w->recv + at, slot(c, w->root), bytes);
@@ -597,6 +636,25 @@ out:
     free(w);
 }
 
+/* Puts w on its stream. */
+static ncclResult_t coll_launch(struct coll_work *w)
+{
+    struct ncclComm *c = w->c;
+    atomic_fetch_add(&c->pending, 1);
+    if (tnt_cuda_double_enqueue(w->stream, coll_run, w) != 0) {
+        atomic_fetch_sub(&c->pending, 1);
+        free(w);
+        return ncclUnhandledCudaError;
+    }
+    if (c->inject_error) {
+        fprintf(stderr, "nccl double: rank %d: injected asynchronous error\n", c->rank);
+        atomic_store(&c->async_error, ncclSystemError);
+    }
+    /* Nonblocking communicators may answer "in progress"; the caller then
+     * polls ncclCommGetAsyncError. */
+    return c->blocking ? ncclSuccess : ncclInProgress;
+}
+
 static ncclResult_t coll_enqueue(struct ncclComm *c, enum coll kind, const void *send, void *recv,
                                  size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
                                  cudaStream_t stream)
@@ -609,8 +667,13 @@ static ncclResult_t coll_enqueue(struct ncclComm *c, enum coll kind, const void 
         return ncclInvalidArgument;
     }
     size_t recv_count = kind == COLL_ALLGATHER ? count * (size_t)c->nranks : count;
-    if (count > 0 && (!tnt_cuda_double_is_device(send, count * esize) ||
-                      !tnt_cuda_double_is_device(recv, recv_count * esize))) {
+    size_t send_count = kind == COLL_REDUCE_SCATTER ? count * (size_t)c->nranks : count;
+    if (kind == COLL_REDUCE && c->rank != root) {
+        recv_count = 0; /* not read: may be NULL */
+    }
+    if (count > 0 &&
+        (!tnt_cuda_double_is_device(send, send_count * esize) ||
+         (recv_count > 0 && !tnt_cuda_double_is_device(recv, recv_count * esize)))) {
         return ncclInvalidArgument; /* NCCL takes device memory only */
     }
     struct coll_work *w = malloc(sizeof(*w));
@@ -625,20 +688,18 @@ static ncclResult_t coll_enqueue(struct ncclComm *c, enum coll kind, const void 
                              .esize = esize,
                              .type = type,
                              .op = op,
-                             .root = root };
-    atomic_fetch_add(&c->pending, 1);
-    if (tnt_cuda_double_enqueue(stream, coll_run, w) != 0) {
-        atomic_fetch_sub(&c->pending, 1);
-        free(w);
-        return ncclUnhandledCudaError;
+                             .root = root,
+                             .stream = stream };
+    if (g_group.depth > 0) {
+        if (g_group.tail != NULL) {
+            g_group.tail->next = w;
+        } else {
+            g_group.head = w;
+        }
+        g_group.tail = w;
+        return ncclSuccess; /* inside a group even a nonblocking comm says so */
     }
-    if (c->inject_error) {
-        fprintf(stderr, "nccl double: rank %d: injected asynchronous error\n", c->rank);
-        atomic_store(&c->async_error, ncclSystemError);
-    }
-    /* Nonblocking communicators may answer "in progress"; the caller then
-     * polls ncclCommGetAsyncError. */
-    return c->blocking ? ncclSuccess : ncclInProgress;
+    return coll_launch(w);
 }
 
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -660,4 +721,50 @@ ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcoun
 {
     return coll_enqueue(comm, COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0,
                         stream);
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
+{
+    return coll_enqueue(comm, COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    return coll_enqueue(comm, COLL_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0,
+                        stream);
+}
+
+ncclResult_t ncclGroupStart(void)
+{
+    g_group.depth++;
+    return ncclSuccess;
+}
+
+/* Launches the group's collectives in issue order. Each runs to its end
+ * before the next starts on the stream's worker: every rank issues the
+ * same collectives in the same order (NCCL requires that of groups too),
+ * so they meet one by one. */
+ncclResult_t ncclGroupEnd(void)
+{
+    if (g_group.depth == 0) {
+        return ncclInvalidUsage;
+    }
+    if (--g_group.depth > 0) {
+        return ncclSuccess;
+    }
+    ncclResult_t result = ncclSuccess;
+    struct coll_work *w = g_group.head;
+    g_group.head = g_group.tail = NULL;
+    while (w != NULL) {
+        struct coll_work *next = w->next;
+        ncclResult_t r = coll_launch(w);
+        if (r != ncclSuccess && (result == ncclSuccess || result == ncclInProgress)) {
+            result = r;
+        }
+        w = next;
+    }
+    return result;
 }

@@ -60,6 +60,16 @@ if(TNT_WITH_CUDA)
   target_link_libraries(gpu_collectives_check PRIVATE tnt CUDA::cudart)
   target_include_directories(gpu_collectives_check PRIVATE ${CMAKE_CURRENT_LIST_DIR})
   set(_gpu_check $<TARGET_FILE:gpu_collectives_check>)
+  # The collective set on device buffers (reduce, reduce_scatter(v)).
+  add_executable(gpu_composed_check ${CMAKE_CURRENT_LIST_DIR}/gpu_composed_check.c)
+  target_link_libraries(gpu_composed_check PRIVATE tnt CUDA::cudart)
+  target_include_directories(gpu_composed_check PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  set(_gpu_composed $<TARGET_FILE:gpu_composed_check>)
+  tnt_gpu_test(composed_nccl_np1 300 gpu
+    ${_gpu_env} TNT_GPU_TRANSPORT=nccl timeout 290 ${_gpu_skip} ${_gpu_composed} --expect nccl)
+  tnt_gpu_test(composed_host_np1 300 gpu
+    ${_gpu_env} TNT_GPU_TRANSPORT=host TNT_GPU_STAGING_KB=64 timeout 290 ${_gpu_skip}
+    ${_gpu_composed} --expect host)
   tnt_gpu_test(nccl_np1 300 gpu
     ${_gpu_env} TNT_GPU_TRANSPORT=nccl timeout 290 ${_gpu_skip} ${_gpu_check} --expect nccl)
   tnt_gpu_test(auto_np1 300 gpu
@@ -75,6 +85,9 @@ if(TNT_WITH_CUDA)
         ${_gpu_env} TNT_GPU_STAGING_KB=64 timeout 590 ${_gpu_skip} ${_gpu_tnt} -n ${_np} --
         ${_gpu_check})
     endforeach()
+    tnt_gpu_test(composed_host_shared_np2 600 gpu
+      ${_gpu_env} TNT_GPU_STAGING_KB=64 timeout 590 ${_gpu_skip} ${_gpu_tnt} -n 2 --
+      ${_gpu_composed} --expect host)
     tnt_gpu_test(host_large_np2 600 gpu
       ${_gpu_env} TNT_GPU_TRANSPORT=host timeout 590 ${_gpu_skip} ${_gpu_tnt} -n 2 --
       ${_gpu_check} --large --expect host)

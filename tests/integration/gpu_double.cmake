@@ -41,6 +41,21 @@ tnt_gpu_double_test(host_shared_np4 600 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a TNT_G
 tnt_gpu_double_test(host_large_np2 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a timeout 290
   ${_gpu_tnt} -n 2 -- ${_dbl_check} --large --expect host)
 
+# The collective set on device buffers (gpu_composed_check.c): reduce and
+# reduce_scatter(v) against a serial reference, and bad input failing on
+# every rank; on NCCL (own devices) and host-staged (one shared device).
+set(_dbl_composed $<TARGET_FILE:gpu_composed_check>)
+tnt_gpu_double_test(composed_nccl_np1 120 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a timeout 110
+  ${_dbl_composed} --expect nccl)
+tnt_gpu_double_test(composed_host_np1 120 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a
+  TNT_GPU_TRANSPORT=host TNT_GPU_STAGING_KB=64 timeout 110 ${_dbl_composed} --expect host)
+foreach(_np 2 4)
+  tnt_gpu_double_test(composed_nccl_np${_np} 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a,b,c,d
+    timeout 290 ${_gpu_tnt} -n ${_np} -- ${_dbl_composed} --expect nccl)
+  tnt_gpu_double_test(composed_host_shared_np${_np} 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a
+    TNT_GPU_STAGING_KB=64 timeout 290 ${_gpu_tnt} -n ${_np} -- ${_dbl_composed} --expect host)
+endforeach()
+
 # Path selection.
 #  - One rank cannot use NCCL: auto takes the host path on every rank.
 tnt_gpu_double_test(mixed_auto_np2 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a,b TNT_GPU_STAGING_KB=64

@@ -64,6 +64,17 @@ int main(int argc, char **argv)
     expect(tnt_broadcast_device(comm, fake, sizeof(fake), 0, NULL), want, substring,
            "tnt_broadcast_device");
     expect(tnt_allgather_device(comm, fake, fake, 0, NULL), TNT_OK, "", "empty allgather");
+    /* The collective set: set-up is their first step (collective, before
+     * the agreement round), so they fail alike too. */
+    size_t *counts = calloc((size_t)tnt_size(comm), sizeof(*counts));
+    counts[0] = 4;
+    expect(tnt_reduce_device(comm, fake, fake, 4, TNT_FLOAT32, TNT_SUM, 0, NULL), want, substring,
+           "tnt_reduce_device");
+    expect(tnt_reduce_scatter_device(comm, fake, fake, 1, TNT_FLOAT32, TNT_SUM, NULL), want,
+           substring, "tnt_reduce_scatter_device");
+    expect(tnt_reduce_scatterv_device(comm, fake, fake, counts, TNT_FLOAT32, TNT_SUM, NULL), want,
+           substring, "tnt_reduce_scatterv_device");
+    free(counts);
     if (tnt_device_transport(comm, &transport) != TNT_OK || transport != TNT_GPU_TRANSPORT_NONE) {
         fprintf(stderr, "FAIL tnt_device_transport: %d, expected none\n", (int)transport);
         failures++;

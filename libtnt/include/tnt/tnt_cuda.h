@@ -83,6 +83,55 @@ TNT_API tnt_status_t tnt_broadcast_device(tnt_comm_t *comm, void *buf, size_t by
 TNT_API tnt_status_t tnt_allgather_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                           size_t bytes_per_rank, void *stream);
 
+/*
+ * The collective set on device buffers (docs/gpu.md, "The collective set on
+ * device buffers"): the same arguments, in-place forms, checks and
+ * cross-rank agreement as the host calls of tnt.h, plus @p stream. Each
+ * call first checks its arguments on this rank (including that every
+ * buffer it reads or writes is CUDA device memory), then runs the host
+ * calls' agreement round: a bad argument on any rank fails every rank with
+ * ::TNT_ERR_INVALID_ARG (that rank naming the value), ranks that pass
+ * different counts, dtypes, ops or roots (or one calling the host form)
+ * fail every rank with ::TNT_ERR_MISMATCH naming the ranks and values, and
+ * nothing is enqueued. The agreement is a small host allgather, so these
+ * calls return after every rank has entered them (the data still moves on
+ * the stream), and, unlike the three calls above, they take their place in
+ * the order of the communicator's host collectives: every rank issues them
+ * in the same order relative to those. Reductions accumulate as
+ * tnt_allreduce_device() does.
+ */
+
+/**
+ * Reduce of device buffers: as tnt_reduce(), enqueued on @p stream.
+ * NCCL: one ncclReduce. Host-staged: chunks through pinned memory and the
+ * host allreduce (as tnt_reduce does), copied back on @p root only.
+ * @p recvbuf is used on @p root only (may be NULL elsewhere).
+ */
+TNT_API tnt_status_t tnt_reduce_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, tnt_dtype_t dtype, tnt_op_t op, int root,
+                                       void *stream);
+
+/**
+ * Reduce-scatter of device buffers: as tnt_reduce_scatter() (rank r gets
+ * block r of @p recvcount elements; in place: recvbuf == sendbuf + rank *
+ * recvcount elements), enqueued on @p stream. NCCL: one ncclReduceScatter.
+ * Host-staged: chunks through the host allreduce, each rank copying back
+ * its own block.
+ */
+TNT_API tnt_status_t tnt_reduce_scatter_device(tnt_comm_t *comm, const void *sendbuf,
+                                               void *recvbuf, size_t recvcount, tnt_dtype_t dtype,
+                                               tnt_op_t op, void *stream);
+
+/**
+ * The same with per-rank block sizes, as tnt_reduce_scatterv(). NCCL has no
+ * such call: unequal counts become one ncclReduce per non-empty block
+ * (rooted at the rank that receives it) in one NCCL group; equal counts
+ * take ncclReduceScatter. Host-staged as tnt_reduce_scatter_device().
+ */
+TNT_API tnt_status_t tnt_reduce_scatterv_device(tnt_comm_t *comm, const void *sendbuf,
+                                                void *recvbuf, const size_t *recvcounts,
+                                                tnt_dtype_t dtype, tnt_op_t op, void *stream);
+
 /**
  * Waits until @p stream has finished, for at most TNT_TIMEOUT seconds,
  * checking NCCL for asynchronous errors meanwhile. On a timeout or an NCCL

@@ -15,6 +15,7 @@
 #include "coll/coll.h"
 #include "comm/comm.h"
 #include "core/api.h"
+#include "gpu/gpu.h"
 #include "util/hash.h"
 #include "util/log.h"
 
@@ -45,7 +46,7 @@ struct agreement {
     int32_t dtype;
     int32_t op;
     int32_t root;
-    int32_t unused;
+    int32_t device; /* the _device form (tnt_cuda.h) */
     uint64_t count;  /* elements, or bytes per rank */
     uint64_t digest; /* of the per-rank counts every rank must pass alike */
 };
@@ -103,6 +104,16 @@ static tnt_status_t agree(tnt_comm_t *comm, const char *fn, tnt_status_t local,
                 comm->rank == 0 || comm->rank == r
                     ? tnt_error_raise(TNT_ERR_MISMATCH, fmt, fn, r, k ? k : "?", kind_fn[a0->kind])
                     : tnt_error_set(TNT_ERR_MISMATCH, fmt, fn, r, k ? k : "?", kind_fn[a0->kind]);
+        } else if (a->device != a0->device) {
+            /* Each would go on to a different transport and wait there. */
+            const char *fmt = "%s: ranks disagree: rank %d called the %s form, rank 0 the %s form "
+                              "(device buffers go through tnt_cuda.h's _device calls on every "
+                              "rank)";
+            const char *theirs = a->device ? "device (_device)" : "host";
+            const char *rank0s = a0->device ? "device (_device)" : "host";
+            status = comm->rank == 0 || comm->rank == r
+                         ? tnt_error_raise(TNT_ERR_MISMATCH, fmt, fn, r, theirs, rank0s)
+                         : tnt_error_set(TNT_ERR_MISMATCH, fmt, fn, r, theirs, rank0s);
         } else if (a->count != a0->count) {
             status = disagree(comm, r, fn, "count", (long long)a->count, (long long)a0->count);
         } else if (a->dtype != a0->dtype) {
@@ -228,6 +239,16 @@ static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const
 struct composed_call {
     struct tnt_request request; /* first: a posted call is its request */
     enum composed_kind kind;
+    const char *fn; /* for messages: kind_fn, or the _device name */
+    /* The _device form: the data moves on the device path (gpu/), on
+     * stream, after the same checks and agreement; device_bufs are checked
+     * to be device memory before the agreement (NULL: none). */
+    int device;
+    void *stream;
+    struct {
+        const void *ptr;
+        const char *name;
+    } device_bufs[2];
     const void *sendbuf;
     void *recvbuf;
     size_t count; /* reduce: elements; gather/scatter: bytes per rank */
@@ -252,9 +273,11 @@ static void call_free(struct composed_call *c)
     }
 }
 
-static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
+/* The agreement round (and alltoall(v)'s pair round, whose send sizes
+ * land in *all_send_p, NULL otherwise). */
+static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t **all_send_p)
 {
-    const char *fn = kind_fn[c->kind];
+    const char *fn = c->fn;
     if (c->local != TNT_OK) {
         /* This rank's own error is the one to report, on whichever thread
          * runs the call. */
@@ -277,6 +300,18 @@ static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
     } else if (status == TNT_OK && c->kind == KIND_ALLTOALL) {
         status = agree_pairs(comm, c->sendcounts, c->recvcounts, &all_send);
     }
+    if (status != TNT_OK) {
+        free(all_send);
+        return status;
+    }
+    *all_send_p = all_send;
+    return TNT_OK;
+}
+
+static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
+{
+    size_t *all_send = NULL;
+    tnt_status_t status = call_agree(comm, c, &all_send);
     if (status != TNT_OK || c->moved == 0) {
         free(all_send);
         return status;
@@ -317,11 +352,67 @@ static tnt_status_t execute_call(tnt_comm_t *comm, struct tnt_request *req)
     return status;
 }
 
+/* A _device call: set up (or lock) the device path, check that the
+ * buffers are device memory, agree as the host calls do, then move the
+ * data on the device path, outside the progress section (the host-staged
+ * path enters it for each chunk). Takes c. */
+static tnt_status_t call_submit_device(tnt_comm_t *comm, struct composed_call *c)
+{
+    struct tnt_gpu *gpu;
+    tnt_status_t status = tnt_gpu_enter(comm, c->fn, &gpu);
+    if (status != TNT_OK) {
+        /* Set-up fails on every rank alike (gpu/device.c). */
+        call_free(c);
+        return status;
+    }
+    for (int i = 0; i < 2 && c->local == TNT_OK; i++) {
+        if (c->device_bufs[i].ptr != NULL) {
+            c->local = tnt_gpu_check_device(gpu, c->device_bufs[i].ptr, c->fn,
+                                            c->device_bufs[i].name);
+        }
+    }
+    if (c->local != TNT_OK) {
+        snprintf(c->local_error, sizeof(c->local_error), "%s", tnt_error_message());
+        c->local_printed = tnt_error_printed();
+    }
+    c->agreement.bad = c->local != TNT_OK;
+    c->agreement.device = 1;
+    status = tnt_progress_enter(comm);
+    if (status == TNT_OK) {
+        size_t *all_send = NULL;
+        status = call_agree(comm, c, &all_send);
+        free(all_send);
+        tnt_progress_leave(comm);
+    }
+    if (status == TNT_OK && c->moved > 0) {
+        switch (c->kind) {
+        case KIND_REDUCE:
+            status = tnt_gpu_reduce(gpu, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->root,
+                                    c->stream);
+            break;
+        case KIND_REDUCE_SCATTER:
+            status = tnt_gpu_reduce_scatterv(gpu, c->sendbuf, c->recvbuf, c->recvcounts, c->dtype,
+                                             c->op, c->stream);
+            break;
+        default:
+            status = tnt_error_raise(TNT_ERR_UNSUPPORTED, "%s: not available on device buffers",
+                                     c->fn);
+            break;
+        }
+    }
+    tnt_gpu_leave(gpu);
+    call_free(c);
+    return status;
+}
+
 /* Runs c now (req_p NULL) or posts it. Takes c. A bad argument still
  * joins the agreement round, so that every rank fails alike. */
 static tnt_status_t call_submit(tnt_comm_t *comm, struct composed_call *c, tnt_request_t **req_p)
 {
     tnt_status_t status;
+    if (c->device) {
+        return call_submit_device(comm, c);
+    }
     if (c->local != TNT_OK) {
         snprintf(c->local_error, sizeof(c->local_error), "%s", tnt_error_message());
         c->local_printed = tnt_error_printed();
@@ -375,20 +466,48 @@ static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
         return NULL;
     }
     c->kind = kind;
+    c->fn = kind_fn[kind];
     c->request.heap_allocated = 1;
     c->agreement.kind = kind;
     return c;
 }
 
-static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
-                                tnt_dtype_t dtype, tnt_op_t op, int root, tnt_request_t **req_p)
+/* What a _device call adds (tnt_cuda.h); NULL for the host calls. */
+struct device_target {
+    const char *fn;
+    void *stream;
+};
+
+static void call_set_device(struct composed_call *c, const struct device_target *dev)
 {
-    const char *fn = kind_fn[KIND_REDUCE];
+    if (dev != NULL) {
+        c->device = 1;
+        c->fn = dev->fn;
+        c->stream = dev->stream;
+    }
+}
+
+/* Buffer i of c must be device memory when bytes > 0 (a _device call). */
+static void call_device_buf(struct composed_call *c, int i, const void *ptr, size_t bytes,
+                            const char *name)
+{
+    if (c->device && bytes > 0) {
+        c->device_bufs[i].ptr = ptr;
+        c->device_bufs[i].name = name;
+    }
+}
+
+static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
+                                tnt_dtype_t dtype, tnt_op_t op, int root,
+                                const struct device_target *dev, tnt_request_t **req_p)
+{
+    const char *fn = dev != NULL ? dev->fn : kind_fn[KIND_REDUCE];
     size_t bytes = 0;
     struct composed_call *c = call_new(comm, KIND_REDUCE, NULL, NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
+    call_set_device(c, dev);
     tnt_status_t local = tnt_api_check_reduction(dtype, op, count, &bytes, fn);
     if (local == TNT_OK) {
         local = check_root(comm, root, fn);
@@ -414,6 +533,10 @@ static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *rec
     c->agreement = (struct agreement){
         .kind = KIND_REDUCE, .dtype = dtype, .op = op, .root = root, .count = count
     };
+    if (local == TNT_OK) {
+        call_device_buf(c, 0, sendbuf, bytes, "sendbuf");
+        call_device_buf(c, 1, recvbuf, comm->rank == root ? bytes : 0, "recvbuf");
+    }
     return call_submit(comm, c, req_p);
 }
 
@@ -422,13 +545,14 @@ static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *rec
 static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                         int equal, const size_t *recvcounts, size_t equal_count,
                                         tnt_dtype_t dtype, tnt_op_t op, const char *fn,
-                                        tnt_request_t **req_p)
+                                        const struct device_target *dev, tnt_request_t **req_p)
 {
     size_t bytes = 0, total = 0, offset = 0;
     struct composed_call *c = call_new(comm, KIND_REDUCE_SCATTER, NULL, NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
+    call_set_device(c, dev);
     tnt_status_t local = tnt_api_check_reduction(dtype, op, 0, &bytes, fn);
     size_t esize = local == TNT_OK ? tnt_dtype_size(dtype) : 1;
     if (local == TNT_OK && !equal) {
@@ -475,6 +599,10 @@ static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, v
                             .count = equal_count,
                             .digest =
                                 local == TNT_OK ? digest_counts(c->recvcounts, comm->size) : 0 };
+    if (local == TNT_OK) {
+        call_device_buf(c, 0, sendbuf, total * esize, "sendbuf");
+        call_device_buf(c, 1, recvbuf, mine, "recvbuf");
+    }
     return call_submit(comm, c, req_p);
 }
 
@@ -615,8 +743,9 @@ TNT_API tnt_status_t tnt_reduce(tnt_comm_t *comm, const void *sendbuf, void *rec
                                 tnt_dtype_t dtype, tnt_op_t op, int root)
 {
     tnt_status_t status = tnt_api_check_comm(comm, "tnt_reduce");
-    return status != TNT_OK ? status
-                            : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, NULL);
+    return status != TNT_OK
+               ? status
+               : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_reduce_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -624,8 +753,9 @@ TNT_API tnt_status_t tnt_reduce_post(tnt_comm_t *comm, const void *sendbuf, void
                                      tnt_request_t **req_p)
 {
     tnt_status_t status = check_post(comm, req_p, "tnt_reduce_post");
-    return status != TNT_OK ? status
-                            : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, req_p);
+    return status != TNT_OK
+               ? status
+               : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, NULL, req_p);
 }
 
 TNT_API tnt_status_t tnt_reduce_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -635,7 +765,7 @@ TNT_API tnt_status_t tnt_reduce_scatter(tnt_comm_t *comm, const void *sendbuf, v
     tnt_status_t status = tnt_api_check_comm(comm, fn);
     return status != TNT_OK ? status
                             : reduce_scatter_call(comm, sendbuf, recvbuf, 1, NULL, recvcount, dtype,
-                                                  op, fn, NULL);
+                                                  op, fn, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_reduce_scatter_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -646,7 +776,7 @@ TNT_API tnt_status_t tnt_reduce_scatter_post(tnt_comm_t *comm, const void *sendb
     tnt_status_t status = check_post(comm, req_p, fn);
     return status != TNT_OK ? status
                             : reduce_scatter_call(comm, sendbuf, recvbuf, 1, NULL, recvcount, dtype,
-                                                  op, fn, req_p);
+                                                  op, fn, NULL, req_p);
 }
 
 TNT_API tnt_status_t tnt_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -656,7 +786,8 @@ TNT_API tnt_status_t tnt_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, 
     tnt_status_t status = tnt_api_check_comm(comm, fn);
     return status != TNT_OK
                ? status
-               : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype, op, fn, NULL);
+               : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype, op, fn, NULL,
+                                     NULL);
 }
 
 TNT_API tnt_status_t tnt_reduce_scatterv_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -667,7 +798,7 @@ TNT_API tnt_status_t tnt_reduce_scatterv_post(tnt_comm_t *comm, const void *send
     tnt_status_t status = check_post(comm, req_p, fn);
     return status != TNT_OK ? status
                             : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype,
-                                                  op, fn, req_p);
+                                                  op, fn, NULL, req_p);
 }
 
 TNT_API tnt_status_t tnt_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -759,4 +890,39 @@ TNT_API tnt_status_t tnt_alltoallv_post(tnt_comm_t *comm, const void *sendbuf,
     return status != TNT_OK
                ? status
                : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0, fn, req_p);
+}
+
+/* ---- the _device forms (tnt_cuda.h) -------------------------------------- */
+
+TNT_API tnt_status_t tnt_reduce_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t count, tnt_dtype_t dtype, tnt_op_t op, int root,
+                                       void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_reduce_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK
+               ? status
+               : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, &dev, NULL);
+}
+
+TNT_API tnt_status_t tnt_reduce_scatter_device(tnt_comm_t *comm, const void *sendbuf,
+                                               void *recvbuf, size_t recvcount, tnt_dtype_t dtype,
+                                               tnt_op_t op, void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_reduce_scatter_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK ? status
+                            : reduce_scatter_call(comm, sendbuf, recvbuf, 1, NULL, recvcount, dtype,
+                                                  op, dev.fn, &dev, NULL);
+}
+
+TNT_API tnt_status_t tnt_reduce_scatterv_device(tnt_comm_t *comm, const void *sendbuf,
+                                                void *recvbuf, const size_t *recvcounts,
+                                                tnt_dtype_t dtype, tnt_op_t op, void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_reduce_scatterv_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK ? status
+                            : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype,
+                                                  op, dev.fn, &dev, NULL);
 }

@@ -531,6 +531,41 @@ TNT_API tnt_status_t tnt_device_synchronize(tnt_comm_t *comm, void *stream)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The collective set on device buffers: core/api_composed.c checks and     */
+/* agrees, these move the data                                              */
+/* ------------------------------------------------------------------------ */
+
+tnt_status_t tnt_gpu_enter(tnt_comm_t *comm, const char *fn, struct tnt_gpu **gpu_p)
+{
+    return enter(comm, fn, gpu_p);
+}
+
+void tnt_gpu_leave(struct tnt_gpu *gpu)
+{
+    pthread_mutex_unlock(&gpu->lock);
+}
+
+tnt_status_t tnt_gpu_check_device(struct tnt_gpu *gpu, const void *ptr, const char *fn,
+                                  const char *name)
+{
+    (void)gpu; /* entered: the plugin is loaded */
+    return g_plugin->check_device(ptr, fn, name);
+}
+
+tnt_status_t tnt_gpu_reduce(struct tnt_gpu *gpu, const void *sendbuf, void *recvbuf, size_t count,
+                            tnt_dtype_t dtype, tnt_op_t op, int root, void *stream)
+{
+    return g_plugin->reduce(gpu->ctx, sendbuf, recvbuf, count, dtype, op, root, stream);
+}
+
+tnt_status_t tnt_gpu_reduce_scatterv(struct tnt_gpu *gpu, const void *sendbuf, void *recvbuf,
+                                     const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                     void *stream)
+{
+    return g_plugin->reduce_scatterv(gpu->ctx, sendbuf, recvbuf, recvcounts, dtype, op, stream);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Hooks for core                                                           */
 /* ------------------------------------------------------------------------ */
 

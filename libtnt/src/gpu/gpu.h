@@ -77,6 +77,25 @@ tnt_gpu_chunks_t tnt_gpu_chunks_plan(size_t count, size_t esize, size_t chunk_by
 /* Element offset and length of chunk i (i < num_chunks). */
 void tnt_gpu_chunk_at(const tnt_gpu_chunks_t *plan, size_t i, size_t *offset_p, size_t *count_p);
 
+/* ---- the collective set on device buffers (core/api_composed.c) ----------- */
+
+/* core checks the arguments and runs the agreement round of the host calls
+ * (so a device call and a host call fail alike), and gpu/ moves the data.
+ * tnt_gpu_enter sets the device path up (collective, on first use) and
+ * locks it: the agreement and the data movement of one call are not
+ * interleaved with another thread's device call. */
+struct tnt_gpu;
+tnt_status_t tnt_gpu_enter(tnt_comm_t *comm, const char *fn, struct tnt_gpu **gpu_p);
+void tnt_gpu_leave(struct tnt_gpu *gpu);
+/* Local: TNT_ERR_INVALID_ARG (raised) unless ptr is CUDA device memory. */
+tnt_status_t tnt_gpu_check_device(struct tnt_gpu *gpu, const void *ptr, const char *fn,
+                                  const char *name);
+tnt_status_t tnt_gpu_reduce(struct tnt_gpu *gpu, const void *sendbuf, void *recvbuf, size_t count,
+                            tnt_dtype_t dtype, tnt_op_t op, int root, void *stream);
+tnt_status_t tnt_gpu_reduce_scatterv(struct tnt_gpu *gpu, const void *sendbuf, void *recvbuf,
+                                     const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                     void *stream);
+
 /* ---- hooks for core -------------------------------------------------------- */
 
 /* tnt_finalize: destroys the device context (NCCL communicator, pinned

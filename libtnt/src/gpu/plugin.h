@@ -22,7 +22,7 @@
 #include "gpu/gpu.h"
 #include "util/wait.h"
 
-#define TNT_GPU_PLUGIN_ABI    1
+#define TNT_GPU_PLUGIN_ABI    2
 #define TNT_GPU_PLUGIN_SYMBOL "tnt_gpu_plugin_get"
 
 /* What libtnt gives the plugin. */
@@ -73,6 +73,19 @@ struct tnt_gpu_plugin_ops {
     tnt_status_t (*broadcast)(void *ctx, void *buf, size_t bytes, int root, void *stream);
     tnt_status_t (*allgather)(void *ctx, const void *sendbuf, void *recvbuf, size_t bytes_per_rank,
                               void *stream);
+    /* TNT_ERR_INVALID_ARG (raised, naming fn and name) unless ptr is
+     * device (or managed) memory. */
+    tnt_status_t (*check_device)(const void *ptr, const char *fn, const char *name);
+    /* The collective set (core/api_composed.c has checked the arguments and
+     * made the ranks agree): recvbuf is written on root only. */
+    tnt_status_t (*reduce)(void *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                           tnt_dtype_t dtype, tnt_op_t op, int root, void *stream);
+    /* recvcounts: elements per rank (size entries); rank r's block starts
+     * at the sum of the counts before it; in place when recvbuf is this
+     * rank's block of sendbuf. */
+    tnt_status_t (*reduce_scatterv)(void *ctx, const void *sendbuf, void *recvbuf,
+                                    const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                    void *stream);
     tnt_status_t (*synchronize)(void *ctx, void *stream);
 };
 

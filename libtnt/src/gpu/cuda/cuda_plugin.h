@@ -66,6 +66,14 @@ tnt_status_t tnt_nccl_broadcast(struct ctx *c, void *buf, size_t bytes, int root
                                 cudaStream_t stream, const char *fn);
 tnt_status_t tnt_nccl_allgather(struct ctx *c, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank, cudaStream_t stream, const char *fn);
+tnt_status_t tnt_nccl_reduce(struct ctx *c, const void *sendbuf, void *recvbuf, size_t count,
+                             tnt_dtype_t dtype, tnt_op_t op, int root, cudaStream_t stream,
+                             const char *fn);
+/* Equal counts: one ncclReduceScatter; otherwise one ncclReduce per rank
+ * (rank r the root of its block) in one NCCL group. */
+tnt_status_t tnt_nccl_reduce_scatterv(struct ctx *c, const void *sendbuf, void *recvbuf,
+                                      const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                      cudaStream_t stream, const char *fn);
 
 /* Host-staged path (staged.c). */
 tnt_status_t tnt_staged_create(struct ctx *c);
@@ -77,5 +85,11 @@ tnt_status_t tnt_staged_broadcast(struct ctx *c, void *buf, size_t bytes, int ro
                                   cudaStream_t stream, const char *fn);
 tnt_status_t tnt_staged_allgather(struct ctx *c, const void *sendbuf, void *recvbuf,
                                   size_t bytes_per_rank, cudaStream_t stream, const char *fn);
+tnt_status_t tnt_staged_reduce(struct ctx *c, const void *sendbuf, void *recvbuf, size_t count,
+                               tnt_dtype_t dtype, tnt_op_t op, int root, cudaStream_t stream,
+                               const char *fn);
+tnt_status_t tnt_staged_reduce_scatterv(struct ctx *c, const void *sendbuf, void *recvbuf,
+                                        const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                        cudaStream_t stream, const char *fn);
 
 #endif

@@ -29,6 +29,12 @@ static struct {
                               cudaStream_t);
     ncclResult_t (*AllGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t,
                               cudaStream_t);
+    ncclResult_t (*Reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
+                           ncclComm_t, cudaStream_t);
+    ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
+                                  ncclComm_t, cudaStream_t);
+    ncclResult_t (*GroupStart)(void);
+    ncclResult_t (*GroupEnd)(void);
     const char *(*GetErrorString)(ncclResult_t);
 } N;
 static pthread_once_t g_nccl_once = PTHREAD_ONCE_INIT;
@@ -62,6 +68,10 @@ static void load_nccl(void)
     TNT_NCCL_SYM(AllReduce, "ncclAllReduce");
     TNT_NCCL_SYM(Broadcast, "ncclBroadcast");
     TNT_NCCL_SYM(AllGather, "ncclAllGather");
+    TNT_NCCL_SYM(Reduce, "ncclReduce");
+    TNT_NCCL_SYM(ReduceScatter, "ncclReduceScatter");
+    TNT_NCCL_SYM(GroupStart, "ncclGroupStart");
+    TNT_NCCL_SYM(GroupEnd, "ncclGroupEnd");
     TNT_NCCL_SYM(GetErrorString, "ncclGetErrorString");
 #undef TNT_NCCL_SYM
     if (missing) {
@@ -303,4 +313,58 @@ tnt_status_t tnt_nccl_allgather(struct ctx *c, const void *sendbuf, void *recvbu
     }
     return tnt_nccl_settle(
         c, N.AllGather(sendbuf, recvbuf, bytes_per_rank, ncclInt8, c->nccl, stream), fn);
+}
+
+tnt_status_t tnt_nccl_reduce(struct ctx *c, const void *sendbuf, void *recvbuf, size_t count,
+                             tnt_dtype_t dtype, tnt_op_t op, int root, cudaStream_t stream,
+                             const char *fn)
+{
+    tnt_status_t status = tnt_nccl_usable(c, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    return tnt_nccl_settle(c,
+                           N.Reduce(sendbuf, recvbuf, count, nccl_dtype(dtype), nccl_op(op), root,
+                                    c->nccl, stream),
+                           fn);
+}
+
+tnt_status_t tnt_nccl_reduce_scatterv(struct ctx *c, const void *sendbuf, void *recvbuf,
+                                      const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                      cudaStream_t stream, const char *fn)
+{
+    tnt_status_t status = tnt_nccl_usable(c, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    int equal = 1;
+    for (int r = 1; r < c->p.size; r++) {
+        equal &= recvcounts[r] == recvcounts[0];
+    }
+    if (equal) {
+        /* In place is NCCL's own: recvbuf == sendbuf + rank * recvcount. */
+        return tnt_nccl_settle(c,
+                               N.ReduceScatter(sendbuf, recvbuf, recvcounts[0], nccl_dtype(dtype),
+                                               nccl_op(op), c->nccl, stream),
+                               fn);
+    }
+    /* NCCL has no reduce-scatter with per-rank counts: one reduce per
+     * block, rooted at its owner, launched together as one group. Blocks
+     * of 0 elements are left out on every rank alike (the counts agree). */
+    size_t esize = g_host->dtype_size(dtype), offset = 0;
+    ncclResult_t r = N.GroupStart();
+    /* Inside a group a nonblocking communicator answers ncclSuccess (the
+     * group's end says ncclInProgress); in progress is taken as such too. */
+    for (int root = 0; root < c->p.size && (r == ncclSuccess || r == ncclInProgress); root++) {
+        size_t n = recvcounts[root];
+        if (n > 0) {
+            r = N.Reduce((const char *)sendbuf + offset * esize,
+                         root == c->p.rank ? recvbuf : NULL, n, nccl_dtype(dtype), nccl_op(op),
+                         root, c->nccl, stream);
+        }
+        offset += n;
+    }
+    /* A group is always closed, also after a failed call inside it. */
+    ncclResult_t end = N.GroupEnd();
+    return tnt_nccl_settle(c, r != ncclSuccess && r != ncclInProgress ? r : end, fn);
 }

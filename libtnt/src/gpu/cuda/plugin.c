@@ -145,7 +145,7 @@ static tnt_status_t check_device_ptr(const void *ptr, const char *fn, const char
     if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
         return g_host->error_raise(TNT_ERR_INVALID_ARG,
                                    "%s: %s %p is host memory; use the host collective "
-                                   "(tnt_allreduce, tnt_broadcast, tnt_allgather) for it",
+                                   "(the same call without _device) for it",
                                    fn, name, ptr);
     }
     return TNT_OK;
@@ -229,6 +229,45 @@ static tnt_status_t allgather(void *ctx, const void *sendbuf, void *recvbuf, siz
     return tnt_staged_allgather(c, sendbuf, recvbuf, bytes_per_rank, (cudaStream_t)stream, fn);
 }
 
+static tnt_status_t check_device(const void *ptr, const char *fn, const char *name)
+{
+    return check_device_ptr(ptr, fn, name);
+}
+
+static tnt_status_t reduce(void *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                           tnt_dtype_t dtype, tnt_op_t op, int root, void *stream)
+{
+    const char *fn = "tnt_reduce_device";
+    struct ctx *c = ctx;
+    if (c->p.size == 1) {
+        return one_rank_copy(c, sendbuf, recvbuf, count * g_host->dtype_size(dtype), stream);
+    }
+    if (c->p.transport == TNT_GPU_TRANSPORT_NCCL) {
+        return tnt_nccl_reduce(c, sendbuf, recvbuf, count, dtype, op, root, (cudaStream_t)stream,
+                               fn);
+    }
+    return tnt_staged_reduce(c, sendbuf, recvbuf, count, dtype, op, root, (cudaStream_t)stream,
+                             fn);
+}
+
+static tnt_status_t reduce_scatterv(void *ctx, const void *sendbuf, void *recvbuf,
+                                    const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                    void *stream)
+{
+    const char *fn = "tnt_reduce_scatter(v)_device";
+    struct ctx *c = ctx;
+    if (c->p.size == 1) {
+        return one_rank_copy(c, sendbuf, recvbuf, recvcounts[0] * g_host->dtype_size(dtype),
+                             stream);
+    }
+    if (c->p.transport == TNT_GPU_TRANSPORT_NCCL) {
+        return tnt_nccl_reduce_scatterv(c, sendbuf, recvbuf, recvcounts, dtype, op,
+                                        (cudaStream_t)stream, fn);
+    }
+    return tnt_staged_reduce_scatterv(c, sendbuf, recvbuf, recvcounts, dtype, op,
+                                      (cudaStream_t)stream, fn);
+}
+
 static tnt_status_t synchronize(void *ctx, void *stream)
 {
     const char *fn = "tnt_device_synchronize";
@@ -284,6 +323,9 @@ static const struct tnt_gpu_plugin_ops g_ops = {
     .allreduce = allreduce,
     .broadcast = broadcast,
     .allgather = allgather,
+    .check_device = check_device,
+    .reduce = reduce,
+    .reduce_scatterv = reduce_scatterv,
     .synchronize = synchronize,
 };
 

@@ -109,7 +109,17 @@ static tnt_status_t slot_acquire(struct ctx *c, int s, const char *what, size_t 
     return status;
 }
 
-enum stage_kind { STAGE_ALLREDUCE, STAGE_BROADCAST, STAGE_ALLGATHER };
+/* REDUCE and REDUCE_SCATTER reduce each chunk with the host allreduce, as
+ * the host tnt_reduce and tnt_reduce_scatterv do (coll/composed.c), so the
+ * bits are the host calls' and no scratch buffer is needed; only the part
+ * of the chunk that this rank receives is copied back. */
+enum stage_kind {
+    STAGE_ALLREDUCE,
+    STAGE_BROADCAST,
+    STAGE_ALLGATHER,
+    STAGE_REDUCE,
+    STAGE_REDUCE_SCATTER
+};
 
 struct stage_args {
     enum stage_kind kind;
@@ -121,7 +131,25 @@ struct stage_args {
     tnt_op_t op;
     int root;
     size_t bytes_per_rank; /* allgather */
+    size_t keep_begin;     /* reduce_scatter: this rank's block of the send buffer, */
+    size_t keep_end;       /* in elements [begin, end), copied to recv */
 };
+
+/* The part of chunk [off, off + n) that this rank copies back, in
+ * elements; *count_p is 0 when none. */
+static void stage_kept(struct ctx *c, const struct stage_args *a, size_t off, size_t n,
+                       size_t *from_p, size_t *count_p)
+{
+    size_t from = off, to = off + n;
+    if (a->kind == STAGE_REDUCE && c->p.rank != a->root) {
+        to = from;
+    } else if (a->kind == STAGE_REDUCE_SCATTER) {
+        from = from > a->keep_begin ? from : a->keep_begin;
+        to = to < a->keep_end ? to : a->keep_end;
+    }
+    *from_p = from;
+    *count_p = to > from ? to - from : 0;
+}
 
 /* Copy-out of chunk i into its slot (skipped where the chunk is not sent). */
 static tnt_status_t stage_out(struct ctx *c, const struct stage_args *a,
@@ -196,6 +224,25 @@ static tnt_status_t stage_in(struct ctx *c, const struct stage_args *a,
                                   cudaMemcpyHostToDevice, c->copy_stream);
         }
         break;
+    case STAGE_REDUCE:
+    case STAGE_REDUCE_SCATTER: {
+        size_t from, kept;
+        status = g_host->allreduce(c->p.comm, slot, slot, n, a->dtype, a->op);
+        stage_kept(c, a, off, n, &from, &kept);
+        if (status == TNT_OK && kept == 0) {
+            /* Nothing to copy back: the slot is free again once the host
+             * allreduce returned. */
+            return TNT_OK;
+        }
+        if (status == TNT_OK) {
+            /* recv starts at element keep_begin of the send buffer's
+             * layout (0 for reduce). */
+            e = cudaMemcpyAsync(a->recv + (from - a->keep_begin) * a->esize,
+                                slot + (from - off) * a->esize, kept * a->esize,
+                                cudaMemcpyHostToDevice, c->copy_stream);
+        }
+        break;
+    }
     }
     if (status != TNT_OK) {
         return status;
@@ -295,5 +342,44 @@ tnt_status_t tnt_staged_allgather(struct ctx *c, const void *sendbuf, void *recv
     /* Each chunk gathers one piece per rank into one slot. */
     tnt_gpu_chunks_t plan =
         tnt_gpu_chunks_plan(bytes_per_rank, 1, c->slot_bytes / (size_t)c->p.size);
+    return stage_run(c, &a, &plan, stream);
+}
+
+tnt_status_t tnt_staged_reduce(struct ctx *c, const void *sendbuf, void *recvbuf, size_t count,
+                               tnt_dtype_t dtype, tnt_op_t op, int root, cudaStream_t stream,
+                               const char *fn)
+{
+    size_t esize = g_host->dtype_size(dtype);
+    struct stage_args a = { .kind = STAGE_REDUCE,
+                            .fn = fn,
+                            .send = sendbuf,
+                            .recv = recvbuf,
+                            .esize = esize,
+                            .dtype = dtype,
+                            .op = op,
+                            .root = root };
+    tnt_gpu_chunks_t plan = tnt_gpu_chunks_plan(count, esize, c->slot_bytes);
+    return stage_run(c, &a, &plan, stream);
+}
+
+tnt_status_t tnt_staged_reduce_scatterv(struct ctx *c, const void *sendbuf, void *recvbuf,
+                                        const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
+                                        cudaStream_t stream, const char *fn)
+{
+    size_t esize = g_host->dtype_size(dtype), total = 0, begin = 0;
+    for (int r = 0; r < c->p.size; r++) {
+        begin += r < c->p.rank ? recvcounts[r] : 0;
+        total += recvcounts[r];
+    }
+    struct stage_args a = { .kind = STAGE_REDUCE_SCATTER,
+                            .fn = fn,
+                            .send = sendbuf,
+                            .recv = recvbuf,
+                            .esize = esize,
+                            .dtype = dtype,
+                            .op = op,
+                            .keep_begin = begin,
+                            .keep_end = begin + recvcounts[c->p.rank] };
+    tnt_gpu_chunks_t plan = tnt_gpu_chunks_plan(total, esize, c->slot_bytes);
     return stage_run(c, &a, &plan, stream);
 }
