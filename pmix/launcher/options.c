@@ -249,10 +249,13 @@ int tnt_launch_options_parse(int argc, char **argv, struct tnt_launch_options *o
             }
             opts->log_level = level;
         } else if ((m = match_value(argc, argv, &i, "--fusion-threshold", &value)) != 0) {
-            if (m < 0 || parse_long(value, 0, LONG_MAX / 1024, &number) != 0) {
+            if (m > 0 && strcasecmp(value, "auto") == 0) {
+                number = TNT_LAUNCH_FUSION_AUTO;
+            } else if (m < 0 || parse_long(value, 0, LONG_MAX / 1024, &number) != 0) {
                 return opt_err(errbuf, errlen,
                                "invalid --fusion-threshold '%s': expected a size in KiB, a "
-                               "whole number >= 0 (0 = one allreduce per tensor)",
+                               "whole number >= 0 (0 = one allreduce per tensor), or auto "
+                               "(tuned over the first training steps)",
                                m > 0 ? value : "");
             }
             opts->fusion_threshold_kb = number;
@@ -343,7 +346,8 @@ const char *tnt_launch_usage(void)
            "  --log-on-all-devices      log on every rank, not only rank 0\n"
            "  --output-on-all-devices   print progress output on every rank\n"
            "  --fusion-threshold KB     gradient fusion bucket size in KiB\n"
-           "                            (TNT_FUSION_THRESHOLD_KB; 0 = one allreduce per tensor)\n"
+           "                            (TNT_FUSION_THRESHOLD_KB; 0 = one allreduce per tensor,\n"
+           "                            auto = tuned over the first training steps)\n"
            "  --pin MODE                pin each rank: none, socket, numa, core, auto\n"
            "                            (default none; see docs/launcher.md)\n"
            "  --pin-memory              bind memory strictly to the rank's NUMA nodes\n"

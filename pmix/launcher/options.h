@@ -19,6 +19,9 @@
  * more local ranks than this is not a workstation. */
 #define TNT_LAUNCH_MAX_RANKS 4096
 
+/* --fusion-threshold auto: TNT_FUSION_THRESHOLD_KB=auto (tuned, docs/tuning.md). */
+#define TNT_LAUNCH_FUSION_AUTO (-2L)
+
 struct tnt_launch_options {
     int nranks;     /* -n N (default 1) */
     int no_gpu;     /* --no-gpu: CUDA_VISIBLE_DEVICES="" */
@@ -27,7 +30,7 @@ struct tnt_launch_options {
     const char *log_level;     /* --log-level (any case), lowercased: error|warn|..., or NULL */
     int log_on_all_devices;    /* --log-on-all-devices */
     int output_on_all_devices; /* --output-on-all-devices */
-    long fusion_threshold_kb;  /* --fusion-threshold KB; -1 = not given */
+    long fusion_threshold_kb;  /* --fusion-threshold KB; -1 = not given, TNT_LAUNCH_FUSION_AUTO */
     tnt_pin_mode_t pin;        /* --pin MODE / --pin-to-socket (default none) */
     int pin_memory;            /* --pin-memory / --pin-memory-to-socket: strict */
     const char *python;        /* --python-interpreter ("" = exec directly) */

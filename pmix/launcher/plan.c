@@ -142,8 +142,12 @@ int tnt_launch_rank_env(const struct tnt_launch_options *opts, char *const *base
         tnt_envlist_set(added, "TNT_OUTPUT_ON_ALL_DEVICES", "1") != 0) {
         goto err_free;
     }
-    if (opts->fusion_threshold_kb >= 0) {
-        snprintf(number, sizeof number, "%ld", opts->fusion_threshold_kb);
+    if (opts->fusion_threshold_kb >= 0 || opts->fusion_threshold_kb == TNT_LAUNCH_FUSION_AUTO) {
+        if (opts->fusion_threshold_kb == TNT_LAUNCH_FUSION_AUTO) {
+            snprintf(number, sizeof number, "auto");
+        } else {
+            snprintf(number, sizeof number, "%ld", opts->fusion_threshold_kb);
+        }
         if (tnt_envlist_set(added, "TNT_FUSION_THRESHOLD_KB", number) != 0) {
             goto err_free;
         }

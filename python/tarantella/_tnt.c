@@ -192,6 +192,8 @@ TNT_PY_INT_QUERY(local_rank)
 TNT_PY_INT_QUERY(local_size)
 TNT_PY_INT_QUERY(node_id)
 TNT_PY_INT_QUERY(num_nodes)
+TNT_PY_INT_QUERY(fusion_tune_requested)
+TNT_PY_INT_QUERY(allreduce_order_fixed)
 
 static PyObject *tnt_py_hostname(PyObject *module, PyObject *unused)
 {
@@ -681,6 +683,11 @@ static PyMethodDef module_methods[] = {
     { "local_size", tnt_py_local_size, METH_NOARGS, "local_size()\n--\n\n" },
     { "node_id", tnt_py_node_id, METH_NOARGS, "node_id()\n--\n\n" },
     { "num_nodes", tnt_py_num_nodes, METH_NOARGS, "num_nodes()\n--\n\n" },
+    { "fusion_tune_requested", tnt_py_fusion_tune_requested, METH_NOARGS,
+      "fusion_tune_requested()\n--\n\nTrue-ish when TNT_FUSION_THRESHOLD(_KB)=auto asks for tuning." },
+    { "allreduce_order_fixed", tnt_py_allreduce_order_fixed, METH_NOARGS,
+      "allreduce_order_fixed()\n--\n\n1 when an element's summation order does not depend on "
+      "the message (bucket) size." },
     { "hostname", tnt_py_hostname, METH_NOARGS, "hostname()\n--\n\n" },
     { "version", tnt_py_version, METH_NOARGS, "version()\n--\n\nlibtnt's version string." },
     { "last_error", tnt_py_last_error, METH_NOARGS, "last_error()\n--\n\n" },

@@ -131,6 +131,7 @@ class Model:
         self.history = None
         self._metric_specs = []
         self._reducer = None
+        self._fusion_tuner = None
         self.clipnorm = self.clipvalue = None
         self._bn_warned = False
         self._broadcast_weights()
@@ -193,7 +194,8 @@ class Model:
         metrics (names such as 'accuracy', or callables fn(y_true, y_pred)
         returning a per-sample tensor or the batch mean; torch.nn modules are
         called as m(y_pred, y_true)). ``tnt_fusion_threshold_kb`` overrides
-        TNT_FUSION_THRESHOLD_KB for this model's gradient buckets.
+        TNT_FUSION_THRESHOLD_KB for this model's gradient buckets (a size in
+        KiB, or ``"auto"``: tuned over the first steps, docs/tuning.md).
 
         ``clipnorm`` clips the global norm over all gradients (as
         torch.nn.utils.clip_grad_norm_) and ``clipvalue`` each gradient
@@ -218,6 +220,7 @@ class Model:
         self.compiled_metrics = [_Metric(m, threshold) for m in self._metric_specs]
         self.metrics_names = ["loss"] + [m.name for m in self.compiled_metrics]
         self._fusion_threshold_kb = tnt_fusion_threshold_kb
+        self._fusion_tuner = None
 
     @property
     def compiled(self):
@@ -251,7 +254,10 @@ class Model:
     def _make_reducer(self):
         # Collective: every rank builds the same fusion plan over the same
         # parameters (TNT_FUSION_THRESHOLD_KB unless overridden here).
-        return GradientReducer(self.module, threshold_kb=self._fusion_threshold_kb)
+        # A tuning (TNT_FUSION_THRESHOLD=auto) goes on across fit calls, and
+        # its choice stays, instead of starting again with every fit.
+        return GradientReducer(self.module, threshold_kb=self._fusion_threshold_kb,
+                               tuner=self._fusion_tuner)
 
     def _require_compiled(self, what):
         if not self.compiled:
@@ -489,6 +495,7 @@ class Model:
         finally:
             reducer, self._reducer = self._reducer, None
             if reducer is not None:
+                self._fusion_tuner = reducer.tuner
                 reducer.close()
 
     # -- evaluate / predict ---------------------------------------------------

@@ -39,7 +39,8 @@ import weakref
 import numpy as np
 import torch
 
-from . import _tnt
+from . import _autotune, _tnt
+from ._output import out
 from ._protocol import tensor_dtype_code, _check_agree, _K_PARAMS
 from .errors import InvalidArgumentError, UnsupportedError
 
@@ -76,6 +77,34 @@ def _env_threshold(threshold):
     return kb * 1024 if kb >= 0 else None
 
 
+_NOTICES = set()
+
+
+def _notice_once(message):
+    """Prints message on the output rank(s) the first time only: tnt.Model
+    makes a reducer per fit."""
+    if message not in _NOTICES:
+        _NOTICES.add(message)
+        out(message)
+
+
+def _wants_tuning(threshold_kb):
+    """Whether threshold_kb asks for tuning ("auto", or None when the
+    environment says auto); rejects anything that is not a size or auto."""
+    if isinstance(threshold_kb, str):
+        if threshold_kb.strip().lower() == "auto":
+            return True
+        raise InvalidArgumentError("threshold_kb must be a number of KiB >= 0, None or 'auto', "
+                                   "got %r" % (threshold_kb,))
+    if threshold_kb is None:
+        return bool(_tnt.fusion_tune_requested())
+    if isinstance(threshold_kb, bool) or not isinstance(threshold_kb, (int, float, np.number)) \
+            or not threshold_kb >= 0:
+        raise InvalidArgumentError("threshold_kb must be a number of KiB >= 0, None or 'auto', "
+                                   "got %r" % (threshold_kb,))
+    return False
+
+
 class GradientReducer:
     """Fused, overlapped gradient allreduce over a module's parameters.
 
@@ -83,7 +112,12 @@ class GradientReducer:
     (or of optimizer param groups). Only parameters with ``requires_grad``
     take part. ``threshold_kb``: fusion bucket size in KiB; None uses
     ``TNT_FUSION_THRESHOLD_KB`` or libtnt's default, 0 gives one bucket per
-    parameter. Collective: every rank constructs it at the same point with
+    parameter, ``"auto"`` (also what None means under
+    ``TNT_FUSION_THRESHOLD=auto`` or ``TNT_FUSION_THRESHOLD_KB=auto``) times
+    a few sizes over the first steps and keeps the fastest (docs/tuning.md;
+    ``tune_steps`` timed steps per size, default 5). ``fusion_threshold_kb``
+    tells the size in use, ``fusion_tuning`` what was tried.
+    Collective: every rank constructs it at the same point with
     the same model. ``use_engine``: None (default) uses the fusion engine
     when there is more than one rank; a single rank only scales its
     gradients in place, which is what the engine would compute, without the
@@ -97,7 +131,8 @@ class GradientReducer:
         optimizer.step()
     """
 
-    def __init__(self, module_or_params, threshold_kb=None, use_engine=None):
+    def __init__(self, module_or_params, threshold_kb=None, use_engine=None, tune_steps=None,
+                 tuner=None):
         _tnt.init()
         params = _unique_params(module_or_params)
         # Reverse registration order approximates the order in which backward
@@ -114,15 +149,23 @@ class GradientReducer:
                                        % ", ".join(devices))
         for i, p in enumerate(self._params):
             descs.append((p.numel(), tensor_dtype_code(p, "GradientReducer parameter")))
-        if threshold_kb is None:
+        tune = _wants_tuning(threshold_kb)
+        if tune or threshold_kb is None:
             threshold = None
         else:
-            if threshold_kb < 0:
-                raise InvalidArgumentError("threshold_kb must be >= 0, got %r" % threshold_kb)
             threshold = int(threshold_kb * 1024)
         self._size = _tnt.size()
         if use_engine is None:
             use_engine = self._size > 1
+        self._descs = descs
+        self._tuner = None
+        self._tuning_note = None
+        if tune:
+            self._tuner, self._tuning_note = self._start_tuning(
+                descs, use_engine, tuner, _autotune.DEFAULT_STEPS if tune_steps is None
+                else tune_steps)
+            threshold = self._tuner.current_kb * 1024 if self._tuner is not None \
+                else _autotune.DEFAULT_KB * 1024
         if self._device.type == "cuda":
             from .cuda import DeviceFusion
             self._fusion = DeviceFusion(self._params, threshold, self._device) \
@@ -131,6 +174,11 @@ class GradientReducer:
             self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM) if use_engine else None
         self._num_buckets = (self._fusion.num_buckets if use_engine else
                              _tnt.fusion_plan(descs, _env_threshold(threshold))[1])
+        self._threshold = threshold
+        self._tuning_requested = tune
+        if tune and self._tuner is None:
+            _notice_once("tarantella: fusion threshold auto: not tuned, using %d KiB: %s"
+                         % (_autotune.DEFAULT_KB, self._tuning_note))
         self._scale = 1.0 / self._size
         self._sync = True
         n = len(self._params)
@@ -156,7 +204,60 @@ class GradientReducer:
             self._hooks.append(node.register_hook(self._make_hook(i)))
             self._acc_nodes.append(node)
 
+    def _start_tuning(self, descs, use_engine, tuner, steps):
+        """(tuner or None, why not tuned or None). Tuning needs an engine
+        to time, something to choose from, and bucket sizes that cannot
+        change the results (docs/tuning.md, "Same results")."""
+        if tuner is not None:
+            # A tnt.Model's tuning from an earlier fit: go on (or keep its
+            # choice), with the next step untimed.
+            tuner.restart_clock()
+            return tuner, None
+        candidates = _autotune.distinct_candidates(descs)
+        if not use_engine:
+            return None, "one rank: there is no allreduce to tune"
+        if self._device.type == "cuda":
+            return None, ("the model is on a GPU, where NCCL's reduction order follows the "
+                          "message size, so other buckets would change the results")
+        if len(candidates) < 2:
+            return None, "every candidate size gives the same buckets for this model"
+        if not _tnt.allreduce_order_fixed():
+            return None, ("with %d nodes the inter-node allreduce algorithm follows the "
+                          "bucket size, and with it the order in which the nodes' sums "
+                          "are added, so another size would change the results; set "
+                          "TNT_ALLREDUCE_ALGO=rabenseifner (or recursive_doubling, tree) to "
+                          "tune" % _tnt.num_nodes())
+        return _autotune.FusionTuner(candidates, steps), None
+
     # -- configuration -----------------------------------------------------
+
+    @property
+    def fusion_threshold_kb(self):
+        """The bucket size in use, in KiB (while tuning: the size being
+        timed)."""
+        if self._tuner is not None:
+            return self._tuner.current_kb
+        threshold = _env_threshold(self._threshold)
+        return _autotune.DEFAULT_KB if threshold is None else threshold // 1024
+
+    @property
+    def fusion_tuning(self):
+        """None without ``auto``; else a dict: ``candidates_kb``,
+        ``step_s`` (the agreed step time of each, None until decided),
+        ``chosen_kb`` (None while tuning), ``steps_per_candidate``, and
+        ``not_tuned`` (why the default was kept without timing, or None)."""
+        if self._tuner is not None:
+            return dict(self._tuner.summary(), not_tuned=None)
+        if self._tuning_requested:
+            return {"candidates_kb": [_autotune.DEFAULT_KB], "step_s": None,
+                    "chosen_kb": _autotune.DEFAULT_KB, "steps_per_candidate": 0,
+                    "not_tuned": self._tuning_note}
+        return None
+
+    @property
+    def tuner(self):
+        """The tuning state (tnt.Model hands it to the next fit's reducer)."""
+        return self._tuner
 
     @property
     def parameters(self):
@@ -260,9 +361,40 @@ class GradientReducer:
                 if work is not g:
                     g.copy_(work)
             self._install_flat_grads()
+            if self._tuner is not None and not self._tuner.done and self._fusion is not None:
+                self._tune_step()
         finally:
             self._marked = [False] * len(self._params)
             self._inflight = [None] * len(self._params)
+
+    def _tune_step(self):
+        """Times the step that just ended and, when the current size has
+        its steps, moves to the next one or (after the last) agrees on the
+        choice. Runs on every rank at the same synchronize, so the engines
+        are rebuilt, and the timings max-allreduced, collectively."""
+        tuner = self._tuner
+        action = tuner.step_done()
+        if action is None:
+            return
+        before = tuner.current_kb
+        if action == "next":
+            tuner.advance()
+        else:
+            # The slowest rank's median per size: libtnt gives every rank
+            # the same bits, so every rank chooses the same size.
+            agreed = np.array(tuner.local_medians(), dtype=np.float64)
+            _tnt.allreduce(agreed, None, _tnt.FLOAT64, _tnt.MAX)
+            tuner.decide(agreed.tolist())
+            out(_autotune.format_choice(tuner.summary()))
+        if tuner.current_kb != before:
+            # The flat gradient buffer is laid out in plan order, which does
+            # not depend on the bucket size, so the views stay valid and
+            # the new engine reduces its buckets in place as the old did.
+            self._fusion.close()
+            self._fusion = _tnt.Fusion(self._descs, tuner.current_kb * 1024, _tnt.SUM)
+            self._num_buckets = self._fusion.num_buckets
+        self._threshold = tuner.current_kb * 1024
+        tuner.restart_clock()
 
     def _install_flat_grads(self):
         """Makes every plain contiguous ``p.grad`` a view into one flat buffer

@@ -111,17 +111,26 @@ def run_tnt(args):
         result["epoch_s"] = statistics.median(epoch_times[1:])
         result["accuracy"] = model.evaluate(x_test, y_test, batch_size=batch, verbose=0)[1]
     else:
-        # Warm-up window, then timed windows of `steps` steps each.
-        windows = []
-        for w in range(args.windows + 1):
+        # Warm-up window, then timed windows of `steps` steps each. Under
+        # TNT_FUSION_THRESHOLD=auto the warm-up goes on until the tuning has
+        # chosen, so the timed windows measure the chosen size.
+        windows, warmups = [], 0
+        while len(windows) < args.windows:
             tnt.barrier()
             t0 = time.perf_counter()
             model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
             tnt.barrier()
-            if w > 0:
+            tuner = model._fusion_tuner
+            if warmups == 0 or (tuner is not None and not tuner.done and warmups < 20):
+                warmups += 1
+            else:
                 windows.append((time.perf_counter() - t0) / args.steps)
         result["step_s"] = statistics.median(windows)
         result["step_s_all"] = windows
+        result["warmup_windows"] = warmups
+    tuner = model._fusion_tuner
+    if tuner is not None:
+        result["fusion_tuning"] = tuner.summary()
     if tnt.get_rank() == 0:
         print("RESULT " + json.dumps(result), flush=True)
 

@@ -121,6 +121,69 @@ static void test_size_kb(void **state)
     expect_rejected("TNT_MULTINODE_RD_MAX_KB", "x", "default chosen by the job's layout");
 }
 
+/* TNT_FUSION_THRESHOLD_KB=auto and TNT_FUSION_THRESHOLD=auto ask for the
+ * bucket size to be tuned (TNT_SETTINGS_TUNE); contradicting values fail
+ * tnt_init's load with one message that names both; anything but
+ * auto/fixed in TNT_FUSION_THRESHOLD (a Horovod byte count) is refused. */
+static void test_fusion_auto(void **state)
+{
+    (void)state;
+    tnt_settings_t s;
+    assert_int_equal(parse("TNT_FUSION_THRESHOLD_KB", "auto", &s), TNT_OK);
+    assert_true(s.fusion_threshold_bytes == TNT_SETTINGS_TUNE);
+    assert_int_equal(parse("TNT_FUSION_THRESHOLD_KB", "AUTO", &s), TNT_OK);
+    assert_true(s.fusion_threshold_bytes == TNT_SETTINGS_TUNE);
+    expect_rejected("TNT_FUSION_THRESHOLD_KB", "automatic", "4194304 or auto");
+    expect_rejected("TNT_FUSION_THRESHOLD", "67108864",
+                    "expected one of fixed, auto, auto = tune the bucket size; a fixed size in "
+                    "KiB goes in TNT_FUSION_THRESHOLD_KB");
+
+    const struct {
+        const char *mode, *kb;
+        int tune;      /* expected after a successful load */
+        size_t bytes;  /* when not tuned */
+        int conflict;
+    } cases[] = {
+        { NULL, NULL, 0, TNT_FUSION_THRESHOLD_DEFAULT_BYTES, 0 },
+        { "auto", NULL, 1, 0, 0 },
+        { "Auto", "auto", 1, 0, 0 },
+        { NULL, "auto", 1, 0, 0 },
+        { "fixed", NULL, 0, TNT_FUSION_THRESHOLD_DEFAULT_BYTES, 0 },
+        { "fixed", "512", 0, 512 * 1024, 0 },
+        { "", "512", 0, 512 * 1024, 0 },
+        { "auto", "512", 0, 0, 1 },
+        { "auto", "0", 0, 0, 1 },
+        { "fixed", "auto", 0, 0, 1 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unset_all();
+        if (cases[i].mode != NULL) {
+            setenv("TNT_FUSION_THRESHOLD", cases[i].mode, 1);
+        }
+        if (cases[i].kb != NULL) {
+            setenv("TNT_FUSION_THRESHOLD_KB", cases[i].kb, 1);
+        }
+        tnt_error_clear();
+        tnt_status_t status = tnt_settings_load(&s);
+        if (cases[i].conflict) {
+            assert_int_equal(status, TNT_ERR_INVALID_ARG);
+            if (strstr(tnt_last_error(), "contradict each other") == NULL ||
+                strstr(tnt_last_error(), cases[i].kb) == NULL) {
+                fail_msg("case %zu: message \"%s\"", i, tnt_last_error());
+            }
+            continue;
+        }
+        assert_int_equal(status, TNT_OK);
+        assert_int_equal(s.fusion_threshold_tune, cases[i].tune);
+        if (cases[i].tune) {
+            assert_true(s.fusion_threshold_bytes == TNT_SETTINGS_TUNE);
+        } else {
+            assert_int_equal(s.fusion_threshold_bytes, cases[i].bytes);
+        }
+    }
+    unset_all();
+}
+
 /* The two bugs the parser replaced: strtoull read "-1" as 2^64-1, whose
  * product with 1024 wrapped the segment size (a write out of bounds), and
  * 2^54 KiB times 1024 is 0 bytes, a slot the copy loops never got through. */
@@ -315,6 +378,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup(test_defaults, setup),
         cmocka_unit_test_setup(test_size_kb, setup),
         cmocka_unit_test_setup(test_staging_regressions, setup),
+        cmocka_unit_test_setup(test_fusion_auto, setup),
         cmocka_unit_test_setup(test_seconds, setup),
         cmocka_unit_test_setup(test_choice, setup),
         cmocka_unit_test_setup(test_bool, setup),

@@ -424,7 +424,8 @@ TNT_API tnt_status_t tnt_recv_post(tnt_comm_t *comm, void *buf, size_t bytes, in
 /* ------------------------------------------------------------------------ */
 
 /** Pass as threshold to use TNT_FUSION_THRESHOLD_KB (KiB, a whole number from 0
- *  to 4194304) when it is set, or else the built-in default. A bad value fails
+ *  to 4194304) when it is set, or else the built-in default (also when it is
+ *  "auto": see tnt_fusion_tune_requested). A bad value fails
  *  with ::TNT_ERR_INVALID_ARG (tnt_init already rejects it). */
 #define TNT_FUSION_THRESHOLD_AUTO ((size_t)-1)
 
@@ -434,6 +435,23 @@ TNT_API tnt_status_t tnt_recv_post(tnt_comm_t *comm, void *buf, size_t bytes, in
  *  norms) are still fused, which saves latency between nodes; 8 MiB and more
  *  were 10-20% slower (later start, more staging copies). */
 #define TNT_FUSION_THRESHOLD_DEFAULT_BYTES ((size_t)1 << 20)
+
+/** 1 when the user asked for the fusion threshold to be tuned
+ *  (TNT_FUSION_THRESHOLD=auto or TNT_FUSION_THRESHOLD_KB=auto), else 0.
+ *  libtnt does not time steps: an engine created with
+ *  ::TNT_FUSION_THRESHOLD_AUTO then uses ::TNT_FUSION_THRESHOLD_DEFAULT_BYTES;
+ *  the tuning is done by a caller that sees the training steps (the Python
+ *  package's GradientReducer, docs/tuning.md). */
+TNT_API int tnt_fusion_tune_requested(const tnt_comm_t *comm);
+
+/** 1 when tnt_allreduce on @p comm adds every element's contributions in an
+ *  order that depends neither on the message's size nor on the element's
+ *  offset in it, so that regrouping tensors into other buckets gives the
+ *  same bits: one or two nodes, or three and more with TNT_ALLREDUCE_ALGO
+ *  set to recursive_doubling, rabenseifner or tree. With three or more nodes
+ *  and TNT_ALLREDUCE_ALGO=auto (or ring) it is 0: the algorithm, and the
+ *  ring's order, follow the size. */
+TNT_API int tnt_allreduce_order_fixed(const tnt_comm_t *comm);
 
 /** One tensor of a fusion plan, in the order its gradient becomes ready. */
 typedef struct {

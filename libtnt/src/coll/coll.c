@@ -15,6 +15,7 @@
 #include "reduce/reduce.h"
 #include "transport/shm.h"
 #include "util/log.h"
+#include "util/settings.h"
 
 #include <string.h>
 
@@ -144,4 +145,30 @@ tnt_status_t tnt_coll_barrier(tnt_comm_t *comm)
         status = tnt_multinode_barrier(comm);
     }
     return tnt_coll_end(comm, "barrier", status);
+}
+
+/* Whether an element's summation order depends on the message. On one node
+ * shared memory adds the local ranks in local-rank order whatever the size
+ * (transport/shm_allreduce.c). Across nodes each node's partial sum is
+ * combined by the inter-node algorithm: with two nodes that is one addition
+ * of two operands, which IEEE arithmetic makes commutative, so every
+ * algorithm gives the same bits. With three or more, recursive doubling,
+ * Rabenseifner and the tree each combine in one fixed order for every
+ * element, but not the same order as each other, and the ring starts each
+ * block at a different node (allreduce_ring.c), so the order depends on the
+ * element's offset. TNT_ALLREDUCE_ALGO=auto picks by size, hence fixed only
+ * when the user forced one of the three. */
+TNT_API int tnt_allreduce_order_fixed(const tnt_comm_t *comm)
+{
+    if (comm == NULL || comm->num_nodes <= 2) {
+        return 1;
+    }
+    switch (comm->settings->allreduce_algo) {
+    case TNT_SETTINGS_ALGO_RECURSIVE_DOUBLING:
+    case TNT_SETTINGS_ALGO_RABENSEIFNER:
+    case TNT_SETTINGS_ALGO_TREE:
+        return 1;
+    default:
+        return 0;
+    }
 }

@@ -740,6 +740,11 @@ err:
     return status;
 }
 
+TNT_API int tnt_fusion_tune_requested(const tnt_comm_t *comm)
+{
+    return comm != NULL && comm->settings->fusion_threshold_bytes == TNT_SETTINGS_TUNE;
+}
+
 TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
                                        size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
                                        tnt_fusion_t **fusion_p)
@@ -755,7 +760,12 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
                                "tnt_fusion_create: comm is NULL; call tnt_init first");
     }
     if (threshold_bytes == TNT_FUSION_THRESHOLD_AUTO) {
-        threshold_bytes = comm->settings->fusion_threshold_bytes;
+        /* TNT_FUSION_THRESHOLD_KB=auto: the engine does not time steps
+         * itself; it takes the default, and tuning callers ask
+         * tnt_fusion_tune_requested and pass each candidate explicitly. */
+        threshold_bytes = comm->settings->fusion_threshold_bytes == TNT_SETTINGS_TUNE
+                              ? TNT_FUSION_THRESHOLD_DEFAULT_BYTES
+                              : comm->settings->fusion_threshold_bytes;
     }
     if (fusion_p == NULL) {
         local = tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_create: fusion_p is NULL");

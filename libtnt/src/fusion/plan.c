@@ -82,7 +82,11 @@ TNT_API tnt_status_t tnt_fusion_plan(const tnt_tensor_desc_t *tensors, size_t nu
         if (status != TNT_OK) {
             return status;
         }
-        threshold_bytes = settings.fusion_threshold_bytes;
+        /* "auto" asks the caller that times steps (the Python reducer) to
+         * tune; a plan on its own takes the default. */
+        threshold_bytes = settings.fusion_threshold_bytes == TNT_SETTINGS_TUNE
+                              ? TNT_FUSION_THRESHOLD_DEFAULT_BYTES
+                              : settings.fusion_threshold_bytes;
     }
 
     for (size_t i = 0; i < num_tensors; i++) {

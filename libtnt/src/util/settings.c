@@ -17,6 +17,7 @@
 
 typedef enum {
     SETTING_SIZE_KB, /* whole KiB, stored as size_t bytes */
+    SETTING_SIZE_KB_OR_AUTO, /* the same, or "auto" stored as TNT_SETTINGS_TUNE */
     SETTING_SECONDS, /* decimal seconds, optional trailing "s", stored as double */
     SETTING_CHOICE,  /* a name from choices (case-insensitive), stored as an int-sized enum */
     SETTING_BOOL,    /* 1/0, true/false, yes/no, on/off, stored as int */
@@ -88,6 +89,16 @@ static const setting_choice_t arrival_choices[] = {
     { NULL, 0 },
 };
 
+/* TNT_FUSION_THRESHOLD takes the word the issue and Horovod users know
+ * (HOROVOD_AUTOTUNE sets HOROVOD_FUSION_THRESHOLD); a size goes in
+ * TNT_FUSION_THRESHOLD_KB, so a Horovod byte count here is refused instead
+ * of being read as KiB. */
+static const setting_choice_t fusion_mode_choices[] = {
+    { "fixed", 0 },
+    { "auto", 1 },
+    { NULL, 0 },
+};
+
 static const setting_choice_t overlap_choices[] = {
     { "auto", TNT_SETTINGS_OVERLAP_AUTO },
     { "on", TNT_SETTINGS_OVERLAP_ON },
@@ -118,8 +129,10 @@ static const setting_desc_t settings_table[] = {
       "0 = no warning" },
     { "TNT_LOG_LEVEL", SETTING_CHOICE, "warn", 0, 0, log_level_choices, FIELD(log_level), NULL },
     { "TNT_LOG_ON_ALL_DEVICES", SETTING_BOOL, "0", 0, 0, NULL, FIELD(log_on_all_ranks), NULL },
-    { "TNT_FUSION_THRESHOLD_KB", SETTING_SIZE_KB, "1024", 0, 4194304, NULL,
-      FIELD(fusion_threshold_bytes), "0 = one allreduce per tensor" },
+    { "TNT_FUSION_THRESHOLD_KB", SETTING_SIZE_KB_OR_AUTO, "1024", 0, 4194304, NULL,
+      FIELD(fusion_threshold_bytes), "0 = one allreduce per tensor, auto = tuned over the first training steps" },
+    { "TNT_FUSION_THRESHOLD", SETTING_CHOICE, "fixed", 0, 0, fusion_mode_choices,
+      FIELD(fusion_threshold_tune), "auto = tune the bucket size; a fixed size in KiB goes in TNT_FUSION_THRESHOLD_KB" },
     { "TNT_OVERLAP", SETTING_CHOICE, "auto", 0, 0, overlap_choices, FIELD(overlap), NULL },
     { "TNT_SHM_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(shm_staging_bytes),
       NULL },
@@ -239,6 +252,10 @@ static void setting_describe_valid(const setting_desc_t *desc, char *buf, size_t
     case SETTING_SIZE_KB:
         snprintf(buf, len, "a whole number of KiB from %.0f to %.0f", desc->min, desc->max);
         break;
+    case SETTING_SIZE_KB_OR_AUTO:
+        snprintf(buf, len, "a whole number of KiB from %.0f to %.0f or auto", desc->min,
+                 desc->max);
+        break;
     case SETTING_SECONDS:
         snprintf(buf, len, "a number of seconds from %.15g to %.15g", desc->min, desc->max);
         break;
@@ -271,14 +288,20 @@ static int setting_parse(const setting_desc_t *desc, const char *value, void *fi
     int rc;
 
     switch (desc->kind) {
+    case SETTING_SIZE_KB_OR_AUTO:
     case SETTING_SIZE_KB:
     case SETTING_INT:
+        if (desc->kind == SETTING_SIZE_KB_OR_AUTO && strcasecmp(value, "auto") == 0) {
+            const size_t tune = TNT_SETTINGS_TUNE;
+            memcpy(field, &tune, sizeof(tune));
+            break;
+        }
         rc = setting_parse_whole(value, (uint64_t)desc->max, &number);
         if (rc < 0) {
             problem = "is not valid";
         } else if (rc > 0 || (double)number < desc->min) {
             problem = "is out of range";
-        } else if (desc->kind == SETTING_SIZE_KB) {
+        } else if (desc->kind != SETTING_INT) {
             /* number <= desc->max <= 2^30, so the product fits. */
             size_t bytes = (size_t)number * 1024;
             memcpy(field, &bytes, sizeof(bytes));
@@ -387,6 +410,32 @@ int tnt_settings_parse_quietly(tnt_settings_t *settings, const char *name, const
     return setting_parse(desc, value, (char *)settings + desc->offset, msg, sizeof(msg));
 }
 
+/* TNT_FUSION_THRESHOLD=auto and TNT_FUSION_THRESHOLD_KB=auto say the same;
+ * either makes fusion_threshold_bytes TNT_SETTINGS_TUNE. Two values that
+ * say different things (auto and a size, fixed and auto) are refused rather
+ * than one silently winning. */
+static tnt_status_t settings_resolve_fusion(tnt_settings_t *settings, const char *mode_value,
+                                            const char *kb_value)
+{
+    const int mode_set = mode_value != NULL && *mode_value != '\0';
+    const int kb_set = kb_value != NULL && *kb_value != '\0';
+    const int kb_auto = settings->fusion_threshold_bytes == TNT_SETTINGS_TUNE;
+
+    if (mode_set && kb_set && settings->fusion_threshold_tune != kb_auto) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "TNT_FUSION_THRESHOLD='%.16s' and TNT_FUSION_THRESHOLD_KB='%.32s' "
+                               "contradict each other: set one of them (TNT_FUSION_THRESHOLD=auto "
+                               "or TNT_FUSION_THRESHOLD_KB=auto to tune the bucket size, "
+                               "TNT_FUSION_THRESHOLD_KB=<KiB> to fix it) and unset the other",
+                               mode_value, kb_value);
+    }
+    if (settings->fusion_threshold_tune) {
+        settings->fusion_threshold_bytes = TNT_SETTINGS_TUNE;
+    }
+    settings->fusion_threshold_tune = settings->fusion_threshold_bytes == TNT_SETTINGS_TUNE;
+    return TNT_OK;
+}
+
 tnt_status_t tnt_settings_load(tnt_settings_t *settings)
 {
     tnt_status_t first = TNT_OK;
@@ -408,6 +457,11 @@ tnt_status_t tnt_settings_load(tnt_settings_t *settings)
     }
     if (first != TNT_OK) {
         tnt_error_restore(first_message, first_printed);
+        return first;
+    }
+    first = settings_resolve_fusion(&parsed, getenv("TNT_FUSION_THRESHOLD"),
+                                    getenv("TNT_FUSION_THRESHOLD_KB"));
+    if (first != TNT_OK) {
         return first;
     }
     *settings = parsed;
@@ -449,6 +503,7 @@ const char *tnt_settings_name(size_t index)
 int tnt_settings_describe(size_t index, char *buf, size_t len)
 {
     static const char *const kinds[] = { [SETTING_SIZE_KB] = "size_kb",
+                                         [SETTING_SIZE_KB_OR_AUTO] = "size_kb",
                                          [SETTING_SECONDS] = "seconds",
                                          [SETTING_CHOICE] = "choice",
                                          [SETTING_BOOL] = "bool",

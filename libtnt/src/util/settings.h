@@ -25,6 +25,9 @@
 /* A size whose default depends on the job's layout (local ranks, nodes):
  * the layer that knows the layout picks it. */
 #define TNT_SETTINGS_BY_LAYOUT SIZE_MAX
+/* The value of a size that may also be "auto" (TNT_FUSION_THRESHOLD_KB=auto:
+ * tune it, docs/tuning.md), distinct from TNT_SETTINGS_BY_LAYOUT. */
+#define TNT_SETTINGS_TUNE (SIZE_MAX - 1)
 
 typedef enum {
     TNT_SETTINGS_ALGO_AUTO,
@@ -68,7 +71,8 @@ typedef struct tnt_settings {
     double stall_warn_s;                /* TNT_STALL_WARN; 0 = no warning */
     tnt_log_level_t log_level;          /* TNT_LOG_LEVEL */
     int log_on_all_ranks;               /* TNT_LOG_ON_ALL_DEVICES */
-    size_t fusion_threshold_bytes;      /* TNT_FUSION_THRESHOLD_KB */
+    size_t fusion_threshold_bytes;      /* TNT_FUSION_THRESHOLD_KB, or TNT_SETTINGS_TUNE */
+    int fusion_threshold_tune;          /* TNT_FUSION_THRESHOLD: 1 = auto, 0 = fixed */
     tnt_settings_overlap_t overlap;     /* TNT_OVERLAP */
     size_t shm_staging_bytes;           /* TNT_SHM_STAGING_KB */
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
