@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from . import _tnt
+from . import timeline as _timeline
 from ._protocol import tensor_dtype_code, _check_agree, _K_PARAMS
 from .errors import InvalidArgumentError, UnsupportedError
 
@@ -248,7 +249,9 @@ class GradientReducer:
 
     def synchronize(self):
         """Contributes every gradient backward did not mark (zeros where
-        ``.grad`` is None) and waits until all are reduced into ``p.grad``."""
+        ``.grad`` is None) and waits until all are reduced into ``p.grad``.
+        A timeline records this wait as ``synchronize``."""
+        start = _tnt.timeline_now() if _tnt.timeline_active() else 0
         try:
             for i in range(len(self._params)):
                 if not self._marked[i]:
@@ -263,6 +266,8 @@ class GradientReducer:
         finally:
             self._marked = [False] * len(self._params)
             self._inflight = [None] * len(self._params)
+            if start:
+                _timeline.record_synchronize(start, _tnt.timeline_now())
 
     def _install_flat_grads(self):
         """Makes every plain contiguous ``p.grad`` a view into one flat buffer
