@@ -4,7 +4,7 @@
 # file; pytest exits 5 when it collects nothing, which fails the test like any other non-zero exit.
 # Budget: about 4 minutes together on the 2-core CI machine.
 set(_tnt_pymodel_suites model callbacks save model_inputs clipping preemption porting untrusted
-  torch_distributed ported tnt_backend rendezvous)
+  torch_distributed ported tnt_backend rendezvous timeline)
 set(_tnt_pymodel_timeout_model 300)
 # Multi-rank runs with DataLoader workers, 1-vs-3-rank seeds, the porting
 # example with a resume; generous for an oversubscribed 2-core machine.
@@ -31,6 +31,9 @@ set(_tnt_pymodel_timeout_tnt_backend 300)
 # rendezvous: DDP through tnt:// on gloo and tnt (2-4 ranks, five launcher
 # runs) and one single-process run (about 40 s unloaded).
 set(_tnt_pymodel_timeout_rendezvous 400)
+# timeline: two 2-rank fits with a timeline, the summary tool and its PNG
+# (about 20 s unloaded).
+set(_tnt_pymodel_timeout_timeline 300)
 foreach(_suite ${_tnt_pymodel_suites})
   add_test(NAME python.${_suite}
     COMMAND ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider
