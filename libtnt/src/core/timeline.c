@@ -332,7 +332,6 @@ static void write_own_part(const char *text, size_t len, const char *why)
 
 static void job_reset(void)
 {
-    tnt_tl_release();
     free(job.offsets);
     job.offsets = NULL;
     job.owner = NULL;

@@ -28,6 +28,7 @@ _Atomic int tnt_timeline_on;
 static struct {
     tnt_tl_event_t *events;
     uint64_t capacity;
+    uint64_t allocated;
     _Atomic uint64_t next; /* slots claimed, kept or not */
 
     /* Lanes: a thread takes the next id at its first event or when named;
@@ -100,12 +101,21 @@ uint16_t tnt_tl_comm_id(const char *name)
 
 tnt_status_t tnt_tl_begin(uint64_t capacity)
 {
-    tnt_tl_event_t *events = calloc(capacity, sizeof(*events));
-    if (events == NULL) {
-        return TNT_ERR_NO_MEMORY;
+    /* The array is reused by later recordings and never freed: a thread
+     * that saw the flag just before a stop may still be filling its slot
+     * (another communicator's progress thread), and must find memory
+     * there. A larger capacity replaces it (the old one is left alone for
+     * the same reason). */
+    if (tl.events == NULL || capacity > tl.allocated) {
+        tnt_tl_event_t *events = calloc(capacity, sizeof(*events));
+        if (events == NULL) {
+            return TNT_ERR_NO_MEMORY;
+        }
+        tl.events = events;
+        tl.allocated = capacity;
+    } else {
+        memset(tl.events, 0, capacity * sizeof(*tl.events));
     }
-    free(tl.events);
-    tl.events = events;
     tl.capacity = capacity;
     atomic_store_explicit(&tl.next, 0, memory_order_relaxed);
     atomic_store_explicit(&tl.num_stalls, 0, memory_order_relaxed);
@@ -120,12 +130,6 @@ void tnt_tl_end(void)
     atomic_store_explicit(&tnt_timeline_on, 0, memory_order_seq_cst);
 }
 
-void tnt_tl_release(void)
-{
-    free(tl.events);
-    tl.events = NULL;
-    tl.capacity = 0;
-}
 
 void tnt_tl_add(const tnt_tl_event_t *ev)
 {

@@ -58,12 +58,12 @@ static inline int tnt_tl_enabled(void)
     return __builtin_expect(atomic_load_explicit(&tnt_timeline_on, memory_order_relaxed), 0);
 }
 
-/* Allocates capacity slots and starts recording (not thread-safe against
- * another start or stop; core/timeline.c serializes them). */
+/* Allocates capacity slots (once; later recordings reuse them, and they
+ * stay until the process exits) and starts recording. Not thread-safe
+ * against another start or stop; core/timeline.c serializes them. */
 tnt_status_t tnt_tl_begin(uint64_t capacity);
-/* Stops recording; the events stay until tnt_tl_release. */
+/* Stops recording; the events stay readable until the next begin. */
 void tnt_tl_end(void);
-void tnt_tl_release(void);
 
 /* Records one event (the caller's lane is filled in). */
 void tnt_tl_add(const tnt_tl_event_t *ev);
