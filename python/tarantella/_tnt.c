@@ -867,7 +867,8 @@ static int module_exec(PyObject *m)
         add_int(m, "INT32", TNT_INT32) || add_int(m, "INT64", TNT_INT64) ||
         add_int(m, "SUM", TNT_SUM) || add_int(m, "PROD", TNT_PROD) || add_int(m, "MIN", TNT_MIN) ||
         add_int(m, "MAX", TNT_MAX) || add_int(m, "TIMELINE_STEP", TNT_TIMELINE_STEP) ||
-        add_int(m, "TIMELINE_SYNCHRONIZE", TNT_TIMELINE_SYNCHRONIZE) || add_int(m, "AVG", TNT_AVG) || add_int(m, "OK", TNT_OK) ||
+        add_int(m, "TIMELINE_SYNCHRONIZE", TNT_TIMELINE_SYNCHRONIZE) ||
+        add_int(m, "AVG", TNT_AVG) || add_int(m, "OK", TNT_OK) ||
         add_int(m, "IN_PROGRESS", TNT_IN_PROGRESS) ||
         add_size(m, "FUSION_THRESHOLD_DEFAULT_BYTES", TNT_FUSION_THRESHOLD_DEFAULT_BYTES) < 0) {
         return -1;

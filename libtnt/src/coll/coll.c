@@ -49,9 +49,13 @@ tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t statu
     tnt_doctor_leave(comm->doctor);
     if (comm->tl_start_ns != 0) {
         if (tnt_tl_enabled()) {
-            tnt_tl_event_t ev = { .start_ns = comm->tl_start_ns, .end_ns = tnt_time_ns(),
-                                  .posted_ns = comm->tl_posted_ns, .bytes = comm->tl_bytes,
-                                  .number = comm->coll_seq, .name = name, .algo = comm->tl_algo,
+            tnt_tl_event_t ev = { .start_ns = comm->tl_start_ns,
+                                  .end_ns = tnt_time_ns(),
+                                  .posted_ns = comm->tl_posted_ns,
+                                  .bytes = comm->tl_bytes,
+                                  .number = comm->coll_seq,
+                                  .name = name,
+                                  .algo = comm->tl_algo,
                                   .comm = comm->tl_comm };
             atomic_init(&ev.kind, TNT_TL_COLLECTIVE);
             tnt_tl_add(&ev);

@@ -146,8 +146,8 @@ static tnt_status_t align_clocks(tnt_comm_t *comm, int ok, int err)
     tnt_status_t status = TNT_OK;
 
     if (all == NULL || samples == NULL) {
-        status = tnt_error_raise(TNT_ERR_NO_MEMORY, "timeline: out of memory for %d ranks",
-                                 comm->size);
+        status =
+            tnt_error_raise(TNT_ERR_NO_MEMORY, "timeline: out of memory for %d ranks", comm->size);
         goto out;
     }
     for (int k = 0; k < ALIGN_ROUNDS; k++) {
@@ -252,8 +252,9 @@ err_close:
 /* The file's header: what a reader needs besides the events. */
 static void write_header(FILE *f, int size, const int64_t *offsets, const struct part_info *parts)
 {
-    fprintf(f, "{\"otherData\":{\"writer\":\"tarantella %s\",\"ranks\":%d,\"capacity\":%llu,"
-               "\"clock_offsets_ns\":[",
+    fprintf(f,
+            "{\"otherData\":{\"writer\":\"tarantella %s\",\"ranks\":%d,\"capacity\":%llu,"
+            "\"clock_offsets_ns\":[",
             tnt_version(), size, (unsigned long long)tnt_tl_capacity());
     for (int r = 0; r < size; r++) {
         fprintf(f, "%s%lld", r ? "," : "", (long long)offsets[r]);
@@ -346,7 +347,8 @@ static tnt_status_t gather_parts(tnt_comm_t *comm, const char *text, const struc
         longest = parts[r].bytes > longest ? parts[r].bytes : longest;
     }
     /* Every rank computes the same chunk from the same sizes. */
-    const size_t chunk = longest < GATHER_CHUNK ? (longest > 0 ? (size_t)longest : 1) : GATHER_CHUNK;
+    const size_t chunk =
+        longest < GATHER_CHUNK ? (longest > 0 ? (size_t)longest : 1) : GATHER_CHUNK;
     char *piece = malloc(chunk);
     char *all = comm->rank == 0 ? malloc((size_t)comm->size * chunk) : NULL;
     FILE **ranks = NULL;
@@ -373,15 +375,13 @@ static tnt_status_t gather_parts(tnt_comm_t *comm, const char *text, const struc
     for (uint64_t off = 0; status == TNT_OK && off < longest; off += chunk) {
         size_t n = 0;
         if (off < parts[comm->rank].bytes) {
-            n = parts[comm->rank].bytes - off < chunk ? parts[comm->rank].bytes - off
-                                                             : chunk;
+            n = parts[comm->rank].bytes - off < chunk ? parts[comm->rank].bytes - off : chunk;
             memcpy(piece, text + off, n);
         }
         status = tnt_gather(comm, piece, all, chunk, 0);
         for (int r = 0; status == TNT_OK && comm->rank == 0 && r < comm->size; r++) {
             if (off < parts[r].bytes) {
-                uint64_t m = parts[r].bytes - off < chunk ? parts[r].bytes - off
-                                                                 : chunk;
+                uint64_t m = parts[r].bytes - off < chunk ? parts[r].bytes - off : chunk;
                 fwrite(all + (size_t)r * chunk, 1, m, ranks[r]);
             }
         }
@@ -402,8 +402,8 @@ static tnt_status_t gather_parts(tnt_comm_t *comm, const char *text, const struc
         FILE *f = job.file;
         job.file = NULL;
         if (finish_file(f, job.tmp, job.path) != 0) {
-            status = tnt_error_raise(TNT_ERR_SYSTEM, "timeline: could not write %s: %s",
-                                     job.path, strerror(errno));
+            status = tnt_error_raise(TNT_ERR_SYSTEM, "timeline: could not write %s: %s", job.path,
+                                     strerror(errno));
         }
     }
     for (int r = 0; ranks != NULL && r < comm->size; r++) {

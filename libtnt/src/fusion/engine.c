@@ -255,12 +255,14 @@ static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *
     }
     if (start_ns != 0 && tnt_tl_enabled()) {
         /* The bucket wraps its collectives on the lane that ran them. */
-        tnt_tl_event_t ev = { .start_ns = start_ns, .end_ns = tnt_time_ns(),
+        tnt_tl_event_t ev = { .start_ns = start_ns,
+                              .end_ns = tnt_time_ns(),
                               .posted_ns = req->posted_ns,
                               .bytes = (uint64_t)bucket->count * tnt_dtype_size(bucket->dtype),
                               .number = (uint64_t)(bucket - fusion->buckets),
                               .first = (uint32_t)bucket->first_tensor,
-                              .count = (uint32_t)bucket->num_tensors, .comm = comm->tl_comm };
+                              .count = (uint32_t)bucket->num_tensors,
+                              .comm = comm->tl_comm };
         atomic_init(&ev.kind, TNT_TL_BUCKET);
         tnt_tl_add(&ev);
     }

@@ -464,12 +464,10 @@ const char *tnt_settings_name(size_t index)
 
 int tnt_settings_describe(size_t index, char *buf, size_t len)
 {
-    static const char *const kinds[] = { [SETTING_SIZE_KB] = "size_kb",
-                                         [SETTING_SECONDS] = "seconds",
-                                         [SETTING_CHOICE] = "choice",
-                                         [SETTING_BOOL] = "bool",
-                                         [SETTING_INT] = "int",
-                                         [SETTING_PATH] = "path" };
+    static const char *const kinds[] = {
+        [SETTING_SIZE_KB] = "size_kb", [SETTING_SECONDS] = "seconds", [SETTING_CHOICE] = "choice",
+        [SETTING_BOOL] = "bool",       [SETTING_INT] = "int",         [SETTING_PATH] = "path"
+    };
     if (index >= SETTINGS_COUNT || len == 0) {
         return -1;
     }

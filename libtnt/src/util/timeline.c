@@ -130,7 +130,6 @@ void tnt_tl_end(void)
     atomic_store_explicit(&tnt_timeline_on, 0, memory_order_seq_cst);
 }
 
-
 void tnt_tl_add(const tnt_tl_event_t *ev)
 {
     uint64_t i = atomic_fetch_add_explicit(&tl.next, 1, memory_order_relaxed);
@@ -162,8 +161,11 @@ void tnt_tl_stall(uint16_t comm, const char *text)
     if (index < TL_MAX_STALLS) {
         snprintf(tl.stalls[index], TL_STALL_TEXT, "%s", text);
     }
-    tnt_tl_event_t ev = { .start_ns = now, .end_ns = now, .number = (uint64_t)index,
-                          .name = "stall warning", .comm = comm };
+    tnt_tl_event_t ev = { .start_ns = now,
+                          .end_ns = now,
+                          .number = (uint64_t)index,
+                          .name = "stall warning",
+                          .comm = comm };
     atomic_init(&ev.kind, TNT_TL_STALL);
     tnt_tl_add(&ev);
 }
@@ -279,15 +281,15 @@ static void format_event(struct text *t, int rank, int64_t origin_ns, const tnt_
                     rank, e->lane, us_since(e->start_ns, origin_ns));
         text_json_string(t, comm);
         text_printf(t, ",\"text\":");
-        text_json_string(t, index < TL_MAX_STALLS ? tl.stalls[index]
-                                                  : "(more warnings; see the log)");
+        text_json_string(t,
+                         index < TL_MAX_STALLS ? tl.stalls[index] : "(more warnings; see the log)");
         text_printf(t, "}}");
         return;
     }
     uint64_t end = e->end_ns >= e->start_ns ? e->end_ns : e->start_ns;
-    text_printf(t, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"name\":",
-                rank, e->lane, us_since(e->start_ns, origin_ns),
-                (double)(end - e->start_ns) / 1e3);
+    text_printf(t,
+                ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%u,\"ts\":%.3f,\"dur\":%.3f,\"name\":", rank,
+                e->lane, us_since(e->start_ns, origin_ns), (double)(end - e->start_ns) / 1e3);
     if (kind == TNT_TL_BUCKET) {
         text_printf(t, "\"bucket %llu\"", (unsigned long long)e->number);
     } else {
@@ -345,12 +347,14 @@ int tnt_tl_format(int rank, int64_t origin_ns, char **text_p, size_t *len_p)
     }
     int lanes = atomic_load_explicit(&tl.num_lanes, memory_order_relaxed);
     for (int i = 0; i < lanes && i < TL_MAX_LANES; i++) {
-        text_printf(&t, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{"
-                        "\"name\":",
+        text_printf(&t,
+                    ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{"
+                    "\"name\":",
                     rank, i);
         text_json_string(&t, tl.lanes[i]);
-        text_printf(&t, "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_sort_index\","
-                        "\"args\":{\"sort_index\":%d}}",
+        text_printf(&t,
+                    "}},\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_sort_index\","
+                    "\"args\":{\"sort_index\":%d}}",
                     rank, i, i);
     }
     uint64_t n = tnt_tl_recorded();

@@ -38,13 +38,13 @@ typedef struct tnt_tl_event {
     uint64_t end_ns;    /* == start_ns for instants */
     uint64_t posted_ns; /* when its request was posted; 0: run by a blocking call */
     uint64_t bytes;
-    uint64_t number;   /* collective sequence, bucket index, step number, stall index */
-    const char *name;  /* "allreduce", "intra-node reduce-scatter", ... */
-    const char *algo;  /* "shm", "ring", ...; NULL when none */
-    uint32_t first;    /* bucket: first tensor index */
-    uint32_t count;    /* bucket: tensors */
-    uint16_t comm;     /* tnt_tl_comm_id */
-    uint16_t lane;     /* the recording thread's lane */
+    uint64_t number;       /* collective sequence, bucket index, step number, stall index */
+    const char *name;      /* "allreduce", "intra-node reduce-scatter", ... */
+    const char *algo;      /* "shm", "ring", ...; NULL when none */
+    uint32_t first;        /* bucket: first tensor index */
+    uint32_t count;        /* bucket: tensors */
+    uint16_t comm;         /* tnt_tl_comm_id */
+    uint16_t lane;         /* the recording thread's lane */
     _Atomic uint32_t kind; /* tnt_tl_kind_t, stored last (release) */
 } tnt_tl_event_t;
 

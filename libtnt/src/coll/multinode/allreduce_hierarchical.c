@@ -110,8 +110,12 @@ static void tnt_mn_phase(const tnt_comm_t *comm, const char *name, const char *a
     if (start_ns == 0 || !tnt_tl_enabled()) {
         return;
     }
-    tnt_tl_event_t ev = { .start_ns = start_ns, .end_ns = tnt_time_ns(), .bytes = bytes,
-                          .number = comm->coll_seq, .name = name, .algo = algo,
+    tnt_tl_event_t ev = { .start_ns = start_ns,
+                          .end_ns = tnt_time_ns(),
+                          .bytes = bytes,
+                          .number = comm->coll_seq,
+                          .name = name,
+                          .algo = algo,
                           .comm = comm->tl_comm };
     atomic_init(&ev.kind, TNT_TL_PHASE);
     tnt_tl_add(&ev);
