@@ -213,8 +213,18 @@ def _install_failure_handlers():
             pass
 
 
-init()
-_install_failure_handlers()
+def _offline_tool():
+    """``python3 -m tarantella.timeline ...`` reads a finished timeline:
+    it needs no library, and must not bootstrap one (with TNT_TIMELINE
+    still set in the shell, that would record over the file it reads)."""
+    argv = getattr(_sys, "orig_argv", [])
+    return any(a == "-m" and argv[i + 1:i + 2] == ["tarantella.timeline"]
+               for i, a in enumerate(argv))
+
+
+if not _offline_tool():
+    init()
+    _install_failure_handlers()
 # torch.cuda.set_device(tnt.get_local_rank()), the literal port of Horovod's
 # device choice, names a GPU that CUDA_VISIBLE_DEVICES hides on local rank 1
 # and up: fail with the fix (tnt.cuda.local_device()) instead of torch's
@@ -280,6 +290,8 @@ _LAZY = {
     # Preemption-safe training (preemption.py; docs/preemption.md).
     "preemption": ("preemption", None),
     "preemption_requested": ("preemption", "requested"),
+    # The timeline (timeline.py; docs/timeline.md): tnt.timeline(path).
+    "timeline": ("timeline", None),
     # torch.distributed started through tnt:// (rendezvous.py).
     "init_process_group": ("rendezvous", "init_process_group"),
 }

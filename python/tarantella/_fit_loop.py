@@ -9,6 +9,7 @@ import torch
 
 from . import callbacks as tnt_callbacks
 from . import preemption as _preemption
+from . import timeline as _timeline
 from ._comm import any_rank as _any_rank, rank as _rank, size as _size
 from ._comm import sum_over_ranks as _sum_over_ranks, _pkg
 from ._feed import Data, positional_inputs
@@ -123,6 +124,8 @@ def run_fit(self, *, x, y, batch_size, epochs, verbose, callbacks, validation_da
                              if ids], num_workers, pin_memory)
         cbs.call("on_epoch_begin", epoch, global_logs={}, local_logs={})
         for step in range(first_step, steps):
+            # The timeline's step event (one C call per step when off).
+            step_start = _timeline.now_ns() if _timeline.active() else 0
             if tnt_distribute_dataset:
                 idx, global_n = sampler.step_info(step)
             else:
@@ -155,6 +158,8 @@ def run_fit(self, *, x, y, batch_size, epochs, verbose, callbacks, validation_da
                 break
             # Preemption: all ranks agree here; backup, maybe exit.
             backup.after_step(epoch, step, steps, stats)
+            if step_start:
+                _timeline.record_step(step_start, _timeline.now_ns())
         logs = stats.logs(_sum_over_ranks(stats.values))
         local_logs = stats.logs()
         if val_data is not None and (epoch + 1) % validation_freq == 0:

@@ -314,6 +314,80 @@ static PyObject *tnt_py_barrier(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Timeline (docs/timeline.md)                                               */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *tnt_py_timeline_start(PyObject *module, PyObject *arg)
+{
+    PyObject *bytes = NULL;
+    tnt_status_t status;
+
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "timeline_start");
+    }
+    if (!PyUnicode_FSConverter(arg, &bytes)) {
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_timeline_start(g_comm, PyBytes_AS_STRING(bytes));
+    Py_END_ALLOW_THREADS
+    Py_DECREF(bytes);
+    if (status != TNT_OK) {
+        return raise_status(get_state(module), status, "timeline_start");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *tnt_py_timeline_stop(PyObject *module, PyObject *unused)
+{
+    tnt_status_t status;
+
+    if (g_comm == NULL) {
+        return raise_not_initialized(get_state(module), "timeline_stop");
+    }
+    Py_BEGIN_ALLOW_THREADS
+        status = tnt_timeline_stop(g_comm);
+    Py_END_ALLOW_THREADS
+    if (status != TNT_OK) {
+        return raise_status(get_state(module), status, "timeline_stop");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *tnt_py_timeline_active(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(tnt_timeline_active());
+}
+
+static PyObject *tnt_py_timeline_now(PyObject *module, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(tnt_timeline_now_ns());
+}
+
+/* timeline_record(kind, start_ns, end_ns, number): cheap enough per step
+ * (no allocation, no lock); a no-op when nothing records. */
+static PyObject *tnt_py_timeline_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "timeline_record(kind, start_ns, end_ns, number)");
+        return NULL;
+    }
+    long kind = PyLong_AsLong(args[0]);
+    unsigned long long start = PyLong_AsUnsignedLongLong(args[1]);
+    unsigned long long end = PyLong_AsUnsignedLongLong(args[2]);
+    unsigned long long number = PyLong_AsUnsignedLongLong(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (kind != TNT_TIMELINE_STEP && kind != TNT_TIMELINE_SYNCHRONIZE) {
+        PyErr_Format(PyExc_ValueError, "invalid timeline event kind %ld", kind);
+        return NULL;
+    }
+    tnt_timeline_record((tnt_timeline_kind_t)kind, start, end, number);
+    Py_RETURN_NONE;
+}
+
 /* allreduce(send, recv, dtype, op): recv None or the same object as send
  * means in place (send must then be writable). */
 static PyObject *tnt_py_allreduce(PyObject *module, PyObject *args)
@@ -701,6 +775,15 @@ static PyMethodDef module_methods[] = {
     { "report_on_signal", tnt_py_report_on_signal, METH_O,
       "report_on_signal(signo)\n--\n\nOn signo, print where this rank is (tnt_report_on_signal)." },
     { "barrier", tnt_py_barrier, METH_NOARGS, "barrier()\n--\n\n" },
+    { "timeline_start", tnt_py_timeline_start, METH_O,
+      "timeline_start(path)\n--\n\nCollective: starts recording (tnt_timeline_start)." },
+    { "timeline_stop", tnt_py_timeline_stop, METH_NOARGS,
+      "timeline_stop()\n--\n\nCollective: gathers and writes the file (tnt_timeline_stop)." },
+    { "timeline_active", tnt_py_timeline_active, METH_NOARGS, "timeline_active()\n--\n\n" },
+    { "timeline_now", tnt_py_timeline_now, METH_NOARGS,
+      "timeline_now()\n--\n\nCLOCK_MONOTONIC in ns, the timeline's clock." },
+    { "timeline_record", (PyCFunction)(void (*)(void))tnt_py_timeline_record, METH_FASTCALL,
+      "timeline_record(kind, start_ns, end_ns, number)\n--\n\n" },
     { "allreduce", tnt_py_allreduce, METH_VARARGS,
       "allreduce(send, recv, dtype, op)\n--\n\nrecv None or send itself: in place." },
     { "broadcast", tnt_py_broadcast, METH_VARARGS, "broadcast(buf, root)\n--\n\n" },
@@ -790,7 +873,9 @@ static int module_exec(PyObject *m)
         add_int(m, "FLOAT16", TNT_FLOAT16) || add_int(m, "BFLOAT16", TNT_BFLOAT16) ||
         add_int(m, "INT32", TNT_INT32) || add_int(m, "INT64", TNT_INT64) ||
         add_int(m, "SUM", TNT_SUM) || add_int(m, "PROD", TNT_PROD) || add_int(m, "MIN", TNT_MIN) ||
-        add_int(m, "MAX", TNT_MAX) || add_int(m, "AVG", TNT_AVG) || add_int(m, "OK", TNT_OK) ||
+        add_int(m, "MAX", TNT_MAX) || add_int(m, "TIMELINE_STEP", TNT_TIMELINE_STEP) ||
+        add_int(m, "TIMELINE_SYNCHRONIZE", TNT_TIMELINE_SYNCHRONIZE) ||
+        add_int(m, "AVG", TNT_AVG) || add_int(m, "OK", TNT_OK) ||
         add_int(m, "IN_PROGRESS", TNT_IN_PROGRESS) ||
         add_size(m, "FUSION_THRESHOLD_DEFAULT_BYTES", TNT_FUSION_THRESHOLD_DEFAULT_BYTES) < 0) {
         return -1;

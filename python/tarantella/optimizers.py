@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from . import _autotune, _tnt
+from . import timeline as _timeline
 from ._output import out
 from ._protocol import tensor_dtype_code, _check_agree, _K_PARAMS
 from .errors import InvalidArgumentError, UnsupportedError
@@ -349,7 +350,9 @@ class GradientReducer:
 
     def synchronize(self):
         """Contributes every gradient backward did not mark (zeros where
-        ``.grad`` is None) and waits until all are reduced into ``p.grad``."""
+        ``.grad`` is None) and waits until all are reduced into ``p.grad``.
+        A timeline records this wait as ``synchronize``."""
+        start = _tnt.timeline_now() if _tnt.timeline_active() else 0
         try:
             for i in range(len(self._params)):
                 if not self._marked[i]:
@@ -366,6 +369,8 @@ class GradientReducer:
         finally:
             self._marked = [False] * len(self._params)
             self._inflight = [None] * len(self._params)
+            if start:
+                _timeline.record_synchronize(start, _tnt.timeline_now())
 
     def _tune_step(self):
         """Times the step that just ended and, when the current size has

@@ -4,7 +4,7 @@
 # file; pytest exits 5 when it collects nothing, which fails the test like any other non-zero exit.
 # Budget: about 4 minutes together on the 2-core CI machine.
 set(_tnt_pymodel_suites model callbacks save model_inputs clipping preemption porting untrusted
-  torch_distributed ported tnt_backend rendezvous autotune)
+  torch_distributed ported tnt_backend rendezvous autotune timeline)
 set(_tnt_pymodel_timeout_model 300)
 # Multi-rank runs with DataLoader workers, 1-vs-3-rank seeds, the porting
 # example with a resume; generous for an oversubscribed 2-core machine.
@@ -35,6 +35,9 @@ set(_tnt_pymodel_timeout_rendezvous 400)
 # nodes, the 3-node order checks, injected timings (40 s on the loaded
 # 2-core machine).
 set(_tnt_pymodel_timeout_autotune 300)
+# timeline: two 2-rank fits with a timeline, the summary tool and its PNG
+# (about 20 s unloaded).
+set(_tnt_pymodel_timeout_timeline 300)
 foreach(_suite ${_tnt_pymodel_suites})
   add_test(NAME python.${_suite}
     COMMAND ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider

@@ -230,6 +230,51 @@ TNT_API void tnt_stall_resume(tnt_comm_t *comm);
 TNT_API tnt_status_t tnt_report_on_signal(tnt_comm_t *comm, int signo);
 
 /* ------------------------------------------------------------------------ */
+/* Timeline (docs/timeline.md)                                               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Starts recording a Chrome-trace timeline of this process's collectives,
+ * fusion buckets and stall warnings (and of the events given to
+ * tnt_timeline_record) into @p path, which rank 0 writes at
+ * tnt_timeline_stop (or tnt_finalize) with every rank's events merged.
+ * Collective over @p comm. Rank 0 creates the file's temporary sibling
+ * now, so an unwritable path fails here on every rank
+ * (::TNT_ERR_INVALID_ARG). ::TNT_ERR_INVALID_ARG too when a timeline is
+ * already recording (one per process; TNT_TIMELINE starts one in tnt_init).
+ */
+TNT_API tnt_status_t tnt_timeline_start(tnt_comm_t *comm, const char *path);
+
+/**
+ * Stops recording, gathers every rank's events to rank 0 over @p comm (the
+ * communicator that started it) and writes the file atomically (a temporary
+ * file renamed into place). Collective. When the gather fails, each rank
+ * writes its own part to PATH.rankN on its node instead. Does nothing when
+ * no timeline records.
+ */
+TNT_API tnt_status_t tnt_timeline_stop(tnt_comm_t *comm);
+
+/** 1 while a timeline records in this process. */
+TNT_API int tnt_timeline_active(void);
+
+/** Kinds of events that callers above libtnt record. */
+typedef enum {
+    TNT_TIMELINE_STEP = 0,       /**< one training step */
+    TNT_TIMELINE_SYNCHRONIZE = 1 /**< the optimizer's wait for the reduced gradients */
+} tnt_timeline_kind_t;
+
+/**
+ * Records one event from @p start_ns to @p end_ns (CLOCK_MONOTONIC, as
+ * tnt_timeline_now_ns) on the calling thread's lane; @p number is the step.
+ * Does nothing when no timeline records. Any thread; no allocation, no lock.
+ */
+TNT_API void tnt_timeline_record(tnt_timeline_kind_t kind, uint64_t start_ns, uint64_t end_ns,
+                                 uint64_t number);
+
+/** CLOCK_MONOTONIC in nanoseconds: the timeline's clock. */
+TNT_API uint64_t tnt_timeline_now_ns(void);
+
+/* ------------------------------------------------------------------------ */
 /* Blocking collectives                                                      */
 /* ------------------------------------------------------------------------ */
 

@@ -16,12 +16,20 @@
 #include "transport/shm.h"
 #include "util/log.h"
 #include "util/settings.h"
+#include "util/timeline.h"
+#include "util/wait.h"
 
 #include <string.h>
 
-tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind)
+tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
+                            uint64_t bytes)
 {
     comm->coll_seq++;
+    if (tnt_tl_enabled()) {
+        comm->tl_start_ns = tnt_time_ns();
+        comm->tl_bytes = bytes;
+        comm->tl_algo = comm->num_nodes > 1 ? "multinode" : comm->size > 1 ? "shm" : "local";
+    }
     tnt_doctor_enter(comm->doctor, comm->coll_seq, kind);
     if (comm->broken_status != TNT_OK) {
         tnt_doctor_leave(comm->doctor);
@@ -40,6 +48,21 @@ tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_
 tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
 {
     tnt_doctor_leave(comm->doctor);
+    if (comm->tl_start_ns != 0) {
+        if (tnt_tl_enabled()) {
+            tnt_tl_event_t ev = { .start_ns = comm->tl_start_ns,
+                                  .end_ns = tnt_time_ns(),
+                                  .posted_ns = comm->tl_posted_ns,
+                                  .bytes = comm->tl_bytes,
+                                  .number = comm->coll_seq,
+                                  .name = name,
+                                  .algo = comm->tl_algo,
+                                  .comm = comm->tl_comm };
+            atomic_init(&ev.kind, TNT_TL_COLLECTIVE);
+            tnt_tl_add(&ev);
+        }
+        comm->tl_start_ns = 0;
+    }
     if (status < 0 && status != TNT_ERR_INVALID_ARG && status != TNT_ERR_UNSUPPORTED &&
         comm->broken_status == TNT_OK) {
         comm->broken_status = status;
@@ -58,7 +81,8 @@ tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *rec
 tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale)
 {
-    tnt_status_t status = tnt_coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE);
+    tnt_status_t status = tnt_coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE,
+                                         (uint64_t)count * tnt_dtype_size(dtype));
     if (status != TNT_OK) {
         return status;
     }
@@ -93,7 +117,7 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
 
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
 {
-    tnt_status_t status = tnt_coll_begin(comm, "broadcast", TNT_DOCTOR_BROADCAST);
+    tnt_status_t status = tnt_coll_begin(comm, "broadcast", TNT_DOCTOR_BROADCAST, bytes);
     if (status != TNT_OK) {
         return status;
     }
@@ -111,7 +135,8 @@ tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int r
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank)
 {
-    tnt_status_t status = tnt_coll_begin(comm, "allgather", TNT_DOCTOR_ALLGATHER);
+    tnt_status_t status = tnt_coll_begin(comm, "allgather", TNT_DOCTOR_ALLGATHER,
+                                         (uint64_t)bytes_per_rank * (uint64_t)comm->size);
     if (status != TNT_OK) {
         return status;
     }
@@ -132,7 +157,7 @@ tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *rec
 
 tnt_status_t tnt_coll_barrier(tnt_comm_t *comm)
 {
-    tnt_status_t status = tnt_coll_begin(comm, "barrier", TNT_DOCTOR_BARRIER);
+    tnt_status_t status = tnt_coll_begin(comm, "barrier", TNT_DOCTOR_BARRIER, 0);
     if (status != TNT_OK) {
         return status;
     }

@@ -25,8 +25,12 @@ tnt_status_t tnt_coll_barrier(tnt_comm_t *comm);
 
 /* Around every collective: the next sequence number and the doctor's
  * enter (fails at once when an earlier collective broke the ranks' step),
- * then the doctor's leave and, for a failure part-way, the broken state. */
-tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind);
+ * then the doctor's leave and, for a failure part-way, the broken state;
+ * while a timeline records, one event from begin to end with the name, the
+ * bytes (this rank's whole message: the gathered result for a gather) and
+ * comm->tl_algo, which an algorithm may set in between. */
+tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
+                            uint64_t bytes);
 tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status);
 
 /* Composed from the three above (coll/composed.c); arguments already

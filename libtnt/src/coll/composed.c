@@ -76,7 +76,8 @@ tnt_status_t tnt_coll_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbu
                              size_t bytes_per_rank, int root)
 {
     if (one_node(comm)) {
-        tnt_status_t status = tnt_coll_begin(comm, "gather", TNT_DOCTOR_GATHER);
+        tnt_status_t status = tnt_coll_begin(comm, "gather", TNT_DOCTOR_GATHER,
+                                             bytes_per_rank * (uint64_t)comm->size);
         if (status == TNT_OK) {
             status = tnt_shm_gather(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
         }
@@ -98,7 +99,8 @@ tnt_status_t tnt_coll_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvb
                               size_t bytes_per_rank, int root)
 {
     if (one_node(comm)) {
-        tnt_status_t status = tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER);
+        tnt_status_t status = tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER,
+                                             bytes_per_rank * (uint64_t)comm->size);
         if (status == TNT_OK) {
             status = tnt_shm_scatter(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
         }
@@ -160,7 +162,11 @@ tnt_status_t tnt_coll_alltoallv(tnt_comm_t *comm, const void *sendbuf, const siz
                                 void *recvbuf, const size_t *all_sendbytes)
 {
     if (one_node(comm)) {
-        tnt_status_t status = tnt_coll_begin(comm, "alltoall", TNT_DOCTOR_ALLTOALL);
+        uint64_t bytes = 0;
+        for (int j = 0; j < comm->size; j++) {
+            bytes += sendbytes[j];
+        }
+        tnt_status_t status = tnt_coll_begin(comm, "alltoall", TNT_DOCTOR_ALLTOALL, bytes);
         if (status == TNT_OK) {
             status = tnt_shm_alltoallv(comm->shm, sendbuf, recvbuf, all_sendbytes);
         }

@@ -10,6 +10,7 @@
 #include "coll/verdict.h"
 #include "util/log.h"
 #include "util/settings.h"
+#include "util/timeline.h"
 #include "util/wait.h"
 #include "util/watch.h"
 
@@ -358,6 +359,10 @@ static tnt_status_t doctor_poll(tnt_watch_t *watch, uint64_t waited_ns)
     }
     if (blamed) {
         d->warned_seq = atomic_load_explicit(&d->mine->seq, memory_order_relaxed) + 1;
+        /* Every waiting rank marks its own timeline; one prints. */
+        if (tnt_tl_enabled()) {
+            tnt_tl_stall(comm->tl_comm, d->verdict);
+        }
         if (reporter == comm->rank) {
             char text[900];
             tnt_verdict_format(text, sizeof text,

@@ -56,6 +56,8 @@ struct tnt_request {
     struct tnt_p2p_op *p2p;
     struct tnt_request *next; /* queue link, owned by the progress queue */
     int queued;               /* still in the queue (under progress_lock) */
+    /* When it was posted, for the timeline (0 when none records). */
+    uint64_t posted_ns;
     union {
         struct {
             const void *sendbuf;
@@ -115,6 +117,16 @@ struct tnt_comm {
      * call (its first member; NULL in communicators built without one). */
     struct tnt_doctor *doctor;
     tnt_watch_t *watch;
+
+    /* The timeline (util/timeline.h): this communicator's name id, and
+     * what the running collective records at its end. Only the thread
+     * running collectives (the in-flight word's holder) touches the last
+     * four; start 0 means "not recording this one". */
+    uint16_t tl_comm;
+    uint64_t tl_start_ns;
+    uint64_t tl_bytes;
+    uint64_t tl_posted_ns;
+    const char *tl_algo;
 
     /* Collectives issued so far, for error messages ("allreduce #812"). */
     uint64_t coll_seq;

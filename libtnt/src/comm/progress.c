@@ -47,6 +47,7 @@
 
 #include "util/log.h"
 #include "util/settings.h"
+#include "util/timeline.h"
 #include "util/wait.h"
 
 #include <errno.h>
@@ -232,7 +233,9 @@ static struct tnt_request *queue_take(tnt_comm_t *comm)
 static void request_run(tnt_comm_t *comm, struct tnt_request *req)
 {
     tnt_error_clear();
+    comm->tl_posted_ns = req->posted_ns;
     tnt_status_t status = req->execute(comm, req);
+    comm->tl_posted_ns = 0;
     if (status < 0) {
         snprintf(req->error, sizeof(req->error), "%s",
                  tnt_error_message()[0] != '\0' ? tnt_error_message() : tnt_status_string(status));
@@ -345,6 +348,10 @@ static void *progress_main(void *arg)
 {
     tnt_comm_t *comm = arg;
     struct tnt_request *req;
+    char lane[TNT_COMM_NAME_MAX + 16];
+
+    snprintf(lane, sizeof(lane), "progress %s", comm->name);
+    tnt_tl_name_thread(lane);
 
     while ((req = progress_next(comm)) != NULL) {
         request_run(comm, req);
@@ -403,6 +410,7 @@ tnt_status_t tnt_progress_post(tnt_comm_t *comm, struct tnt_request *req)
 
     req->comm = comm;
     req->next = NULL;
+    req->posted_ns = tnt_tl_enabled() ? tnt_time_ns() : 0;
     /* Relaxed is enough: the queue hand-over below goes through the mutex. */
     atomic_store_explicit(&req->status, TNT_IN_PROGRESS, memory_order_relaxed);
 

@@ -15,6 +15,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/settings.h"
+#include "util/timeline.h"
 #include "util/wait.h"
 
 #include <stdio.h>
@@ -228,7 +229,26 @@ TNT_API tnt_status_t tnt_init(tnt_comm_t **comm_p)
     /* Log lines name this rank; a communicator split from this one later
      * leaves them naming the rank the user knows. */
     tnt_log_set_identity(tnt_boot_info(boot)->rank, tnt_boot_info(boot)->hostname);
-    return tnt_comm_create(boot, settings, "world", comm_p);
+    tnt_comm_t *comm;
+    status = tnt_comm_create(boot, settings, "world", &comm);
+    if (status != TNT_OK) {
+        return status;
+    }
+    /* TNT_TIMELINE: checked and started here, so a path rank 0 cannot
+     * write fails the start, not the end, of the run. */
+    if (comm->settings->timeline_path[0] != '\0') {
+        status = tnt_timeline_start(comm, comm->settings->timeline_path);
+        if (status != TNT_OK) {
+            char saved[TNT_REQUEST_ERROR_MAX];
+            int printed = tnt_error_printed();
+            snprintf(saved, sizeof(saved), "%s", tnt_error_message());
+            tnt_finalize(comm);
+            tnt_error_restore(saved, printed);
+            return status;
+        }
+    }
+    *comm_p = comm;
+    return TNT_OK;
 }
 
 TNT_API tnt_status_t tnt_comm_create_oob(const tnt_oob_t *oob, tnt_comm_t **comm_p)
@@ -273,6 +293,7 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const c
     comm->timeout_s = settings->timeout_s;
     comm->boot = boot;
     snprintf(comm->name, sizeof(comm->name), "%s", name);
+    comm->tl_comm = tnt_tl_comm_id(comm->name);
     const struct tnt_boot_info *info = tnt_boot_info(comm->boot);
     comm->rank = info->rank;
     comm->size = info->size;
@@ -393,6 +414,9 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
     if (comm == NULL) {
         return;
     }
+    /* The timeline this communicator records is written while its
+     * collectives still work (does nothing otherwise). */
+    tnt_timeline_finalize(comm);
     /* First: NCCL's teardown may still talk to peers, which are finalizing
      * too; the host collectives are not needed for it. */
     tnt_gpu_finalize(comm);
@@ -462,6 +486,7 @@ TNT_API void tnt_abort(tnt_comm_t *comm, int exit_code, const char *message)
 {
     const char *msg = message != NULL ? message : "(no message)";
     tnt_log(TNT_LOG_ERROR, "aborting the job (exit code %d): %s", exit_code, msg);
+    tnt_timeline_abort();
     /* Stop NCCL kernels that wait for peers before the launcher kills us. */
     tnt_gpu_abort(comm);
     tnt_boot_abort(comm != NULL ? comm->boot : NULL, exit_code, msg);

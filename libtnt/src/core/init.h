@@ -19,4 +19,11 @@ struct tnt_settings;
 tnt_status_t tnt_comm_create(tnt_boot_t *boot, struct tnt_settings *settings, const char *name,
                              tnt_comm_t **comm_p);
 
+/* tnt_abort's last act before the job ends: this rank's timeline part to
+ * PATH.rankN when a timeline records (core/timeline.c). */
+void tnt_timeline_abort(void);
+/* tnt_finalize's: tnt_timeline_stop when comm started the timeline (its
+ * errors are logged where they arise), nothing otherwise. */
+void tnt_timeline_finalize(tnt_comm_t *comm);
+
 #endif

@@ -57,6 +57,8 @@
 #include "comm/comm.h"
 #include "util/log.h"
 #include "util/settings.h"
+#include "util/timeline.h"
+#include "util/wait.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -242,15 +244,29 @@ static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *
     struct tnt_fusion *fusion = bucket->fusion;
     tnt_status_t status;
 
+    const uint64_t start_ns = tnt_tl_enabled() ? tnt_time_ns() : 0;
     tnt_doctor_note_fusion(comm->doctor, fusion->step, (uint32_t)(bucket - fusion->buckets));
     status = fusion_reduce_run(comm, fusion, bucket->dtype, bucket->first_tensor,
                                bucket->num_staged, bucket->staged_count, bucket->staging);
-    if (status != TNT_OK || !bucket->split) {
-        return status;
+    if (status == TNT_OK && bucket->split) {
+        const size_t last = bucket->first_tensor + bucket->num_tensors - 1;
+        status = fusion_reduce_run(comm, fusion, bucket->dtype, last, 1,
+                                   fusion->tensors[last].count, NULL);
     }
-    const size_t last = bucket->first_tensor + bucket->num_tensors - 1;
-    return fusion_reduce_run(comm, fusion, bucket->dtype, last, 1, fusion->tensors[last].count,
-                             NULL);
+    if (start_ns != 0 && tnt_tl_enabled()) {
+        /* The bucket wraps its collectives on the lane that ran them. */
+        tnt_tl_event_t ev = { .start_ns = start_ns,
+                              .end_ns = tnt_time_ns(),
+                              .posted_ns = req->posted_ns,
+                              .bytes = (uint64_t)bucket->count * tnt_dtype_size(bucket->dtype),
+                              .number = (uint64_t)(bucket - fusion->buckets),
+                              .first = (uint32_t)bucket->first_tensor,
+                              .count = (uint32_t)bucket->num_tensors,
+                              .comm = comm->tl_comm };
+        atomic_init(&ev.kind, TNT_TL_BUCKET);
+        tnt_tl_add(&ev);
+    }
+    return status;
 }
 
 /* The step check: a MAX of one flag, which costs O(log nodes) latencies

@@ -21,7 +21,8 @@ typedef enum {
     SETTING_SECONDS, /* decimal seconds, optional trailing "s", stored as double */
     SETTING_CHOICE,  /* a name from choices (case-insensitive), stored as an int-sized enum */
     SETTING_BOOL,    /* 1/0, true/false, yes/no, on/off, stored as int */
-    SETTING_INT      /* a whole number, stored as uint64_t */
+    SETTING_INT,     /* a whole number, stored as uint64_t */
+    SETTING_PATH     /* a file path, stored in a char[TNT_SETTINGS_PATH_MAX]; "" = unset */
 } setting_kind_t;
 
 typedef struct {
@@ -160,6 +161,11 @@ static const setting_desc_t settings_table[] = {
     { "TNT_GPU_TRANSPORT", SETTING_CHOICE, "auto", 0, 0, gpu_choices, FIELD(gpu_transport), NULL },
     { "TNT_GPU_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(gpu_staging_bytes),
       NULL },
+    /* The timeline (docs/timeline.md): 72-byte events, so the default
+     * array is 9 MiB and the largest 18 GiB. */
+    { "TNT_TIMELINE", SETTING_PATH, "", 0, 0, NULL, FIELD(timeline_path), "empty = no timeline" },
+    { "TNT_TIMELINE_EVENTS", SETTING_INT, "131072", 1024, 268435456, NULL, FIELD(timeline_events),
+      NULL },
 };
 
 #define SETTINGS_COUNT (sizeof(settings_table) / sizeof(settings_table[0]))
@@ -265,6 +271,9 @@ static void setting_describe_valid(const setting_desc_t *desc, char *buf, size_t
     case SETTING_BOOL:
         snprintf(buf, len, "1 or 0 (also true/false, yes/no, on/off)");
         break;
+    case SETTING_PATH:
+        snprintf(buf, len, "a path of at most %d bytes", TNT_SETTINGS_PATH_MAX - 1);
+        break;
     case SETTING_CHOICE:
         used = (size_t)snprintf(buf, len, "one of ");
         for (const setting_choice_t *c = desc->choices; c->name != NULL && used < len; c++) {
@@ -329,6 +338,13 @@ static int setting_parse(const setting_desc_t *desc, const char *value, void *fi
         }
         break;
     }
+    case SETTING_PATH:
+        if (strlen(value) >= TNT_SETTINGS_PATH_MAX) {
+            problem = "is too long";
+        } else {
+            memcpy(field, value, strlen(value) + 1);
+        }
+        break;
     case SETTING_CHOICE: {
         const setting_choice_t *c = desc->choices;
         while (c->name != NULL && strcasecmp(c->name, value) != 0) {
@@ -507,7 +523,8 @@ int tnt_settings_describe(size_t index, char *buf, size_t len)
                                          [SETTING_SECONDS] = "seconds",
                                          [SETTING_CHOICE] = "choice",
                                          [SETTING_BOOL] = "bool",
-                                         [SETTING_INT] = "int" };
+                                         [SETTING_INT] = "int",
+                                         [SETTING_PATH] = "path" };
     if (index >= SETTINGS_COUNT || len == 0) {
         return -1;
     }

@@ -1,7 +1,7 @@
 /*
  * The TNT_* environment variables libtnt reads, parsed by one table-driven
  * parser (modelled on UCX's ucs config parser): each variable has a kind
- * (size in KiB, seconds, named choice, boolean, integer), a default, bounds
+ * (size in KiB, seconds, named choice, boolean, integer, path), a default, bounds
  * or choices, and a one-line description. tnt_init parses all of them once,
  * before the bootstrap and the transports exist, and the layers read the
  * resulting struct. A malformed or out-of-range value fails tnt_init with
@@ -28,6 +28,9 @@
 /* The value of a size that may also be "auto" (TNT_FUSION_THRESHOLD_KB=auto:
  * tune it, docs/tuning.md), distinct from TNT_SETTINGS_BY_LAYOUT. */
 #define TNT_SETTINGS_TUNE (SIZE_MAX - 1)
+
+/* The longest path a setting holds, NUL included. */
+#define TNT_SETTINGS_PATH_MAX 1024
 
 typedef enum {
     TNT_SETTINGS_ALGO_AUTO,
@@ -90,6 +93,8 @@ typedef struct tnt_settings {
     size_t ucx_tcp_seg_bytes;                           /* TNT_UCX_TCP_SEG_KB; 0 = UCX's default */
     tnt_settings_gpu_t gpu_transport;                   /* TNT_GPU_TRANSPORT */
     size_t gpu_staging_bytes; /* TNT_GPU_STAGING_KB: one chunk of the host-staged path */
+    char timeline_path[TNT_SETTINGS_PATH_MAX]; /* TNT_TIMELINE; "" = no timeline */
+    uint64_t timeline_events;                  /* TNT_TIMELINE_EVENTS */
 } tnt_settings_t;
 
 /* Every field at its default. */
@@ -121,7 +126,7 @@ const char *tnt_settings_name(size_t index);
 /* One line describing entry index for the docs check:
  * "NAME|DEFAULT|KIND|MIN|MAX|CHOICE,CHOICE..." (DEFAULT empty when the layers
  * choose by layout; MIN and MAX for sizes in KiB, seconds and whole numbers;
- * KIND one of size_kb, seconds, int, choice, bool). 0, or -1 past the end. */
+ * KIND one of size_kb, seconds, int, choice, bool, path). 0, or -1 past the end. */
 int tnt_settings_describe(size_t index, char *buf, size_t len);
 
 #endif

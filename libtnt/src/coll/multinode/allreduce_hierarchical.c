@@ -30,6 +30,8 @@
 #include "reduce/reduce.h"
 #include "transport/shm.h"
 #include "util/log.h"
+#include "util/timeline.h"
+#include "util/wait.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -100,6 +102,30 @@ static int tnt_mn_slice_of(size_t count, int L, size_t x)
 static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                             size_t count, tnt_dtype_t dtype, tnt_op_t op);
 
+/* A timeline phase of the running allreduce, from start_ns to now (start_ns
+ * is 0 when no timeline recorded at the phase's start). */
+static void tnt_mn_phase(const tnt_comm_t *comm, const char *name, const char *algo,
+                         uint64_t start_ns, uint64_t bytes)
+{
+    if (start_ns == 0 || !tnt_tl_enabled()) {
+        return;
+    }
+    tnt_tl_event_t ev = { .start_ns = start_ns,
+                          .end_ns = tnt_time_ns(),
+                          .bytes = bytes,
+                          .number = comm->coll_seq,
+                          .name = name,
+                          .algo = algo,
+                          .comm = comm->tl_comm };
+    atomic_init(&ev.kind, TNT_TL_PHASE);
+    tnt_tl_add(&ev);
+}
+
+static uint64_t tnt_mn_phase_start(void)
+{
+    return tnt_tl_enabled() ? tnt_time_ns() : 0;
+}
+
 /* float16/bfloat16: partial sums of 16-bit values lose bits (and overflow:
  * 6 x 30000 is not a float16) at every hop, so the whole hierarchy runs in
  * float32 on a widened copy and the result is rounded once, like the
@@ -165,10 +191,12 @@ static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbu
 
     /* 1. Node reduction of my slice. */
     if (comm->local_size > 1) {
+        uint64_t t0 = tnt_mn_phase_start();
         status = tnt_shm_reduce_scatter(comm->shm, sendbuf, recvbuf, count, dtype, net_op);
         if (status != TNT_OK) {
             return status;
         }
+        tnt_mn_phase(comm, "intra-node reduce-scatter", "shm", t0, count * esize);
     } else if (sendbuf != recvbuf) {
         memcpy(recvbuf, sendbuf, count * esize);
     }
@@ -189,6 +217,8 @@ static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbu
             net->group[n] = tnt_mn_rank_at(net, n, tnt_mn_slice_of(count, comm->node_sizes[n], x));
         }
         algo = tnt_mn_select(net, comm->num_nodes, (y - x) * esize);
+        comm->tl_algo = tnt_mn_algo_name(algo);
+        uint64_t t1 = tnt_mn_phase_start();
         snprintf(net->what, sizeof(net->what), "allreduce #%llu (%s across nodes)",
                  (unsigned long long)comm->coll_seq, tnt_mn_algo_name(algo));
         g.net = net;
@@ -209,14 +239,17 @@ static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbu
         if (status != TNT_OK) {
             return status;
         }
+        tnt_mn_phase(comm, "inter-node allreduce", tnt_mn_algo_name(algo), t1, (y - x) * esize);
     }
 
     /* 3. Every local rank gets every slice. */
     if (comm->local_size > 1) {
+        uint64_t t2 = tnt_mn_phase_start();
         status = tnt_shm_allgather_slices(comm->shm, recvbuf, count, dtype);
         if (status != TNT_OK) {
             return status;
         }
+        tnt_mn_phase(comm, "intra-node allgather", "shm", t2, count * esize);
     }
     return TNT_OK;
 }
