@@ -21,6 +21,10 @@ ranks, with one BLAS/OpenMP thread per rank:
         --ddp-backend tnt runs the same DDP script on Tarantella's tnt
         process-group backend, bootstrapped from the same env:// store)
 
+--compression bf16|fp16 sends the gradients as 16-bit values: for tnt,
+compile(compression=...); for ddp, DDP's bf16_compress_hook /
+fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks).
+
 Rank 0 prints one JSON line (prefix "RESULT ") with the measurements.
 tests/bench/run_train_bench.sh alternates the two programs and repeats.
 """
@@ -93,7 +97,8 @@ def run_tnt(args):
     torch.manual_seed(0)
     model = tnt.Model(make())
     model.compile(make_opt(model.parameters()), "sparse_categorical_crossentropy",
-                  ["accuracy"] if args.workload == "digits" else None)
+                  ["accuracy"] if args.workload == "digits" else None,
+                  compression=args.compression)
     epoch_times = []
 
     class EpochTimer(tnt.callbacks.Callback):
@@ -104,6 +109,7 @@ def run_tnt(args):
             epoch_times.append(time.perf_counter() - self.t0)
 
     result = {"backend": "tnt", "workload": args.workload, "ranks": tnt.get_size(),
+              "compression": args.compression,
               "batch": batch, "blas": blas_name(), "threads": torch.get_num_threads()}
     if args.workload == "digits":
         model.fit(x, y, batch_size=batch, epochs=epochs, shuffle_seed=42, verbose=0,
@@ -144,6 +150,8 @@ def spawn_ddp(args):
         cmd = [sys.executable, os.path.abspath(__file__), "--backend", "ddp-rank",
                "--workload", args.workload, "--steps", str(args.steps),
                "--windows", str(args.windows), "--ddp-backend", args.ddp_backend]
+        if args.compression:
+            cmd += ["--compression", args.compression]
         procs.append(subprocess.Popen(cmd, env=dict(env, RANK=str(r))))
     rc = 0
     for p in procs:
@@ -161,6 +169,11 @@ def run_ddp_rank(args):
     make, make_opt, x, y, x_test, y_test, batch, epochs = workload(args.workload, args.steps)
     torch.manual_seed(0)
     model = DDP(make())                  # broadcasts rank 0's weights
+    if args.compression:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, {"bf16": default_hooks.bf16_compress_hook,
+                                        "fp16": default_hooks.fp16_compress_hook}[
+                                            args.compression])
     opt = make_opt(model.parameters())
     loss_fn = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
@@ -186,6 +199,7 @@ def run_ddp_rank(args):
 
     result = {"backend": "ddp" if args.ddp_backend == "gloo" else "ddp-tnt",
               "workload": args.workload, "ranks": size, "batch": batch,
+              "compression": args.compression,
               "blas": blas_name(), "threads": torch.get_num_threads()}
     if args.workload == "digits":
         times = []
@@ -224,6 +238,9 @@ def main():
     parser.add_argument("--nproc", type=int, default=2, help="ranks (ddp)")
     parser.add_argument("--ddp-backend", choices=("gloo", "tnt"), default="gloo",
                         help="torch.distributed backend of the ddp runs")
+    parser.add_argument("--compression", choices=("bf16", "fp16"), default=None,
+                        help="16-bit gradients: compile(compression=) for tnt, DDP's "
+                        "bf16/fp16_compress_hook for ddp")
     args = parser.parse_args()
     if args.steps is None:
         args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40, "mlp1": 40}[args.workload]
