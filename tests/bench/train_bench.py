@@ -23,7 +23,9 @@ ranks, with one BLAS/OpenMP thread per rank:
 
 --compression bf16|fp16 sends the gradients as 16-bit values: for tnt,
 compile(compression=...); for ddp, DDP's bf16_compress_hook /
-fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks).
+fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks). gloo in
+torch 1.13 has no bfloat16 allreduce ("Invalid scalar type"), so ddp with
+bf16 needs --ddp-backend tnt.
 
 Rank 0 prints one JSON line (prefix "RESULT ") with the measurements.
 tests/bench/run_train_bench.sh alternates the two programs and repeats.
@@ -142,6 +144,9 @@ def free_port():
 
 def spawn_ddp(args):
     """Starts args.nproc ranks of this script (one process each) and waits."""
+    if args.compression == "bf16" and args.ddp_backend == "gloo":
+        sys.exit("train_bench: gloo (torch 1.13) cannot allreduce bfloat16, which "
+                 "bf16_compress_hook needs; use --compression fp16 or --ddp-backend tnt")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE=str(args.nproc), GLOO_SOCKET_IFNAME="lo")
     env.setdefault("OMP_NUM_THREADS", "1")
