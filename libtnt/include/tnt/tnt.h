@@ -507,7 +507,8 @@ typedef enum {
  * Plan agreement covers @p compression: ranks that differ get
  * ::TNT_ERR_MISMATCH naming them. ::TNT_COMPRESSION_NONE is tnt_fusion_create.
  */
-TNT_API tnt_status_t tnt_fusion_create_compressed(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
+TNT_API tnt_status_t tnt_fusion_create_compressed(tnt_comm_t *comm,
+                                                  const tnt_tensor_desc_t *tensors,
                                                   size_t num_tensors, size_t threshold_bytes,
                                                   tnt_op_t op, tnt_compression_t compression,
                                                   tnt_fusion_t **fusion_p);
