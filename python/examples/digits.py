@@ -12,6 +12,7 @@ rank only. The same script runs unchanged as a single process
 With ``--backup-dir DIR`` it is preemptible (tnt.callbacks.BackupAndRestore):
 SIGUSR1 or SIGTERM makes it back up and exit with status 75, and running it
 again resumes where it stopped (sbatch-templates/preemptible.sbatch).
+``--compression bf16`` (or fp16) sends the gradients as 16-bit values.
 """
 import argparse
 import sys
@@ -60,6 +61,8 @@ def main():
                         "SIGUSR1/SIGTERM; resume from it when it holds a backup")
     parser.add_argument("--backup-freq", default="epoch", help="'epoch' or a number of steps")
     parser.add_argument("--save-weights", metavar="PATH", help="save the final weights to PATH")
+    parser.add_argument("--compression", choices=("bf16", "fp16"),
+                        help="send the gradients as 16-bit values (compile(compression=...))")
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)          # the master's initial weights are broadcast
@@ -68,7 +71,7 @@ def main():
     model = tnt.Model(DigitsCNN())
     model.compile(optimizer=torch.optim.Adam(model.parameters(), lr=args.lr),
                   loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+                  metrics=["accuracy"], compression=args.compression)
 
     size = tnt.get_size()
     lo, hi = args.batch_size // size, -(-args.batch_size // size)

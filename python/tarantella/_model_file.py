@@ -34,6 +34,7 @@ def compile_state(model, include_optimizer):
         "loss": model.loss,
         "metrics": list(model._metric_specs),
         "fusion_threshold_kb": model._fusion_threshold_kb,
+        "compression": model._compression,
         "clipnorm": model.clipnorm,
         "clipvalue": model.clipvalue,
     }

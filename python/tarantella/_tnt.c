@@ -877,6 +877,9 @@ static int module_exec(PyObject *m)
         add_int(m, "TIMELINE_SYNCHRONIZE", TNT_TIMELINE_SYNCHRONIZE) ||
         add_int(m, "AVG", TNT_AVG) || add_int(m, "OK", TNT_OK) ||
         add_int(m, "IN_PROGRESS", TNT_IN_PROGRESS) ||
+        add_int(m, "COMPRESSION_NONE", TNT_COMPRESSION_NONE) ||
+        add_int(m, "COMPRESSION_FP16", TNT_COMPRESSION_FP16) ||
+        add_int(m, "COMPRESSION_BF16", TNT_COMPRESSION_BF16) ||
         add_size(m, "FUSION_THRESHOLD_DEFAULT_BYTES", TNT_FUSION_THRESHOLD_DEFAULT_BYTES) < 0) {
         return -1;
     }

@@ -125,18 +125,23 @@ static int parse_threshold(PyObject *obj, size_t *threshold_p)
 
 static PyObject *fusion_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = { "tensors", "threshold_bytes", "op", NULL };
+    static char *kwlist[] = { "tensors", "threshold_bytes", "op", "compression", NULL };
     module_state *st = PyType_GetModuleState(type);
     PyObject *tensors, *threshold_obj = Py_None;
     int op = TNT_SUM;
+    int compression = TNT_COMPRESSION_NONE;
     size_t threshold, num;
     tnt_tensor_desc_t *descs;
     tnt_fusion_t *fusion = NULL;
     tnt_status_t status;
     fusion_object *self;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Oi:Fusion", kwlist, &tensors, &threshold_obj,
-                                     &op)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Oii:Fusion", kwlist, &tensors,
+                                     &threshold_obj, &op, &compression)) {
+        return NULL;
+    }
+    if (compression < 0 || compression >= (int)TNT_COMPRESSION_LAST) {
+        PyErr_Format(PyExc_ValueError, "invalid libtnt compression code %d", compression);
         return NULL;
     }
     if (op < 0 || op >= (int)TNT_OP_LAST) {
@@ -168,7 +173,8 @@ static PyObject *fusion_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     }
     /* Collective: every rank plans and the plans are compared. */
     Py_BEGIN_ALLOW_THREADS
-        status = tnt_fusion_create(g_comm, self->descs, num, threshold, (tnt_op_t)op, &fusion);
+        status = tnt_fusion_create_compressed(g_comm, self->descs, num, threshold, (tnt_op_t)op,
+                                              (tnt_compression_t)compression, &fusion);
     Py_END_ALLOW_THREADS
     if (status != TNT_OK) {
         raise_status(st, status, "Fusion");
@@ -355,11 +361,13 @@ static PyGetSetDef fusion_getset[] = {
 };
 
 static PyType_Slot fusion_slots[] = {
-    { Py_tp_doc, "Fusion(tensors, threshold_bytes=None, op=SUM)\n--\n\n"
+    { Py_tp_doc, "Fusion(tensors, threshold_bytes=None, op=SUM, compression=COMPRESSION_NONE)"
+                 "\n--\n\n"
                  "libtnt fusion engine over tensors, a sequence of (count, dtype) in the order "
                  "their gradients become ready. threshold_bytes None means TNT_FUSION_THRESHOLD_KB "
-                 "or the built-in default. Collective: every rank must create it with the "
-                 "same plan." },
+                 "or the built-in default. compression COMPRESSION_FP16/BF16 sends float32 "
+                 "buckets as 16-bit (tnt_fusion_create_compressed). Collective: every rank must "
+                 "create it with the same plan." },
     { Py_tp_new, fusion_new },
     { Py_tp_dealloc, fusion_dealloc },
     { Py_tp_methods, fusion_methods },

@@ -48,7 +48,7 @@ from ._model_file import compile_state, is_model_file, module_config, write_mode
 from ._output import is_output_rank, out, output_on_all_devices
 from .losses import loss_reduction as _loss_reduction, make_loss as _make_loss
 from .metrics import Metric as _Metric, Stats as _Stats
-from .optimizers import GradientReducer
+from .optimizers import GradientReducer, check_compression
 from .progbar import Progbar
 # collective_save/collective_read have always been importable from here.
 from .saving import collective_read, collective_save  # noqa: F401
@@ -185,7 +185,7 @@ class Model:
 
     # -- compile ------------------------------------------------------------
     def compile(self, optimizer="sgd", loss=None, metrics=None, tnt_fusion_threshold_kb=None,
-                clipnorm=None, clipvalue=None):
+                clipnorm=None, clipvalue=None, compression=None):
         """Sets the optimizer (a torch optimizer over this model's
         parameters, an optimizer class, or a name: 'sgd', 'adam', 'adamw',
         'rmsprop', 'adagrad' with Keras's default learning rates), the loss
@@ -197,6 +197,14 @@ class Model:
         TNT_FUSION_THRESHOLD_KB for this model's gradient buckets (a size in
         KiB, or ``"auto"``: tuned over the first steps, docs/tuning.md).
 
+        ``compression``: None (default; float32 gradients travel as they
+        are and training equals serial training bitwise), ``"bf16"`` or
+        ``"fp16"``: float32 gradients travel and sit in shared memory as
+        16-bit values, halving the allreduce's bytes; training then equals
+        serial training within 16-bit rounding of each step's gradient
+        (docs/python-api.md, "Gradient compression"). Every rank passes the
+        same value.
+
         ``clipnorm`` clips the global norm over all gradients (as
         torch.nn.utils.clip_grad_norm_) and ``clipvalue`` each gradient
         element, after the allreduce: every rank clips the same reduced
@@ -204,6 +212,7 @@ class Model:
         clipping."""
         if loss is None:
             raise ValueError("compile: a loss is required")
+        check_compression(compression, "compile")
         for name, value in (("clipnorm", clipnorm), ("clipvalue", clipvalue)):
             if value is not None and not (isinstance(value, (int, float, np.number))
                                           and not isinstance(value, bool) and value > 0):
@@ -221,6 +230,7 @@ class Model:
         self.metrics_names = ["loss"] + [m.name for m in self.compiled_metrics]
         self._fusion_threshold_kb = tnt_fusion_threshold_kb
         self._fusion_tuner = None
+        self._compression = compression
 
     @property
     def compiled(self):
@@ -257,7 +267,7 @@ class Model:
         # A tuning (TNT_FUSION_THRESHOLD=auto) goes on across fit calls, and
         # its choice stays, instead of starting again with every fit.
         return GradientReducer(self.module, threshold_kb=self._fusion_threshold_kb,
-                               tuner=self._fusion_tuner)
+                               tuner=self._fusion_tuner, compression=self._compression)
 
     def _require_compiled(self, what):
         if not self.compiled:

@@ -117,6 +117,7 @@ def load_model(filepath, custom_objects=None, compile=True, trusted=False):
             optimizer.load_state_dict(state["optimizer_state"])
         model.compile(optimizer=optimizer, loss=state["loss"], metrics=state["metrics"],
                       tnt_fusion_threshold_kb=state.get("fusion_threshold_kb"),
+                      compression=state.get("compression"),
                       clipnorm=state.get("clipnorm"), clipvalue=state.get("clipvalue"))
     return model
 

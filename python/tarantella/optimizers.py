@@ -29,6 +29,13 @@ equivalence with uneven micro-batches, each rank passes
 ``local_count / global_count`` (``set_micro_batch(local, global)``) and
 computes a *mean* loss over its own micro-batch: the sum over ranks is then
 exactly the serial mean-loss gradient.
+
+``compression="bf16"`` or ``"fp16"`` sends float32 gradients as 16-bit values
+(libtnt's ``tnt_fusion_create_compressed``): each rank's scaled gradient is
+rounded once to 16 bits, every reduction stage accumulates in float32, and
+the result is widened back into ``p.grad``. The reduced gradient then equals
+the serial one within 16-bit rounding instead of bitwise (docs/python-api.md,
+"Gradient compression"); it is still bitwise the same on every rank.
 """
 import contextlib
 import hashlib
@@ -64,6 +71,20 @@ def _unique_params(module_or_params):
             seen.add(id(p))
             out.append(p)
     return out
+
+
+#: The values ``compression`` accepts, and the libtnt code of each.
+COMPRESSIONS = {None: _tnt.COMPRESSION_NONE, "fp16": _tnt.COMPRESSION_FP16,
+                "bf16": _tnt.COMPRESSION_BF16}
+
+
+def check_compression(compression, what):
+    """Returns ``compression`` if it is one of COMPRESSIONS' keys, else raises
+    InvalidArgumentError naming the allowed values."""
+    if isinstance(compression, str) and compression in COMPRESSIONS or compression is None:
+        return compression
+    raise InvalidArgumentError("%s: compression must be None, \"bf16\" or \"fp16\", got %r"
+                               % (what, compression))
 
 
 def _env_threshold(threshold):
@@ -122,7 +143,13 @@ class GradientReducer:
     the same model. ``use_engine``: None (default) uses the fusion engine
     when there is more than one rank; a single rank only scales its
     gradients in place, which is what the engine would compute, without the
-    copies (True forces the engine, for tests).
+    copies (True forces the engine, for tests). ``compression``: None
+    (default: gradients travel as float32, and the result equals serial
+    training bitwise), ``"bf16"`` or ``"fp16"`` (float32 gradients travel
+    and sit in shared memory as 16-bit values; the result equals serial
+    training within 16-bit rounding; see docs/python-api.md). Every rank
+    passes the same value (else MismatchError). With one rank nothing is
+    sent, so nothing is rounded.
 
     Per step::
 
@@ -133,7 +160,8 @@ class GradientReducer:
     """
 
     def __init__(self, module_or_params, threshold_kb=None, use_engine=None, tune_steps=None,
-                 tuner=None):
+                 tuner=None, compression=None):
+        self._compression = check_compression(compression, "GradientReducer")
         _tnt.init()
         params = _unique_params(module_or_params)
         # Reverse registration order approximates the order in which backward
@@ -169,10 +197,18 @@ class GradientReducer:
                 else _autotune.DEFAULT_KB * 1024
         if self._device.type == "cuda":
             from .cuda import DeviceFusion
+            if compression is not None:
+                # libtnt's compressed buckets live in host memory; a device
+                # variant would narrow on the GPU and rely on NCCL's 16-bit
+                # sums, which round at every hop.
+                raise UnsupportedError("GradientReducer: compression=%r is not supported for "
+                                       "CUDA parameters; use compression=None on the GPU, or "
+                                       "train on the CPU" % compression)
             self._fusion = DeviceFusion(self._params, threshold, self._device) \
                 if use_engine else None
         else:
-            self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM) if use_engine else None
+            self._fusion = _tnt.Fusion(descs, threshold, _tnt.SUM,
+                                       COMPRESSIONS[compression]) if use_engine else None
         self._num_buckets = (self._fusion.num_buckets if use_engine else
                              _tnt.fusion_plan(descs, _env_threshold(threshold))[1])
         self._threshold = threshold
@@ -264,6 +300,11 @@ class GradientReducer:
     def parameters(self):
         """The parameters in plan order (reverse registration order)."""
         return list(self._params)
+
+    @property
+    def compression(self):
+        """None, "bf16" or "fp16", as passed to the constructor."""
+        return self._compression
 
     @property
     def num_buckets(self):
@@ -396,7 +437,8 @@ class GradientReducer:
             # not depend on the bucket size, so the views stay valid and
             # the new engine reduces its buckets in place as the old did.
             self._fusion.close()
-            self._fusion = _tnt.Fusion(self._descs, tuner.current_kb * 1024, _tnt.SUM)
+            self._fusion = _tnt.Fusion(self._descs, tuner.current_kb * 1024, _tnt.SUM,
+                                       COMPRESSIONS[self._compression])
             self._num_buckets = self._fusion.num_buckets
         self._threshold = tuner.current_kb * 1024
         tuner.restart_clock()
@@ -488,17 +530,25 @@ class DistributedOptimizer(torch.optim.Optimizer):
     :class:`GradientReducer`), then steps the wrapped optimizer; everything
     else (``zero_grad``, ``param_groups``, ``state_dict``, LR schedulers)
     goes to the wrapped optimizer. ``model``: the module whose parameters to
-    reduce (default: the optimizer's parameters). Collective to construct.
+    reduce (default: the optimizer's parameters). ``compression``: None,
+    ``"bf16"`` or ``"fp16"``, as for :class:`GradientReducer` (ignored, and
+    must be None, when ``reducer`` is given: set it on that reducer).
+    Collective to construct.
     """
 
-    def __init__(self, optimizer, model=None, threshold_kb=None, reducer=None):
+    def __init__(self, optimizer, model=None, threshold_kb=None, reducer=None, compression=None):
         # No Optimizer.__init__: the wrapped optimizer owns param_groups and
         # state; subclassing only makes isinstance() checks (LR schedulers)
         # accept the wrapper.
         self._optimizer = optimizer
+        check_compression(compression, "DistributedOptimizer")
         if reducer is None:
             reducer = GradientReducer(model if model is not None else optimizer.param_groups,
-                                      threshold_kb=threshold_kb)
+                                      threshold_kb=threshold_kb, compression=compression)
+        elif compression is not None and compression != reducer.compression:
+            raise InvalidArgumentError("DistributedOptimizer: compression=%r differs from the "
+                                       "given reducer's (%r); pass it to GradientReducer"
+                                       % (compression, reducer.compression))
         self._reducer = reducer
         # synchronize() / skip_synchronize(), as in Horovod: see step().
         self._should_synchronize = True

@@ -39,13 +39,19 @@ PROBE=$OUT/vcpu_probe
 cc -O2 -pthread -o "$PROBE" "$PROBE_SRC"
 WORKLOADS=${TNT_TRAIN_WORKLOADS:-digits mlp64 mlp2 mlp1}
 # tnt: tnt.Model.fit; ddp: DDP on gloo; ddptnt: the same DDP script on the
-# tnt torch.distributed backend (from the same env:// store).
+# tnt torch.distributed backend (from the same env:// store). A suffix -bf16
+# or -fp16 (tnt-bf16, ddp-fp16, ...) adds --compression: 16-bit gradients
+# (compile(compression=) for tnt, DDP's bf16/fp16_compress_hook for ddp).
 PROGRAMS=${TNT_TRAIN_PROGRAMS:-tnt ddp}
 EXTRA=${TNT_TRAIN_ARGS:-}          # e.g. "--steps 2 --windows 1" for a smoke run
 PLOTS=${TNT_TRAIN_PLOTS:-$REPO/docs/img}
 
-run_one() {  # backend workload repeat
+run_one() {  # program workload repeat
     load=$(cut -d' ' -f1 /proc/loadavg)
+    case $1 in
+        *-bf16|*-fp16) comp="--compression ${1##*-}"; set -- "${1%-*}" "$2" "$3" ;;
+        *) comp= ;;
+    esac
     # The floor runs on one rank, tnt only.
     if [ "$2" = mlp1 ] && [ "$1" != tnt ]; then
         return 0
@@ -55,13 +61,13 @@ run_one() {  # backend workload repeat
         line=$(timeout 600 "$LAUNCHER" -n 1 -- $PY "$BENCH" --backend tnt --workload mlp1 $EXTRA 2>/dev/null \
                | grep '^RESULT ' | sed 's/^RESULT //') || true
     elif [ "$1" = tnt ]; then
-        line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend tnt --workload "$2" $EXTRA 2>/dev/null \
+        line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend tnt --workload "$2" $comp $EXTRA 2>/dev/null \
                | grep '^RESULT ' | sed 's/^RESULT //') || true
     elif [ "$1" = ddptnt ]; then
         line=$(timeout 600 $PY "$BENCH" --backend ddp --ddp-backend tnt --workload "$2" --nproc 2 \
-               $EXTRA 2>/dev/null | grep '^RESULT ' | sed 's/^RESULT //') || true
+               $comp $EXTRA 2>/dev/null | grep '^RESULT ' | sed 's/^RESULT //') || true
     else
-        line=$(timeout 600 $PY "$BENCH" --backend ddp --workload "$2" --nproc 2 $EXTRA 2>/dev/null \
+        line=$(timeout 600 $PY "$BENCH" --backend ddp --workload "$2" --nproc 2 $comp $EXTRA 2>/dev/null \
                | grep '^RESULT ' | sed 's/^RESULT //') || true
     fi
     if [ -z "$line" ]; then
@@ -70,7 +76,7 @@ run_one() {  # backend workload repeat
     fi
     after=$("$PROBE" | sed 's/.*placement //')
     echo "$line" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); d['repeat']=$3; d['load']=$load; d['probe']=['$before', '$after']; print(json.dumps(d))" >> "$RESULTS"
-    tail -n 1 "$RESULTS" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); k='epoch_s' if 'epoch_s' in d else 'step_s'; print('  %-3s %-6s #%d: %s=%.4f%s (load %.1f, probes %s)' % (d['backend'], d['workload'], d['repeat'], k, d[k], ', accuracy %.3f' % d['accuracy'] if 'accuracy' in d else '', d['load'], '/'.join(d['probe'])))"
+    tail -n 1 "$RESULTS" | $PY -c "import json,sys; d=json.loads(sys.stdin.read()); k='epoch_s' if 'epoch_s' in d else 'step_s'; print('  %-8s %-6s #%d: %s=%.4f%s (load %.1f, probes %s)' % (d['backend'] + ('-' + d['compression'] if d.get('compression') else ''), d['workload'], d['repeat'], k, d[k], ', accuracy %.3f' % d['accuracy'] if 'accuracy' in d else '', d['load'], '/'.join(d['probe'])))"
 }
 
 i=1

@@ -21,6 +21,12 @@ ranks, with one BLAS/OpenMP thread per rank:
         --ddp-backend tnt runs the same DDP script on Tarantella's tnt
         process-group backend, bootstrapped from the same env:// store)
 
+--compression bf16|fp16 sends the gradients as 16-bit values: for tnt,
+compile(compression=...); for ddp, DDP's bf16_compress_hook /
+fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks). gloo in
+torch 1.13 has no bfloat16 allreduce ("Invalid scalar type"), so ddp with
+bf16 needs --ddp-backend tnt.
+
 Rank 0 prints one JSON line (prefix "RESULT ") with the measurements.
 tests/bench/run_train_bench.sh alternates the two programs and repeats.
 """
@@ -93,7 +99,8 @@ def run_tnt(args):
     torch.manual_seed(0)
     model = tnt.Model(make())
     model.compile(make_opt(model.parameters()), "sparse_categorical_crossentropy",
-                  ["accuracy"] if args.workload == "digits" else None)
+                  ["accuracy"] if args.workload == "digits" else None,
+                  compression=args.compression)
     epoch_times = []
 
     class EpochTimer(tnt.callbacks.Callback):
@@ -104,6 +111,7 @@ def run_tnt(args):
             epoch_times.append(time.perf_counter() - self.t0)
 
     result = {"backend": "tnt", "workload": args.workload, "ranks": tnt.get_size(),
+              "compression": args.compression,
               "batch": batch, "blas": blas_name(), "threads": torch.get_num_threads()}
     if args.workload == "digits":
         model.fit(x, y, batch_size=batch, epochs=epochs, shuffle_seed=42, verbose=0,
@@ -145,6 +153,9 @@ def free_port():
 
 def spawn_ddp(args):
     """Starts args.nproc ranks of this script (one process each) and waits."""
+    if args.compression == "bf16" and args.ddp_backend == "gloo":
+        sys.exit("train_bench: gloo (torch 1.13) cannot allreduce bfloat16, which "
+                 "bf16_compress_hook needs; use --compression fp16 or --ddp-backend tnt")
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE=str(args.nproc), GLOO_SOCKET_IFNAME="lo")
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -155,6 +166,8 @@ def spawn_ddp(args):
                "--windows", str(args.windows), "--ddp-backend", args.ddp_backend]
         if args.grad_as_bucket_view:
             cmd.append("--grad-as-bucket-view")
+        if args.compression:
+            cmd += ["--compression", args.compression]
         procs.append(subprocess.Popen(cmd, env=dict(env, RANK=str(r))))
     rc = 0
     for p in procs:
@@ -174,6 +187,11 @@ def run_ddp_rank(args):
     # broadcasts rank 0's weights; gradient_as_bucket_view saves DDP's two
     # copies of every gradient (into its buckets and back) per step
     model = DDP(make(), gradient_as_bucket_view=args.grad_as_bucket_view)
+    if args.compression:
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        model.register_comm_hook(None, {"bf16": default_hooks.bf16_compress_hook,
+                                        "fp16": default_hooks.fp16_compress_hook}[
+                                            args.compression])
     opt = make_opt(model.parameters())
     loss_fn = torch.nn.CrossEntropyLoss()
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
@@ -199,6 +217,7 @@ def run_ddp_rank(args):
 
     result = {"backend": "ddp" if args.ddp_backend == "gloo" else "ddp-tnt",
               "workload": args.workload, "ranks": size, "batch": batch,
+              "compression": args.compression,
               "blas": blas_name(), "threads": torch.get_num_threads()}
     if args.workload == "digits":
         times = []
@@ -239,6 +258,9 @@ def main():
                         help="torch.distributed backend of the ddp runs")
     parser.add_argument("--grad-as-bucket-view", action="store_true",
                         help="DDP(gradient_as_bucket_view=True) in the ddp runs")
+    parser.add_argument("--compression", choices=("bf16", "fp16"), default=None,
+                        help="16-bit gradients: compile(compression=) for tnt, DDP's "
+                        "bf16/fp16_compress_hook for ddp")
     args = parser.parse_args()
     if args.steps is None:
         args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40, "mlp1": 40}[args.workload]

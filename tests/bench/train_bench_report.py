@@ -45,7 +45,36 @@ def main():
         print()
 
 
+def compression_report(runs):
+    """Runs with 16-bit gradients beside the uncompressed ones: per workload,
+    each program's median and its ratio to DDP uncompressed."""
+    print("\nGradient compression (ratio: to DDP uncompressed, medians):\n")
+    print("| workload | program | median | / DDP uncompressed | accuracy | runs |")
+    print("|---|---|---|---|---|---|")
+    for w, (metric, label, _goal) in WORKLOADS.items():
+        ref = [r[metric] for r in runs
+               if r["workload"] == w and r["backend"] == "ddp" and not r.get("compression")]
+        if not ref:
+            continue
+        ref_med = statistics.median(ref)
+        for b in ("tnt", "ddp"):
+            for c in (None, "bf16", "fp16"):
+                sel = [r for r in runs if r["workload"] == w and r["backend"] == b
+                       and r.get("compression") == c]
+                if not sel:
+                    continue
+                med = statistics.median([r[metric] for r in sel])
+                acc = ("%.1f%%" % (100 * statistics.median([r["accuracy"] for r in sel]))
+                       if "accuracy" in sel[0] else "-")
+                print("| %s | %s%s | %.4f | %.2f | %s | %d |"
+                      % (label, b, " " + c if c else "", med, med / ref_med, acc, len(sel)))
+
+
 def report(runs, plots, placement):
+    if any(r.get("compression") for r in runs):
+        compression_report(runs)
+        print()
+    runs = [r for r in runs if not r.get("compression")]
     blas = sorted({r.get("blas", "?") for r in runs})
     loads = [r["load"] for r in runs if "load" in r]
     print("BLAS: %s; threads per rank: %s; runs: %d; load average before runs: median %.1f "

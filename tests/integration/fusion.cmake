@@ -33,6 +33,8 @@ tnt_fusion_test(results_2 2 results)
 tnt_fusion_test(results_3 3 results)
 tnt_fusion_test(mismatch_4 4 mismatch)
 tnt_fusion_test(unmarked_3 3 unmarked)
+tnt_fusion_test(compressed_2 2 compressed)
+tnt_fusion_test(compressed_3 3 compressed)
 
 # Singleton mode: no launcher, no PMIx server; the engine still plans,
 # compares (with itself) and reduces.

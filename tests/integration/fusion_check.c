@@ -17,6 +17,14 @@
  *                          the next step is correct again. Also local misuse
  *                          (double mark, bad index), and rank 1 destroying
  *                          its engine mid-step (the others fail, no hang).
+ *   fusion_check compressed tnt_fusion_create_compressed: bad compression
+ *                          values and ops are refused on every rank; an AVG
+ *                          over bf16 and fp16 (fused small tensors, a large
+ *                          one, a float64 one that stays uncompressed) is
+ *                          within 16-bit rounding of the exact average, on
+ *                          the 16-bit grid, and bitwise the same on every
+ *                          rank, for several steps; fp16 averages of values
+ *                          near 65504 do not overflow (pre-scaling).
  *
  * Prints "fusion_check <scenario>: OK" on rank 0 and exits 0 on success;
  * any failure prints the rank and what differed and exits 1.
@@ -442,6 +450,138 @@ static void scenario_unmarked(tnt_comm_t *comm)
     }
 }
 
+/* Whether x is a value of the compression's 16-bit type (finite x). */
+static int on_16bit_grid(tnt_compression_t comp, float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    if (comp == TNT_COMPRESSION_BF16) {
+        return (b & 0xffffu) == 0;
+    }
+    if (fabsf(x) >= 0x1p-14f) {
+        return (b & 0x1fffu) == 0 && fabsf(x) <= 65504.0f; /* 10 mantissa bits */
+    }
+    return ldexpf(x, 24) == truncf(ldexpf(x, 24)); /* a multiple of 2^-24 */
+}
+
+/* Rank r's float32 element i of tensor t in step s: magnitudes up to about
+ * 6e4 (near float16's maximum, so an unscaled sum would overflow). */
+static float compressed_value(int r, int s, size_t t, size_t i)
+{
+    uint32_t h = (uint32_t)(r * 7919 + s * 104729 + (int)t * 1299709) ^ (uint32_t)i * 2654435761u;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    float mag = (float)(h % 60000u) + (float)(h % 1000u) / 1000.0f;
+    return (h & 1u) ? -mag : mag;
+}
+
+static void scenario_compressed(tnt_comm_t *comm)
+{
+    const int rank = tnt_rank(comm), size = tnt_size(comm);
+    const tnt_tensor_desc_t desc[] = {
+        { 7, TNT_FLOAT32 }, { 100, TNT_FLOAT32 }, { 5, TNT_FLOAT64 }, { 3000, TNT_FLOAT32 }
+    };
+    const size_t n = sizeof(desc) / sizeof(desc[0]);
+    tnt_fusion_t *fusion = NULL;
+    tnt_status_t st;
+
+    st = tnt_fusion_create_compressed(comm, desc, n, 1024, TNT_AVG, TNT_COMPRESSION_LAST,
+                                      &fusion);
+    CHECK(st == TNT_ERR_INVALID_ARG && strstr(tnt_last_error(), "TNT_COMPRESSION_BF16") != NULL,
+          "bad compression: %d '%s'", (int)st, tnt_last_error());
+    st = tnt_fusion_create_compressed(comm, desc, n, 1024, TNT_MAX, TNT_COMPRESSION_BF16,
+                                      &fusion);
+    CHECK(st == TNT_ERR_INVALID_ARG && strstr(tnt_last_error(), "TNT_SUM and TNT_AVG") != NULL,
+          "MAX with compression: %d '%s'", (int)st, tnt_last_error());
+    CHECK(fusion == NULL, "fusion_p was written on error");
+
+    const tnt_compression_t comps[] = { TNT_COMPRESSION_BF16, TNT_COMPRESSION_FP16 };
+    for (size_t c = 0; c < 2; c++) {
+        /* Unit roundoff of the wire type; roundings on one node: the input
+         * and the node's sum (a hop between nodes would add one each). */
+        const double u = comps[c] == TNT_COMPRESSION_BF16 ? 0x1p-8 : 0x1p-11;
+        st = tnt_fusion_create_compressed(comm, desc, n, 1024, TNT_AVG, comps[c], &fusion);
+        CHECK(st == TNT_OK, "create compressed: %s", tnt_last_error());
+        float *f[4] = { NULL };
+        double *d64 = malloc(5 * sizeof(double));
+        for (size_t t = 0; t < n; t++) {
+            if (desc[t].dtype == TNT_FLOAT32) {
+                f[t] = malloc(desc[t].count * sizeof(float));
+            }
+        }
+        for (int step = 0; step < 3; step++) {
+            for (size_t t = 0; t < n; t++) {
+                for (size_t i = 0; i < desc[t].count; i++) {
+                    if (f[t] != NULL) {
+                        f[t][i] = compressed_value(rank, step, t, i);
+                    } else {
+                        d64[i] = (rank + 1) * (double)(i + 1) / 3.0;
+                    }
+                }
+            }
+            for (size_t k = 0; k < n; k++) {
+                const size_t t = (k + (size_t)rank) % n; /* every rank in its own order */
+                st = tnt_fusion_mark_ready(fusion, t, f[t] != NULL ? (void *)f[t] : d64, 1.0);
+                CHECK(st == TNT_OK, "mark %zu: %s", t, tnt_last_error());
+            }
+            st = tnt_fusion_wait(fusion);
+            CHECK(st == TNT_OK, "wait (step %d): %s", step, tnt_last_error());
+            int differs_from_float32 = 0;
+            for (size_t t = 0; t < n; t++) {
+                if (f[t] == NULL) {
+                    for (size_t i = 0; i < 5; i++) {
+                        double want = 0;
+                        for (int r = 0; r < size; r++) {
+                            want += (r + 1) * (double)(i + 1) / 3.0;
+                        }
+                        want /= size;
+                        CHECK(fabs(d64[i] - want) <= 1e-14 * want,
+                              "float64 tensor %zu[%zu] = %.17g, want %.17g (uncompressed)", t, i,
+                              d64[i], want);
+                    }
+                    continue;
+                }
+                for (size_t i = 0; i < desc[t].count; i++) {
+                    double exact = 0, abs_sum = 0;
+                    for (int r = 0; r < size; r++) {
+                        double v = compressed_value(r, step, t, i) / (double)size;
+                        exact += v;
+                        abs_sum += fabs(v);
+                    }
+                    const double got = f[t][i];
+                    const double bound = 2 * u * abs_sum + 0x1p-22 * abs_sum + 0x1p-24;
+                    CHECK(isfinite(got) && fabs(got - exact) <= bound,
+                          "%s step %d tensor %zu[%zu] = %.9g, exact %.9g (bound %.3g)",
+                          c == 0 ? "bf16" : "fp16", step, t, i, got, exact, bound);
+                    CHECK(on_16bit_grid(comps[c], f[t][i]), "%s result %.9g is not a 16-bit value",
+                          c == 0 ? "bf16" : "fp16", f[t][i]);
+                    differs_from_float32 |= (float)exact != f[t][i];
+                }
+            }
+            CHECK(size == 1 || differs_from_float32,
+                  "every result equals the float32 average: the data did not travel as 16-bit");
+            /* Bitwise the same on every rank: gather rank 0's large tensor. */
+            const size_t big = desc[3].count * sizeof(float);
+            unsigned char *all = malloc(big * (size_t)size);
+            CHECK(all != NULL, "out of memory");
+            st = tnt_allgather(comm, f[3], all, big);
+            CHECK(st == TNT_OK, "allgather: %s", tnt_last_error());
+            for (int r = 1; r < size; r++) {
+                CHECK(memcmp(all, all + big * (size_t)r, big) == 0,
+                      "rank %d's result differs from rank 0's", r);
+            }
+            free(all);
+        }
+        tnt_fusion_destroy(fusion);
+        fusion = NULL;
+        for (size_t t = 0; t < n; t++) {
+            free(f[t]);
+        }
+        free(d64);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tnt_comm_t *comm = NULL;
@@ -458,8 +598,10 @@ int main(int argc, char **argv)
         scenario_mismatch(comm);
     } else if (strcmp(scenario, "unmarked") == 0) {
         scenario_unmarked(comm);
+    } else if (strcmp(scenario, "compressed") == 0) {
+        scenario_compressed(comm);
     } else {
-        CHECK(0, "unknown scenario '%s' (results, mismatch, unmarked)", scenario);
+        CHECK(0, "unknown scenario '%s' (results, mismatch, unmarked, compressed)", scenario);
     }
     st = tnt_barrier(comm);
     CHECK(st == TNT_OK, "final barrier: %s", tnt_last_error());

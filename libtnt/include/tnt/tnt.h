@@ -539,6 +539,43 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
                                        size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
                                        tnt_fusion_t **fusion_p);
 
+/** Gradient compression of a fusion engine: the 16-bit type float32 buckets
+ *  travel in (see tnt_fusion_create_compressed). */
+typedef enum {
+    TNT_COMPRESSION_NONE = 0, /**< buckets travel in their own dtype */
+    TNT_COMPRESSION_FP16 = 1, /**< float32 buckets travel as IEEE float16 */
+    TNT_COMPRESSION_BF16 = 2, /**< float32 buckets travel as bfloat16 */
+    TNT_COMPRESSION_LAST
+} tnt_compression_t;
+
+/**
+ * tnt_fusion_create with gradient compression: every float32 bucket is sent
+ * and held in shared memory as @p compression's 16-bit type, which halves
+ * the bytes each allreduce moves. For such a bucket the thread that runs it
+ * multiplies each tensor by its scale (and, for ::TNT_AVG, by 1/size, so the
+ * bucket is reduced as a sum of pre-scaled values whose partial sums stay
+ * within the magnitude of one gradient and cannot overflow float16 where the
+ * gradients themselves fit), rounds the product once to 16 bits into the
+ * bucket's 16-bit staging buffer (allocated here), allreduces that, and
+ * widens the result back into the tensors. Every reduction step accumulates
+ * in float32 and rounds its result once: within a node all local ranks'
+ * values are summed in float32 and rounded once; each hop between nodes
+ * (16 bits on the wire) adds one more rounding. The result is therefore equal
+ * to the float32 reduction within 16-bit rounding, not bitwise, and remains
+ * bitwise identical on every rank. A value beyond float16's range (or an
+ * Inf/NaN gradient) becomes Inf/NaN in the result on every rank.
+ * Buckets of any other dtype (float64, 16-bit, integers) are reduced as by
+ * tnt_fusion_create. Only ::TNT_SUM and ::TNT_AVG may be compressed; other
+ * ops, or a @p compression out of range, fail with ::TNT_ERR_INVALID_ARG.
+ * Plan agreement covers @p compression: ranks that differ get
+ * ::TNT_ERR_MISMATCH naming them. ::TNT_COMPRESSION_NONE is tnt_fusion_create.
+ */
+TNT_API tnt_status_t tnt_fusion_create_compressed(tnt_comm_t *comm,
+                                                  const tnt_tensor_desc_t *tensors,
+                                                  size_t num_tensors, size_t threshold_bytes,
+                                                  tnt_op_t op, tnt_compression_t compression,
+                                                  tnt_fusion_t **fusion_p);
+
 /** Frees the engine. Called in the middle of a step (some tensors marked,
  *  no wait yet), it first finishes the step as tnt_fusion_wait would, so peers
  *  are not left waiting. NULL is a no-op. */

@@ -115,6 +115,20 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
     return tnt_coll_end(comm, "allreduce", status);
 }
 
+tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count,
+                                       tnt_dtype_t dtype, tnt_op_t op)
+{
+    if (comm->num_nodes == 1) {
+        return tnt_coll_allreduce(comm, buf, buf, count, dtype, op);
+    }
+    tnt_status_t status = tnt_coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = tnt_multinode_allreduce_narrow(comm, buf, buf, count, dtype, op);
+    return tnt_coll_end(comm, "allreduce", status);
+}
+
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
 {
     tnt_status_t status = tnt_coll_begin(comm, "broadcast", TNT_DOCTOR_BROADCAST, bytes);

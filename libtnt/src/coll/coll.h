@@ -18,6 +18,12 @@ tnt_status_t tnt_coll_allreduce(tnt_comm_t *comm, const void *sendbuf, void *rec
  * sendbuf == recvbuf is the case the fusion engine uses. */
 tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                        size_t count, tnt_dtype_t dtype, tnt_op_t op, double scale);
+/* In-place allreduce of 16-bit data that stays 16-bit on the wire across
+ * nodes too (tnt_multinode_allreduce_narrow); on one node it is
+ * tnt_coll_allreduce, whose shared-memory kernels already keep 16 bits in
+ * the segment and round once. The fusion engine's compressed buckets. */
+tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count,
+                                       tnt_dtype_t dtype, tnt_op_t op);
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank);

@@ -18,6 +18,13 @@ void tnt_multinode_finalize(tnt_comm_t *comm);
 
 tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                      size_t count, tnt_dtype_t dtype, tnt_op_t op);
+/* The same for float16/bfloat16 data that must stay 16-bit on the wire (the
+ * fusion engine's gradient compression): no float32 copy; the node's
+ * shared-memory reduction sums all local ranks in float32 and rounds once,
+ * and every hop between nodes combines two 16-bit partial sums in float32
+ * and rounds once. Other dtypes: as tnt_multinode_allreduce. */
+tnt_status_t tnt_multinode_allreduce_narrow(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                            size_t count, tnt_dtype_t dtype, tnt_op_t op);
 tnt_status_t tnt_multinode_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
 tnt_status_t tnt_multinode_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                      size_t bytes_per_rank);

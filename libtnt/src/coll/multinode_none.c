@@ -32,6 +32,12 @@ tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void
     return unsupported(comm);
 }
 
+tnt_status_t tnt_multinode_allreduce_narrow(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                            size_t count, tnt_dtype_t dtype, tnt_op_t op)
+{
+    return unsupported(comm);
+}
+
 tnt_status_t tnt_multinode_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root)
 {
     return unsupported(comm);

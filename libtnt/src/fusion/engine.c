@@ -16,7 +16,14 @@
  *      scaled in place first);
  *      otherwise:            copy each tensor, scaled, into its slot of the
  *      bucket's staging buffer (one pass), allreduce the staging buffer,
- *      copy the results back into each tensor.
+ *      copy the results back into each tensor;
+ *      compressed (tnt_fusion_create_compressed, float32 buckets): round
+ *      each tensor, scaled (and pre-divided by size for TNT_AVG), to the
+ *      16-bit wire type in the bucket's 16-bit staging slot (one pass),
+ *      allreduce that as a sum (16 bits in shared memory and on the wire,
+ *      float32 accumulation inside every stage), and widen the result
+ *      back into each tensor. Never split, never in place: the data is
+ *      converted anyway.
  *    Scaling in place is allowed because the caller hands the data over
  *    until tnt_fusion_wait returns, and the result overwrites it anyway.
  *  - Buckets may fill out of order (hooks fire in whatever order autograd
@@ -96,6 +103,8 @@ struct fusion_bucket {
     size_t staged_count;
     int split;
     unsigned char *staging; /* NULL when num_staged == 1 (reduced in place) */
+    unsigned char *wire;    /* compressed: count 16-bit elements; else NULL */
+    int compressed;         /* a float32 bucket of a compressing engine */
     size_t staging_offset;  /* of staging in the arena (create only) */
     size_t marked;          /* tensors marked this step */
     int posted;             /* posted this step (and not yet waited for) */
@@ -104,6 +113,8 @@ struct fusion_bucket {
 struct tnt_fusion {
     tnt_comm_t *comm;
     tnt_op_t op;
+    tnt_compression_t compression;
+    tnt_dtype_t wire_dtype; /* TNT_FLOAT16/TNT_BFLOAT16 when compressing */
     size_t threshold;
     size_t num_tensors;
     size_t num_buckets;
@@ -114,6 +125,7 @@ struct tnt_fusion {
     unsigned char *fill;      /* zeros for missing single tensors; lazily, error path */
     uint64_t copied_buckets;  /* multi-tensor bucket runs that needed the staging copy */
     uint64_t inplace_buckets; /* ... and that were reduced in place (contiguous) */
+    uint64_t compressed_buckets; /* bucket runs sent as 16-bit */
 
     pthread_mutex_t lock;
     size_t next_post;  /* first bucket not yet posted this step */
@@ -237,6 +249,51 @@ static tnt_status_t fusion_reduce_run(tnt_comm_t *comm, struct tnt_fusion *fusio
     return TNT_OK;
 }
 
+/* A compressed float32 bucket (see the top of the file). The per-rank
+ * factor (the tensor's scale, times 1/size for an average) is applied in
+ * float32 before the one rounding to 16 bits, so every partial sum is a
+ * weighted average of gradients rather than a sum of them: a float16 sum
+ * cannot overflow where the gradients themselves fit. Runs on the progress
+ * thread. */
+static tnt_status_t fusion_reduce_compressed(tnt_comm_t *comm, struct tnt_fusion *fusion,
+                                             struct fusion_bucket *bucket)
+{
+    const tnt_dtype_t wire = fusion->wire_dtype;
+    const size_t wire_elem = tnt_dtype_size(wire);
+    const double pre = fusion->op == TNT_AVG ? 1.0 / (double)comm->size : 1.0;
+    const size_t end = bucket->first_tensor + bucket->num_tensors;
+    tnt_status_t status;
+
+    if (bucket->count == 0) {
+        return TNT_OK;
+    }
+    fusion->compressed_buckets++;
+    for (size_t i = bucket->first_tensor; i < end; i++) {
+        struct fusion_tensor *t = &fusion->tensors[i];
+        unsigned char *slot = bucket->wire + t->offset_bytes / sizeof(float) * wire_elem;
+        if (t->count == 0) {
+            continue;
+        }
+        if (t->data != NULL) {
+            tnt_reduce_narrow_scaled(wire, t->data, slot, t->count, t->scale * pre);
+        } else {
+            memset(slot, 0, t->count * wire_elem); /* never marked: the step fails */
+        }
+    }
+    status = tnt_coll_allreduce_narrow(comm, bucket->wire, bucket->count, wire, TNT_SUM);
+    if (status != TNT_OK) {
+        return status;
+    }
+    for (size_t i = bucket->first_tensor; i < end; i++) {
+        struct fusion_tensor *t = &fusion->tensors[i];
+        if (t->data != NULL && t->count > 0) {
+            tnt_reduce_widen(wire, bucket->wire + t->offset_bytes / sizeof(float) * wire_elem,
+                             t->data, t->count);
+        }
+    }
+    return TNT_OK;
+}
+
 /* Runs on the progress thread (see the top of the file). */
 static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *req)
 {
@@ -246,6 +303,9 @@ static tnt_status_t fusion_bucket_execute(tnt_comm_t *comm, struct tnt_request *
 
     const uint64_t start_ns = tnt_tl_enabled() ? tnt_time_ns() : 0;
     tnt_doctor_note_fusion(comm->doctor, fusion->step, (uint32_t)(bucket - fusion->buckets));
+    if (bucket->wire != NULL) {
+        return fusion_reduce_compressed(comm, fusion, bucket);
+    }
     status = fusion_reduce_run(comm, fusion, bucket->dtype, bucket->first_tensor,
                                bucket->num_staged, bucket->staged_count, bucket->staging);
     if (status == TNT_OK && bucket->split) {
@@ -601,7 +661,8 @@ static void fusion_free(struct tnt_fusion *fusion)
  * on failure the error is raised and nothing is left allocated. */
 static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
                                  size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
-                                 tnt_fusion_summary_t *mine, struct tnt_fusion **fusion_p)
+                                 tnt_compression_t compression, tnt_fusion_summary_t *mine,
+                                 struct tnt_fusion **fusion_p)
 {
     struct tnt_fusion *fusion;
     size_t *bucket_of = NULL;
@@ -610,6 +671,18 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
     if ((unsigned)op >= (unsigned)TNT_OP_LAST) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "tnt_fusion_create: invalid op %d; use TNT_SUM .. TNT_AVG", (int)op);
+    }
+    if ((unsigned)compression >= (unsigned)TNT_COMPRESSION_LAST) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "tnt_fusion_create_compressed: invalid compression %d; use "
+                               "TNT_COMPRESSION_NONE, TNT_COMPRESSION_FP16 or TNT_COMPRESSION_BF16",
+                               (int)compression);
+    }
+    if (compression != TNT_COMPRESSION_NONE && op != TNT_SUM && op != TNT_AVG) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "tnt_fusion_create_compressed: compression applies to TNT_SUM and "
+                               "TNT_AVG only (op %d); use TNT_COMPRESSION_NONE for other ops",
+                               (int)op);
     }
     status = tnt_fusion_plan_check(tensors, num_tensors);
     if (status != TNT_OK) {
@@ -623,6 +696,8 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
     }
     fusion->comm = comm;
     fusion->op = op;
+    fusion->compression = compression;
+    fusion->wire_dtype = compression == TNT_COMPRESSION_FP16 ? TNT_FLOAT16 : TNT_BFLOAT16;
     fusion->threshold = threshold_bytes;
     fusion->num_tensors = num_tensors;
     bucket_of = malloc((num_tensors ? num_tensors : 1) * sizeof(*bucket_of));
@@ -673,6 +748,22 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
         const size_t elem = tnt_dtype_size(bucket->dtype);
         const struct fusion_tensor *last =
             &fusion->tensors[bucket->first_tensor + bucket->num_tensors - 1];
+        if (compression != TNT_COMPRESSION_NONE && bucket->dtype == TNT_FLOAT32) {
+            /* Compressed: the whole bucket goes through its 16-bit slot. */
+            const size_t wire_bytes = bucket->count * tnt_dtype_size(fusion->wire_dtype);
+            bucket->compressed = 1;
+            bucket->num_staged = bucket->num_tensors;
+            bucket->staged_count = bucket->count;
+            if (wire_bytes > SIZE_MAX - arena_bytes - FUSION_ALIGN) {
+                status =
+                    tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_fusion_create: the staging "
+                                                       "buffers do not fit in the address space");
+                goto err_free;
+            }
+            bucket->staging_offset = arena_bytes;
+            arena_bytes += (wire_bytes + FUSION_ALIGN - 1) / FUSION_ALIGN * FUSION_ALIGN;
+            continue;
+        }
         /* A bucket closed by a tensor that reaches the threshold on its own
          * (the greedy plan puts such a tensor last): reduce that tensor in
          * place as its own collective instead of copying it twice. It costs
@@ -714,9 +805,13 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
     for (size_t b = 0; b < fusion->num_buckets; b++) {
         struct fusion_bucket *bucket = &fusion->buckets[b];
         /* A run of zero-count tensors has no slot (and maybe no arena). */
-        bucket->staging = bucket->num_staged > 1 && fusion->arena != NULL
-                              ? fusion->arena + bucket->staging_offset
-                              : NULL;
+        if (bucket->compressed) {
+            bucket->wire = bucket->count > 0 ? fusion->arena + bucket->staging_offset : NULL;
+        } else {
+            bucket->staging = bucket->num_staged > 1 && fusion->arena != NULL
+                                  ? fusion->arena + bucket->staging_offset
+                                  : NULL;
+        }
         bucket->fusion = fusion;
         bucket->req.execute = fusion_bucket_execute;
         bucket->req.heap_allocated = 0;
@@ -733,12 +828,12 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
         goto err_free;
     }
     const uint64_t digest =
-        tnt_fusion_plan_digest(tensors, num_tensors, bucket_of, threshold_bytes, op);
+        tnt_fusion_plan_digest(tensors, num_tensors, bucket_of, threshold_bytes, op, compression);
     free(bucket_of);
     tnt_log_debug("fusion engine: %zu tensors, %llu bytes, threshold %zu bytes, %zu buckets, "
-                  "%zu bytes of staging",
+                  "%zu bytes of staging, compression %s",
                   num_tensors, (unsigned long long)total_bytes, threshold_bytes,
-                  fusion->num_buckets, arena_bytes);
+                  fusion->num_buckets, arena_bytes, tnt_fusion_compression_name(compression));
     memset(mine, 0, sizeof(*mine));
     mine->digest = digest;
     mine->num_tensors = num_tensors;
@@ -746,6 +841,7 @@ static tnt_status_t fusion_build(tnt_comm_t *comm, const tnt_tensor_desc_t *tens
     mine->threshold = threshold_bytes;
     mine->total_bytes = total_bytes;
     mine->op = (uint32_t)op;
+    mine->compression = (uint32_t)compression;
     *fusion_p = fusion;
     return TNT_OK;
 
@@ -764,6 +860,16 @@ TNT_API int tnt_fusion_tune_requested(const tnt_comm_t *comm)
 TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t *tensors,
                                        size_t num_tensors, size_t threshold_bytes, tnt_op_t op,
                                        tnt_fusion_t **fusion_p)
+{
+    return tnt_fusion_create_compressed(comm, tensors, num_tensors, threshold_bytes, op,
+                                        TNT_COMPRESSION_NONE, fusion_p);
+}
+
+TNT_API tnt_status_t tnt_fusion_create_compressed(tnt_comm_t *comm,
+                                                  const tnt_tensor_desc_t *tensors,
+                                                  size_t num_tensors, size_t threshold_bytes,
+                                                  tnt_op_t op, tnt_compression_t compression,
+                                                  tnt_fusion_t **fusion_p)
 {
     struct tnt_fusion *fusion = NULL;
     tnt_fusion_summary_t mine;
@@ -786,7 +892,8 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
     if (fusion_p == NULL) {
         local = tnt_error_raise(TNT_ERR_INVALID_ARG, "tnt_fusion_create: fusion_p is NULL");
     } else {
-        local = fusion_build(comm, tensors, num_tensors, threshold_bytes, op, &mine, &fusion);
+        local = fusion_build(comm, tensors, num_tensors, threshold_bytes, op, compression, &mine,
+                             &fusion);
     }
     if (local != TNT_OK) {
         /* Still take part in the comparison, marked as failed, so that the
@@ -798,6 +905,7 @@ TNT_API tnt_status_t tnt_fusion_create(tnt_comm_t *comm, const tnt_tensor_desc_t
         mine.num_tensors = num_tensors;
         mine.threshold = threshold_bytes;
         mine.op = (uint32_t)op;
+        mine.compression = (uint32_t)compression;
         mine.failed = 1;
     }
     status = tnt_fusion_plan_agree(comm, &mine);
@@ -832,9 +940,11 @@ TNT_API void tnt_fusion_destroy(tnt_fusion_t *fusion)
     /* Read after every request was waited for (acquire), so the progress
      * thread's last increments are visible. */
     tnt_log_debug("fusion engine destroyed after %llu steps: fused buckets copied through "
-                  "staging %llu times, reduced in place (contiguous) %llu times",
+                  "staging %llu times, reduced in place (contiguous) %llu times, sent "
+                  "compressed %llu times",
                   (unsigned long long)fusion->step, (unsigned long long)fusion->copied_buckets,
-                  (unsigned long long)fusion->inplace_buckets);
+                  (unsigned long long)fusion->inplace_buckets,
+                  (unsigned long long)fusion->compressed_buckets);
     if (broken) {
         /* A request may still be queued or running on the progress thread
          * and point into this memory: leaking it is the only safe choice. */

@@ -27,14 +27,19 @@ typedef struct {
     uint64_t total_bytes;
     uint32_t op;
     uint32_t failed; /* 1: this rank could not build its engine */
+    uint32_t compression;
+    uint32_t reserved; /* zero: no padding bytes in what is compared */
 } tnt_fusion_summary_t;
 
-/* FNV-1a over the threshold, the op and every tensor's count, dtype and
- * bucket: equal on two ranks exactly when their plans are (barring a
- * collision). */
+/* "none", "fp16", "bf16" (the names tarantella's Python API uses). */
+const char *tnt_fusion_compression_name(tnt_compression_t compression);
+
+/* FNV-1a over the threshold, the op, the compression and every tensor's
+ * count, dtype and bucket: equal on two ranks exactly when their plans are
+ * (barring a collision). */
 uint64_t tnt_fusion_plan_digest(const tnt_tensor_desc_t *tensors, size_t num_tensors,
                                 const size_t *bucket_of_tensor, size_t threshold_bytes,
-                                tnt_op_t op);
+                                tnt_op_t op, tnt_compression_t compression);
 
 /* Collective: gathers every rank's summary and compares it with rank 0's.
  * All ranks get the same answer (they all see the same summaries): TNT_OK,

@@ -24,13 +24,21 @@ static const char *fusion_op_name(tnt_op_t op)
     return (unsigned)op < (unsigned)TNT_OP_LAST ? names[op] : "?";
 }
 
+const char *tnt_fusion_compression_name(tnt_compression_t compression)
+{
+    static const char *const names[] = { "none", "fp16", "bf16" };
+    return (unsigned)compression < (unsigned)TNT_COMPRESSION_LAST ? names[compression] : "?";
+}
+
 uint64_t tnt_fusion_plan_digest(const tnt_tensor_desc_t *tensors, size_t num_tensors,
-                                const size_t *bucket_of_tensor, size_t threshold_bytes, tnt_op_t op)
+                                const size_t *bucket_of_tensor, size_t threshold_bytes, tnt_op_t op,
+                                tnt_compression_t compression)
 {
     uint64_t digest = TNT_FNV1A_INIT;
 
     digest = tnt_fnv1a_u64(digest, threshold_bytes);
     digest = tnt_fnv1a_u64(digest, (uint64_t)op);
+    digest = tnt_fnv1a_u64(digest, (uint64_t)compression);
     digest = tnt_fnv1a_u64(digest, num_tensors);
     for (size_t i = 0; i < num_tensors; i++) {
         digest = tnt_fnv1a_u64(digest, tensors[i].count);
@@ -52,6 +60,7 @@ static int64_t fusion_summary_hash(const tnt_fusion_summary_t *s)
     h = tnt_fnv1a_u64(h, s->threshold);
     h = tnt_fnv1a_u64(h, s->total_bytes);
     h = tnt_fnv1a_u64(h, ((uint64_t)s->op << 32) | s->failed);
+    h = tnt_fnv1a_u64(h, s->compression);
     /* Below 2^62 in magnitude, so its negation cannot overflow. */
     return (int64_t)(h >> 2);
 }
@@ -158,6 +167,12 @@ tnt_status_t tnt_fusion_plan_agree(tnt_comm_t *comm, const tnt_fusion_summary_t 
                  "; the fusion threshold differs (%llu vs %llu bytes): set "
                  "TNT_FUSION_THRESHOLD_KB alike on every rank",
                  (unsigned long long)ref->threshold, (unsigned long long)other->threshold);
+    } else if (other->compression != ref->compression) {
+        snprintf(detail, sizeof(detail),
+                 "; the gradient compression differs (%s vs %s): pass the same compression "
+                 "on every rank",
+                 tnt_fusion_compression_name((tnt_compression_t)ref->compression),
+                 tnt_fusion_compression_name((tnt_compression_t)other->compression));
     } else if (other->op != ref->op) {
         snprintf(detail, sizeof(detail), "; the reduction differs (%s vs %s)",
                  fusion_op_name((tnt_op_t)ref->op), fusion_op_name((tnt_op_t)other->op));

@@ -188,6 +188,16 @@ TNT_DEFINE_KERNELS(i64_max, int64_t, TNT_OP_MAX(x, y))
             dst[i] = FROM_FLOAT(acc[i]);                                                         \
     }
 
+/* dst = FROM_FLOAT(src * s): the product is formed in float32 and rounded to
+ * 16 bits once more (gradient compression's one pass over the data). */
+#define TNT_DEFINE_NARROW_SCALED(name, FROM_FLOAT)                                        \
+    static void tnt_narrow_scaled_##name(tnt_half_t *restrict dst, const float *restrict src, \
+                                         size_t n, float s)                               \
+    {                                                                                     \
+        for (size_t i = 0; i < n; i++)                                                    \
+            dst[i] = FROM_FLOAT(src[i] * s);                                              \
+    }
+
 #define TNT_DEFINE_KACC16(name, TO_FLOAT, OPEXPR)                                              \
     static void tnt_kacc16_##name(float *restrict acc, const tnt_half_t *restrict b, size_t n) \
     {                                                                                          \
@@ -201,6 +211,8 @@ TNT_DEFINE_WIDEN(f16, tnt_half_to_float)
 TNT_DEFINE_NARROW(f16, tnt_float_to_half)
 TNT_DEFINE_WIDEN(bf16, tnt_bf16_to_float)
 TNT_DEFINE_NARROW(bf16, tnt_float_to_bf16)
+TNT_DEFINE_NARROW_SCALED(f16, tnt_float_to_half)
+TNT_DEFINE_NARROW_SCALED(bf16, tnt_float_to_bf16)
 TNT_DEFINE_KACC16(f16_sum, tnt_half_to_float, TNT_OP_SUM(x, y))
 TNT_DEFINE_KACC16(f16_prod, tnt_half_to_float, TNT_OP_PROD(x, y))
 TNT_DEFINE_KACC16(f16_min, tnt_half_to_float, TNT_OP_MIN(x, y))
@@ -494,6 +506,18 @@ void tnt_reduce_narrow(tnt_dtype_t dtype, const float *src, void *dst, size_t co
         tnt_narrow_f16(dst, src, count);
     } else if (dtype == TNT_BFLOAT16) {
         tnt_narrow_bf16(dst, src, count);
+    }
+}
+
+void tnt_reduce_narrow_scaled(tnt_dtype_t dtype, const float *src, void *dst, size_t count,
+                              double scale)
+{
+    if (scale == 1.0) {
+        tnt_reduce_narrow(dtype, src, dst, count);
+    } else if (dtype == TNT_FLOAT16) {
+        tnt_narrow_scaled_f16(dst, src, count, (float)scale);
+    } else if (dtype == TNT_BFLOAT16) {
+        tnt_narrow_scaled_bf16(dst, src, count, (float)scale);
     }
 }
 

@@ -36,6 +36,11 @@ void tnt_reduce_divide(tnt_dtype_t dtype, void *buf, size_t count, int divisor);
  * and Inf). Other dtypes are ignored. */
 void tnt_reduce_widen(tnt_dtype_t dtype, const void *src, float *dst, size_t count);
 void tnt_reduce_narrow(tnt_dtype_t dtype, const float *src, void *dst, size_t count);
+/* dst[i] = src[i] * scale rounded to float16/bfloat16 (the product in
+ * float32, as tnt_reduce_copy_scaled computes it, then rounded like
+ * tnt_reduce_narrow): one pass from float32 gradients to 16-bit wire data. */
+void tnt_reduce_narrow_scaled(tnt_dtype_t dtype, const float *src, void *dst, size_t count,
+                              double scale);
 /* buf[i] *= scale, in the dtype's arithmetic (via float32 for 16-bit types). */
 void tnt_reduce_scale(tnt_dtype_t dtype, void *buf, size_t count, double scale);
 /* dst[i] = src[i] * scale (dst and src do not overlap): one pass for

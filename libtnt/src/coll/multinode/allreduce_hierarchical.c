@@ -172,6 +172,15 @@ tnt_status_t tnt_multinode_allreduce(tnt_comm_t *comm, const void *sendbuf, void
     return tnt_mn_allreduce_native(comm, sendbuf, recvbuf, count, dtype, op);
 }
 
+tnt_status_t tnt_multinode_allreduce_narrow(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                            size_t count, tnt_dtype_t dtype, tnt_op_t op)
+{
+    /* Every stage is dtype-generic: the shm reduce-scatter and the
+     * inter-node combines (arrival.c, tnt_reduce_into) widen 16-bit inputs,
+     * combine in float32 and round once per stage. */
+    return tnt_mn_allreduce_native(comm, sendbuf, recvbuf, count, dtype, op);
+}
+
 static tnt_status_t tnt_mn_allreduce_native(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                             size_t count, tnt_dtype_t dtype, tnt_op_t op)
 {
