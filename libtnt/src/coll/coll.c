@@ -121,7 +121,8 @@ tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count
     if (comm->num_nodes == 1) {
         return tnt_coll_allreduce(comm, buf, buf, count, dtype, op);
     }
-    tnt_status_t status = tnt_coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE);
+    tnt_status_t status = tnt_coll_begin(comm, "allreduce", TNT_DOCTOR_ALLREDUCE,
+                                         (uint64_t)count * tnt_dtype_size(dtype));
     if (status != TNT_OK) {
         return status;
     }
