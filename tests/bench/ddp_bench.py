@@ -13,8 +13,10 @@ Workloads:
              times it: warm-up batches, then ITERS iterations of
              BATCHES_PER_ITER batches each; img/s per iteration over all
              ranks (median reported). SGD, lr 0.01, batch per rank --batch.
-  allreduce  dist.all_reduce of one float32 tensor (SUM), 4 B to --max
-             bytes, osu style: warm-up, then the mean time per call, and
+  allreduce  dist.all_reduce of one float32 tensor (SUM), --min to --max
+             bytes, timed as allreduce_bench (20 warm-up calls, then 20
+             to 20000 calls, --volume and --time bound them), the mean
+             time per call, and
              bus bandwidth 2(n-1)/n * bytes / time, the figure
              build/bin/allreduce_bench prints for libtnt's C API.
 
@@ -63,20 +65,30 @@ def run_resnet18(args, rank, size):
 
 
 def run_allreduce(args, rank, size):
+    """Timed as allreduce_bench_common.h times the C benchmark, so the two
+    figures compare: 20 warm-up calls, then --volume bytes per size in 20 to
+    20000 calls, no more than fit in --time seconds judging by the warm-up
+    (rank 0's count is broadcast so every rank makes the same calls)."""
     out = {}
-    sizes = [4 << (2 * i) for i in range(16) if 4 << (2 * i) < args.max] + [args.max]
+    sizes = [n for n in (4 << (2 * i) for i in range(16)) if args.min <= n < args.max] + [args.max]
     for nbytes in sizes:
         t = torch.zeros(nbytes // 4, dtype=torch.float32)
-        # About 64 MiB of traffic per size, at least 5 calls.
-        calls = max(5, min(1000, (64 << 20) // nbytes))
-        for _ in range(max(2, calls // 10)):
+        t0 = time.perf_counter()
+        for _ in range(20):
             dist.all_reduce(t)
+        warm = (time.perf_counter() - t0) / 20
+        calls = args.volume / nbytes
+        if warm > 0:
+            calls = min(calls, args.time / warm)
+        calls = torch.tensor([min(20000, max(20, int(calls)))], dtype=torch.int64)
+        dist.broadcast(calls, 0)
+        calls = int(calls.item())
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(calls):
             dist.all_reduce(t)
         dt = (time.perf_counter() - t0) / calls
-        out[str(nbytes)] = {"us": dt * 1e6,
+        out[str(nbytes)] = {"us": dt * 1e6, "calls": calls,
                             "busbw_gbs": 2.0 * (size - 1) / size * nbytes / dt / 1e9}
     return {"allreduce": out}
 
@@ -91,7 +103,12 @@ def main():
     parser.add_argument("--batches-per-iter", type=int, default=4)
     parser.add_argument("--grad-as-bucket-view", action="store_true",
                         help="DDP(gradient_as_bucket_view=True) (resnet18)")
+    parser.add_argument("--min", type=int, default=4, help="smallest size, bytes (allreduce)")
     parser.add_argument("--max", type=int, default=64 << 20, help="largest size, bytes (allreduce)")
+    parser.add_argument("--volume", type=float, default=4.0 * (1 << 30),
+                        help="bytes reduced per size (allreduce), as allreduce_bench's --volume")
+    parser.add_argument("--time", type=float, default=0.5,
+                        help="at most about this many seconds per size (allreduce)")
     args = parser.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     if args.backend == "tnt":

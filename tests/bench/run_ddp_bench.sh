@@ -10,7 +10,9 @@
 #
 #   tests/bench/run_ddp_bench.sh [BUILD_DIR] [REPEATS] [OUT_DIR]
 #
-# defaults: build, 4, bench-results/ddp. Writes OUT_DIR/results.jsonl, one
+# defaults: build, 4, bench-results/ddp. TNT_DDP_BENCH_WORKLOADS picks
+# "resnet18", "allreduce" or both (default); TNT_DDP_BENCH_MIN and _MAX bound
+# the allreduce sizes (4 B to 64 MiB). Writes OUT_DIR/results.jsonl, one
 # line per run with its probes. Not a test: it never fails on speed.
 set -eu
 BUILD=${1:-build}
@@ -31,12 +33,14 @@ PROBE_SRC=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
 PROBE=$OUT/vcpu_probe
 cc -O2 -pthread -o "$PROBE" "$PROBE_SRC"
 MAX=${TNT_DDP_BENCH_MAX:-67108864}
+MIN=${TNT_DDP_BENCH_MIN:-4}            # allreduce sizes MIN..MAX, both programs
+WORKLOADS=${TNT_DDP_BENCH_WORKLOADS:-"resnet18 allreduce"}
 EXTRA=${TNT_DDP_BENCH_ARGS:-}   # e.g. --grad-as-bucket-view
 
 run_one() {  # program workload repeat; program: tnt, gloo or libtnt (the C benchmark)
     before=$("$PROBE" | sed 's/.*placement //')
     if [ "$1" = libtnt ]; then
-        line=$(timeout 600 "$LAUNCHER" -n 2 -- "$BUILD/bin/allreduce_bench" --max "$MAX" 2>/dev/null |
+        line=$(timeout 600 "$LAUNCHER" -n 2 -- "$BUILD/bin/allreduce_bench" --min "$MIN" --max "$MAX" 2>/dev/null |
                $PY -c '
 import json, sys
 rows = [l.split() for l in sys.stdin if l.strip() and l.split()[0].isdigit()]
@@ -44,7 +48,7 @@ print(json.dumps({"backend": "libtnt-c", "workload": "allreduce", "allreduce":
                   {r[0]: {"us": float(r[1]), "busbw_gbs": float(r[3])} for r in rows}}))') || true
     else
         line=$(timeout 600 "$LAUNCHER" -n 2 -- $PY "$BENCH" --backend "$1" --workload "$2" \
-               --max "$MAX" $EXTRA 2>/dev/null | sed -n 's/^RESULT //p') || true
+               --min "$MIN" --max "$MAX" $EXTRA 2>/dev/null | sed -n 's/^RESULT //p') || true
     fi
     after=$("$PROBE" | sed 's/.*placement //')
     if [ -z "$line" ]; then
@@ -57,10 +61,11 @@ print(json.dumps({"backend": "libtnt-c", "workload": "allreduce", "allreduce":
 
 i=1
 while [ "$i" -le "$REPEATS" ]; do
-    if [ $((i % 2)) -eq 1 ]; then order="tnt gloo"; else order="gloo tnt"; fi
-    for p in $order; do run_one "$p" resnet18 "$i"; done
-    if [ $((i % 2)) -eq 1 ]; then order="tnt libtnt"; else order="libtnt tnt"; fi
-    for p in $order; do run_one "$p" allreduce "$i"; done
+    for w in $WORKLOADS; do
+        if [ "$w" = resnet18 ]; then other=gloo; else other=libtnt; fi
+        if [ $((i % 2)) -eq 1 ]; then order="tnt $other"; else order="$other tnt"; fi
+        for p in $order; do run_one "$p" "$w" "$i"; done
+    done
     i=$((i + 1))
 done
 echo "run_ddp_bench: $(wc -l < "$RESULTS") runs in $RESULTS"
