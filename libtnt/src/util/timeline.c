@@ -107,15 +107,17 @@ tnt_status_t tnt_tl_begin(uint64_t capacity)
      * there. A larger capacity replaces it (the old one is left alone for
      * the same reason). */
     if (tl.events == NULL || capacity > tl.allocated) {
-        tnt_tl_event_t *events = calloc(capacity, sizeof(*events));
+        tnt_tl_event_t *events = malloc(capacity * sizeof(*events));
         if (events == NULL) {
             return TNT_ERR_NO_MEMORY;
         }
         tl.events = events;
         tl.allocated = capacity;
-    } else {
-        memset(tl.events, 0, capacity * sizeof(*tl.events));
     }
+    /* Written here, not left to calloc: a large calloc maps pages that the
+     * kernel provides on first touch, and each first touch would be a page
+     * fault inside a collective (one per 56 events). */
+    memset(tl.events, 0, capacity * sizeof(*tl.events));
     tl.capacity = capacity;
     atomic_store_explicit(&tl.next, 0, memory_order_relaxed);
     atomic_store_explicit(&tl.num_stalls, 0, memory_order_relaxed);
