@@ -33,6 +33,15 @@ tnt_p2p_test(truncate_2 60 ARGS --ranks 2 --mode truncate)
 tnt_p2p_test(unmatched_send_2 60 ENV TNT_TIMEOUT=3 ARGS --ranks 2 --mode unmatched-send)
 tnt_p2p_test(unmatched_send_2x2 60 ENV TNT_TIMEOUT=3 ARGS --ranks 2 --nodes 2 --mode unmatched-send)
 tnt_p2p_test(unmatched_recv_3 60 ENV TNT_TIMEOUT=3 ARGS --ranks 3 --mode unmatched-recv)
+# One-rank communicators serve messages to themselves in the process (no
+# UCX worker, no descriptor), with the same meaning and errors.
+tnt_p2p_test(self_1 90 ENV TNT_TIMEOUT=3 ARGS --ranks 1 --mode self)
+tnt_p2p_test(self_3 90 ENV TNT_TIMEOUT=3 ARGS --ranks 3 --mode self)
+# TNT_P2P=off: no point-to-point transport, calls fail naming the setting.
+tnt_p2p_test(off_2 60 ENV TNT_P2P=off ARGS --ranks 2 --mode off)
+tnt_p2p_test(off_3x2 60 ENV TNT_P2P=off ARGS --ranks 3 --nodes 2 --mode off)
+# Off on one rank only: the ranks agree (no hang in the worker's exchange).
+tnt_p2p_test(off_rank1_3 60 ARGS --ranks 3 --mode off-rank1)
 # The ping-pong measurement (docs/c-api.md) runs as a smoke test, so it
 # keeps working; its figures are not asserted.
 add_test(NAME bench.p2p_pingpong.smoke

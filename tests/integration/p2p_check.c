@@ -24,11 +24,25 @@
  *   unmatched-recv  rank 0 receives from rank 1 and from any rank, nobody
  *               sends: TNT_ERR_TIMEOUT naming the ranks; a posted receive
  *               fails the same way through tnt_test
+ *   self        on one-rank splits (and on a world of one): creating one
+ *               opens no file descriptor (no UCX worker), and messages to
+ *               itself keep their meaning: any-source receives, tags out
+ *               of order, one tag's order, posted forms completed by
+ *               tnt_test, truncation, and the unmatched-send, -receive and
+ *               any-source timeouts with the UCX transport's words
+ *               (TNT_TIMEOUT is short here)
+ *   off         under TNT_P2P=off: every point-to-point call fails with
+ *               TNT_ERR_UNSUPPORTED naming TNT_P2P, on the communicator,
+ *               a one-rank split and a dup, whose collectives still work;
+ *               on one node a dup opens no file descriptor
+ *   off-rank1   TNT_P2P=off on rank 1 only: the ranks agree on off, and the
+ *               errors name rank 1 (forked ranks only)
  *   pingpong    (a measurement, not a check) ranks 0 and 1: round-trip
  *               latency and bandwidth for 8 B .. 16 MiB, printed as a table
  */
 #include <tnt/tnt.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -427,6 +441,204 @@ static void mode_unmatched_recv(tnt_comm_t *comm)
     barrier_after_timeouts(comm, me <= 1);
 }
 
+static int count_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        n += e->d_name[0] != '.';
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
+/* Messages of a one-rank communicator to itself, as the UCX transport
+ * gives them between ranks. */
+static void self_checks(tnt_comm_t *one)
+{
+    enum { N = 5 };
+    static const int order[3] = { 102, 100, 101 };
+    unsigned char out[3][64], in[64];
+    tnt_request_t *sends[3 + N], *req;
+    tnt_recv_info_t info;
+    int seq[N];
+
+    CHECK(tnt_size(one) == 1 && tnt_rank(one) == 0, "not a one-rank communicator: rank %d of %d",
+          tnt_rank(one), tnt_size(one));
+    /* Sends first (posted: a send is done only once received), then the
+     * receives, tags out of order, by rank and by any source. */
+    for (int t = 0; t < 3; t++) {
+        fill(out[t], sizeof(out[t]), 0, 0, 100 + t);
+        CHECK_OK(tnt_send_post(one, out[t], sizeof(out[t]), 0, 100 + t, &sends[t]));
+    }
+    for (int i = 0; i < N; i++) {
+        seq[i] = i;
+        CHECK_OK(tnt_send_post(one, &seq[i], sizeof(int), 0, 7, &sends[3 + i]));
+    }
+    CHECK(tnt_test(sends[0]) == TNT_IN_PROGRESS, "a send to itself finished before any receive");
+    for (int i = 0; i < 3; i++) {
+        info.source = -1;
+        CHECK_OK(tnt_recv(one, in, sizeof(in), i % 2 ? 0 : TNT_ANY_SOURCE, order[i], &info));
+        CHECK(info.source == 0 && info.tag == order[i] && info.bytes == sizeof(in),
+              "tag %d: info says source %d tag %d %zu B", order[i], info.source, info.tag,
+              info.bytes);
+        expect_pattern(in, sizeof(in), 0, 0, order[i], "self, tags out of order");
+    }
+    for (int i = 0; i < N; i++) {
+        int got = -1;
+        CHECK_OK(tnt_recv(one, &got, sizeof(got), i % 2 ? 0 : TNT_ANY_SOURCE, 7, &info));
+        CHECK(got == i && info.bytes == sizeof(int), "self: message %d of one tag arrived as %d",
+              i, got);
+    }
+    for (int i = 0; i < 3 + N; i++) {
+        CHECK_OK(tnt_test(sends[i]));
+        CHECK_OK(tnt_wait(sends[i]));
+    }
+    /* A posted receive first, completed by tnt_test alone; a short message
+     * reports its length. */
+    memset(in, 0, sizeof(in));
+    CHECK_OK(tnt_recv_post(one, in, sizeof(in), TNT_ANY_SOURCE, 9, &info, &req));
+    CHECK(tnt_test(req) == TNT_IN_PROGRESS, "a receive finished before any send");
+    CHECK_OK(tnt_send(one, out[1], 10, 0, 9));
+    tnt_status_t st;
+    while ((st = tnt_test(req)) == TNT_IN_PROGRESS) {
+    }
+    CHECK(st == TNT_OK && info.source == 0 && info.bytes == 10, "posted self receive: %s, %d, %zu B",
+          tnt_status_string(st), info.source, info.bytes);
+    expect_pattern(in, 10, 0, 0, 101, "posted self receive");
+    CHECK_OK(tnt_wait(req));
+    /* Truncation: the receive fails, the send is done, the next message
+     * arrives; an empty one too. */
+    CHECK_OK(tnt_send_post(one, out[0], sizeof(out[0]), 0, 1, &req));
+    st = tnt_recv(one, in, 16, 0, 1, &info);
+    CHECK(st == TNT_ERR_MISMATCH && strstr(tnt_last_error(), "16 B") != NULL,
+          "64 B into 16 B gave %s: %s", tnt_status_string(st), tnt_last_error());
+    CHECK_OK(tnt_wait(req));
+    CHECK_OK(tnt_send_post(one, NULL, 0, 0, 1, &req));
+    CHECK_OK(tnt_recv(one, in, 16, TNT_ANY_SOURCE, 1, &info));
+    CHECK(info.bytes == 0 && info.source == 0, "empty self message: %zu B from %d", info.bytes,
+          info.source);
+    CHECK_OK(tnt_wait(req));
+    /* A receive posted on the one-rank communicator does not take a
+     * message of another one-rank communicator. */
+    tnt_comm_t *other = NULL;
+    int a = 0, b = 5;
+    CHECK_OK(tnt_comm_split(one, 0, 0, &other));
+    CHECK_OK(tnt_recv_post(one, &a, sizeof(a), 0, 3, &info, &req));
+    CHECK_OK(tnt_send_post(other, &b, sizeof(b), 0, 3, &sends[0]));
+    CHECK(tnt_test(req) == TNT_IN_PROGRESS, "a receive took another communicator's message");
+    CHECK_OK(tnt_recv(other, &a, sizeof(a), 0, 3, NULL));
+    CHECK_OK(tnt_wait(sends[0]));
+    CHECK_OK(tnt_send(one, &b, sizeof(b), 0, 3));
+    CHECK_OK(tnt_wait(req));
+    CHECK(a == 5, "self message after another communicator's: %d", a);
+    tnt_finalize(other);
+}
+
+static void mode_self(tnt_comm_t *world)
+{
+    int me = tnt_rank(world);
+    char buf[8] = { 0 };
+    tnt_comm_t *one = NULL;
+    int fds = count_fds();
+    CHECK_OK(tnt_comm_split(world, me, 0, &one));
+    CHECK(count_fds() == fds,
+          "a one-rank communicator opened %d file descriptors (a point-to-point worker?)",
+          count_fds() - fds);
+    self_checks(one);
+    CHECK(count_fds() == fds, "messages on a one-rank communicator opened %d file descriptors",
+          count_fds() - fds);
+    if (tnt_size(world) == 1) {
+        self_checks(world);
+    }
+
+    /* A blocking send nobody receives: TNT_TIMEOUT, then the next call
+     * fails at once and the collectives go on. */
+    double t0 = now_s();
+    tnt_status_t st = tnt_send(one, buf, sizeof(buf), 0, 77);
+    expect_timeout(st, t0, "rank 0 posted no matching receive", "an unmatched send to itself");
+    CHECK(strstr(tnt_last_error(), "tag 77") != NULL, "the error names no tag: %s",
+          tnt_last_error());
+    t0 = now_s();
+    st = tnt_recv(one, buf, sizeof(buf), 0, 78, NULL);
+    CHECK(st != TNT_OK && now_s() - t0 < 2, "a receive after the failure: %s after %.1f s",
+          tnt_status_string(st), now_s() - t0);
+    int64_t x = 1;
+    CHECK_OK(tnt_allreduce(one, &x, &x, 1, TNT_INT64, TNT_SUM));
+    tnt_finalize(one);
+
+    /* A receive from rank 0 nobody sends to, and a posted any-source one
+     * that only tnt_test drives (each breaks its communicator). */
+    CHECK_OK(tnt_comm_split(world, me, 0, &one));
+    t0 = now_s();
+    st = tnt_recv(one, buf, sizeof(buf), 0, 5, NULL);
+    expect_timeout(st, t0, "rank 0 sent no matching message", "an unmatched receive from itself");
+    tnt_finalize(one);
+    CHECK_OK(tnt_comm_split(world, me, 0, &one));
+    tnt_request_t *req;
+    CHECK_OK(tnt_recv_post(one, buf, sizeof(buf), TNT_ANY_SOURCE, 5, NULL, &req));
+    t0 = now_s();
+    while ((st = tnt_test(req)) == TNT_IN_PROGRESS) {
+        CHECK(now_s() - t0 < timeout_setting() + 10, "tnt_test never gave up");
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    expect_timeout(st, t0, "no rank sent a matching message", "an unmatched any-source test");
+    CHECK(tnt_wait(req) == TNT_ERR_TIMEOUT, "tnt_wait after the failed test: %s",
+          tnt_last_error());
+    tnt_finalize(one);
+    /* Every rank waited out the same timeouts. */
+    CHECK_OK(tnt_barrier(world));
+}
+
+/* The rank whose TNT_P2P=off the errors name ("its rank 0 had"). */
+static const char *g_off_rank = "its rank 0 ";
+
+static void expect_unsupported(tnt_status_t st, const char *what)
+{
+    CHECK(st == TNT_ERR_UNSUPPORTED, "%s under TNT_P2P=off gave %s: %s", what,
+          tnt_status_string(st), tnt_last_error());
+    CHECK(strstr(tnt_last_error(), "TNT_P2P") != NULL, "%s: the error does not name TNT_P2P: %s",
+          what, tnt_last_error());
+    CHECK(strstr(tnt_last_error(), g_off_rank) != NULL, "%s: the error does not say '%s': %s",
+          what, g_off_rank, tnt_last_error());
+}
+
+static void mode_off(tnt_comm_t *world)
+{
+    int me = tnt_rank(world), n = tnt_size(world);
+    char buf[8] = { 0 };
+    tnt_request_t *req = NULL;
+    tnt_comm_t *one = NULL, *dup = NULL;
+    expect_unsupported(tnt_send(world, buf, sizeof(buf), (me + 1) % n, 0), "tnt_send");
+    expect_unsupported(tnt_recv_post(world, buf, sizeof(buf), TNT_ANY_SOURCE, 0, NULL, &req),
+                       "tnt_recv_post");
+    CHECK(req == NULL, "a failed post set *req_p");
+    CHECK_OK(tnt_comm_split(world, me, 0, &one));
+    if (strcmp(g_off_rank, "its rank 0 ") == 0) {
+        /* (With off on rank 1 only, the others' one-rank splits have
+         * point-to-point: the agreement is per communicator.) */
+        expect_unsupported(tnt_send_post(one, buf, sizeof(buf), 0, 0, &req),
+                           "tnt_send_post to itself");
+    }
+    int fds = count_fds();
+    CHECK_OK(tnt_comm_dup(world, &dup));
+    int64_t x = 1;
+    CHECK_OK(tnt_allreduce(dup, &x, &x, 1, TNT_INT64, TNT_SUM));
+    CHECK(x == n, "allreduce on the dup: %lld", (long long)x);
+    if (tnt_num_nodes(world) == 1) {
+        CHECK(count_fds() == fds, "a dup on one node opened %d file descriptors under TNT_P2P=off",
+              count_fds() - fds);
+    }
+    expect_unsupported(tnt_recv(dup, buf, sizeof(buf), 0, 0, NULL), "tnt_recv on a dup");
+    tnt_finalize(dup);
+    tnt_finalize(one);
+    CHECK_OK(tnt_barrier(world));
+}
+
 static void mode_pingpong(tnt_comm_t *comm)
 {
     int me = tnt_rank(comm);
@@ -477,6 +689,13 @@ static int run(tnt_comm_t *comm, const char *mode)
         mode_unmatched_send(comm);
     } else if (strcmp(mode, "unmatched-recv") == 0) {
         mode_unmatched_recv(comm);
+    } else if (strcmp(mode, "self") == 0) {
+        mode_self(comm);
+    } else if (strcmp(mode, "off") == 0) {
+        mode_off(comm);
+    } else if (strcmp(mode, "off-rank1") == 0) {
+        g_off_rank = "its rank 1 ";
+        mode_off(comm);
     } else if (strcmp(mode, "pingpong") == 0) {
         mode_pingpong(comm);
     } else {
@@ -501,6 +720,9 @@ static int run_forked_rank(const char *dir, int rank, void *arg)
     char host[64];
     g_rank = rank;
     snprintf(host, sizeof(host), "p2p-node%d", rank * nodes / size);
+    if (strcmp(mode, "off-rank1") == 0 && rank == 1) {
+        setenv("TNT_P2P", "off", 1);
+    }
     tnt_oob_t oob = {
         .allgather = store_allgather,
         .ctx = &store,

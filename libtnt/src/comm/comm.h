@@ -107,8 +107,10 @@ struct tnt_comm {
     struct tnt_shm *shm; /* ranks on this node (also when local_size == 1) */
     struct tnt_net *net; /* ranks on other nodes; NULL when num_nodes == 1 */
     /* Point-to-point messages (p2p/p2p.h), a transport apart from the
-     * collectives'; NULL in builds without UCX. */
+     * collectives' (or an in-process queue for one rank); NULL when a rank
+     * set TNT_P2P=off: p2p_off_rank is the lowest such rank, else -1. */
     struct tnt_p2p *p2p;
+    int p2p_off_rank;
     /* Device collectives (gpu/device.c): created at the first one, NULL
      * until then and in builds where none was made. */
     struct tnt_gpu *gpu;

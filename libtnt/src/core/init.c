@@ -35,6 +35,9 @@ struct peer_id {
     uint64_t shm_dev;
     uint64_t shm_ino;
     int64_t pid;
+    /* TNT_P2P=off on this rank: then no rank makes a point-to-point
+     * transport (its creation is collective), and the calls name the rank. */
+    int64_t p2p_off;
 };
 
 static void read_host_identity(struct peer_id *me)
@@ -315,6 +318,7 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const c
     memset(&me, 0, sizeof(me));
     snprintf(me.hostname, sizeof(me.hostname), "%s", comm->hostname);
     me.pid = (int64_t)getpid();
+    me.p2p_off = comm->settings->p2p == TNT_SETTINGS_P2P_OFF;
     read_host_identity(&me);
     status = tnt_boot_allgather(comm->boot, &me, peers, sizeof(me));
     if (status != TNT_OK) {
@@ -324,6 +328,12 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const c
     for (int r = 0; r < comm->size; r++) {
         peers[r].hostname[sizeof(peers[r].hostname) - 1] = '\0';
         peers[r].boot_id[sizeof(peers[r].boot_id) - 1] = '\0';
+    }
+    comm->p2p_off_rank = -1;
+    for (int r = comm->size - 1; r >= 0; r--) {
+        if (peers[r].p2p_off != 0) {
+            comm->p2p_off_rank = r;
+        }
     }
     status = derive_layout(comm, peers);
     if (status != TNT_OK) {

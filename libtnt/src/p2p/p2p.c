@@ -1,75 +1,37 @@
 /*
- * Point-to-point messages over the communicator's own UCX transport
- * (p2p.h says why it is its own). Tags: a user tag t of 0 .. INT_MAX goes
- * into the transport's tag layout as sequence t >> 20 and step t & (2^20
- * - 1), with the sender's rank in the rank field, so a receive from a named
- * rank matches that rank only and an any-source receive leaves the rank
- * field out. The transport keys every tag with this communicator's cookie.
+ * Which transport carries a communicator's point-to-point messages (p2p.h
+ * says why): none when any rank set TNT_P2P=off, the in-process queue of p2p_self.c for
+ * a one-rank communicator, its own UCX worker (p2p_ucx.c) otherwise. The
+ * description of each call that errors name is made here, once for both.
  */
-#include "p2p/p2p.h"
+#include "p2p/p2p_impl.h"
 
-#include "transport/shm.h"
-#include "transport/ucx/ucx.h"
 #include "util/log.h"
-#include "util/settings.h"
-#include "util/wait.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 struct tnt_p2p {
-    tnt_ucx_t *ucx;
+    /* Exactly one is set, except in a build without UCX, where a
+     * communicator of several ranks has neither (p2p_none.c). */
+    struct tnt_p2p_ucx *ucx;
+    struct tnt_p2p_self *self;
 };
-
-#define P2P_TAG_STEP_BITS 20
-
-static uint64_t p2p_tag(int tag, int source)
-{
-    return tnt_ucx_tag((uint32_t)tag >> P2P_TAG_STEP_BITS, source,
-                       (uint32_t)tag & ((1u << P2P_TAG_STEP_BITS) - 1));
-}
-
-static int p2p_peer_alive(void *arg, int rank)
-{
-    tnt_comm_t *comm = arg;
-    return tnt_shm_local_alive(comm->shm, comm->local_rank_of_rank[rank]);
-}
 
 tnt_status_t tnt_p2p_create(tnt_comm_t *comm)
 {
-    unsigned char *local = malloc((size_t)comm->size);
-    if (local == NULL) {
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory for %d ranks",
-                               comm->size);
+    comm->p2p = NULL;
+    if (comm->p2p_off_rank >= 0) {
+        tnt_log_debug("communicator %s: no point-to-point transport (TNT_P2P=off on rank %d)",
+                      comm->name, comm->p2p_off_rank);
+        return TNT_OK;
     }
-    for (int r = 0; r < comm->size; r++) {
-        local[r] = comm->node_of_rank[r] == comm->node_id;
-    }
-    tnt_ucx_params_t params = {
-        .boot = comm->boot,
-        .rank = comm->rank,
-        .size = comm->size,
-        .connect = NULL, /* every pair connects on its first message */
-        .estimated_peers = (size_t)comm->size,
-        .timeout_s = comm->timeout_s,
-        .spin_us = comm->settings->ucx_spin_us,
-        .yield_us = comm->settings->ucx_yield_us,
-        .tcp_seg_bytes = comm->settings->ucx_tcp_seg_bytes,
-        /* Same-host messages through UCX's sysv shared memory, not posix,
-         * which would map 4 MiB of /dev/shm per communicator (ucx_config.c). */
-        .avoid_dev_shm = 1,
-        .self_ok = 1,
-        .local = local,
-        .peer_alive = p2p_peer_alive,
-        .alive_arg = comm,
-    };
     struct tnt_p2p *p2p = calloc(1, sizeof(*p2p));
     if (p2p == NULL) {
-        free(local);
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "tnt_init: out of memory");
     }
-    tnt_status_t status = tnt_ucx_create(&params, &p2p->ucx);
-    free(local); /* copied into the transport's peer table */
+    tnt_status_t status = comm->size == 1 ? tnt_p2p_self_create(comm, &p2p->self)
+                                          : tnt_p2p_ucx_create(comm, &p2p->ucx);
     if (status != TNT_OK) {
         free(p2p);
         return status;
@@ -81,7 +43,8 @@ tnt_status_t tnt_p2p_create(tnt_comm_t *comm)
 void tnt_p2p_destroy(tnt_comm_t *comm)
 {
     if (comm->p2p != NULL) {
-        tnt_ucx_destroy(comm->p2p->ucx);
+        tnt_p2p_self_destroy(comm->p2p->self);
+        tnt_p2p_ucx_destroy(comm->p2p->ucx);
         free(comm->p2p);
         comm->p2p = NULL;
     }
@@ -90,7 +53,6 @@ void tnt_p2p_destroy(tnt_comm_t *comm)
 tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, void *buf,
                           size_t bytes, int peer, int tag, const char *fn)
 {
-    tnt_ucx_t *ucx = comm->p2p->ucx;
     char from[32];
 
     op->op = NULL;
@@ -98,8 +60,13 @@ tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, 
     op->peer = peer;
     op->tag = tag;
     op->bytes = bytes;
+    op->posted_ns = 0;
     op->result.source = -1;
     op->result.bytes = 0;
+    op->buf = NULL;
+    op->next = NULL;
+    op->pending = 0;
+    op->status = TNT_OK;
     if (peer < 0) {
         snprintf(from, sizeof(from), "any rank");
     } else {
@@ -107,32 +74,34 @@ tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, 
     }
     snprintf(op->what, sizeof(op->what), "%s (%zu B, tag %d) %s %s on communicator %s, rank %d", fn,
              bytes, tag, is_recv ? "from" : "to", from, comm->name, comm->rank);
-    if (tnt_ucx_free_ops(ucx) == 0) {
-        /* The user's to fix, and nothing broke: not the transport's
-         * pool-exhausted failure. */
-        return tnt_error_raise(TNT_ERR_NO_MEMORY,
-                               "%s: %d point-to-point operations are already in flight on "
-                               "communicator %s; wait for some before posting more",
-                               op->what, TNT_UCX_POOL_SLOTS, comm->name);
+    if (comm->p2p == NULL) {
+        return tnt_error_raise(TNT_ERR_UNSUPPORTED,
+                               "%s: communicator %s has no point-to-point messages: its rank %d "
+                               "had TNT_P2P=off when it (or the communicator it was split from) "
+                               "was made; unset TNT_P2P, or set TNT_P2P=on, on every rank before "
+                               "tnt_init or tnt_comm_create_oob",
+                               op->what, comm->name, comm->p2p_off_rank);
     }
-    op->posted_ns = tnt_time_ns();
-    return is_recv ? tnt_ucx_irecv_from(ucx, peer, p2p_tag(tag, peer < 0 ? 0 : peer), buf, bytes,
-                                        &op->result, &op->op)
-                   : tnt_ucx_isend_sync(ucx, peer, p2p_tag(tag, comm->rank), buf, bytes, &op->op);
+    if (comm->p2p->self != NULL) {
+        return tnt_p2p_self_post(comm->p2p->self, op, buf);
+    }
+    return tnt_p2p_ucx_post(comm, comm->p2p->ucx, op, buf);
 }
 
 tnt_status_t tnt_p2p_test(tnt_comm_t *comm, struct tnt_p2p_op *op)
 {
-    if (op->op == NULL) {
-        return TNT_OK; /* already reaped: finished */
+    if (comm->p2p == NULL) {
+        return TNT_OK; /* nothing was posted */
     }
-    return tnt_ucx_test(comm->p2p->ucx, &op->op, op->posted_ns, op->what);
+    return comm->p2p->self != NULL ? tnt_p2p_self_test(comm->p2p->self, op)
+                                   : tnt_p2p_ucx_test(comm->p2p->ucx, op);
 }
 
 tnt_status_t tnt_p2p_wait(tnt_comm_t *comm, struct tnt_p2p_op *op)
 {
-    if (op->op == NULL) {
+    if (comm->p2p == NULL) {
         return TNT_OK;
     }
-    return tnt_ucx_wait(comm->p2p->ucx, &op->op, op->what);
+    return comm->p2p->self != NULL ? tnt_p2p_self_wait(comm->p2p->self, op)
+                                   : tnt_p2p_ucx_wait(comm->p2p->ucx, op);
 }

@@ -1,18 +1,35 @@
 /*
- * Point-to-point messages (tnt_send, tnt_recv and their posted forms): a
- * UCX transport of the communicator's own, separate from the collectives'.
+ * Point-to-point messages (tnt_send, tnt_recv and their posted forms).
  *
- * Why a transport of its own: collectives run one at a time in posting
- * order (comm/comm.h), and a receive may wait for as long as the program
- * likes, so point-to-point traffic cannot queue behind them or block them.
- * A separate UCX worker per communicator gives it its own tag space (no
- * tag of a collective or of another communicator can match, whatever the
- * user's tag) and lets it progress on whichever thread calls tnt_send,
- * tnt_recv, tnt_test or tnt_wait, beside the progress thread. UCX picks
- * shared memory (its mm and CMA transports) between ranks of a host and the
- * network between hosts, and brings tag matching with MPI's order.
+ * A communicator of several ranks carries them on a UCX transport of its
+ * own, separate from the collectives' (p2p_ucx.c). Why a transport of its
+ * own: collectives run one at a time in posting order (comm/comm.h), and a
+ * receive may wait for as long as the program likes, so point-to-point
+ * traffic cannot queue behind them or block them. A separate UCX worker
+ * per communicator gives it its own tag space (no tag of a collective or
+ * of another communicator can match, whatever the user's tag) and lets it
+ * progress on whichever thread calls tnt_send, tnt_recv, tnt_test or
+ * tnt_wait, beside the progress thread. UCX picks shared memory (its mm and
+ * CMA transports) between ranks of a host and the network between hosts,
+ * and brings tag matching with MPI's order.
  *
- * Built only with UCX (p2p.c); p2p_none.c fails every call otherwise.
+ * That worker costs every communicator descriptors, memory and two
+ * bootstrap allgathers at creation, whether or not it ever sends
+ * (docs/c-api.md has the figures), so:
+ * - a one-rank communicator makes none: its rank can only talk to itself,
+ *   which a matching queue in the process does (p2p_self.c), with the same
+ *   matching, ordering, truncation and TNT_TIMEOUT errors;
+ * - TNT_P2P=off makes none on any communicator, and every point-to-point
+ *   call fails with TNT_ERR_UNSUPPORTED naming the setting. The ranks agree
+ *   on it in the layout exchange (core/init.c, comm->p2p_off_rank): one
+ *   rank with off turns it off for all, since making the worker is
+ *   collective.
+ * Making the worker later, at a communicator's first message, would need an
+ * address exchange that is not collective (the peer may be in a collective
+ * or computing); libtnt has no such channel between nodes.
+ *
+ * Built with UCX (p2p_ucx.c); p2p_none.c fails the calls that would need it
+ * otherwise.
  */
 #ifndef TNT_P2P_P2P_H
 #define TNT_P2P_P2P_H
@@ -22,7 +39,9 @@
 
 #include <stdint.h>
 
-/* Collective over comm (two bootstrap allgathers): sets comm->p2p. */
+/* Collective over comm (two bootstrap allgathers) when comm has several
+ * ranks and no rank set TNT_P2P=off; otherwise local and cheap. Sets
+ * comm->p2p (NULL with TNT_P2P=off). */
 tnt_status_t tnt_p2p_create(tnt_comm_t *comm);
 /* Not collective, but waits (bounded) for the goodbyes of the peers this
  * rank exchanged messages with. NULL comm->p2p is a no-op. */
@@ -39,6 +58,13 @@ struct tnt_p2p_op {
     uint64_t posted_ns;
     tnt_ucx_recv_result_t result; /* set when a receive succeeded */
     char what[160];               /* names the call in errors */
+    /* The in-process path of a one-rank communicator (p2p_self.c), under
+     * its lock: the buffer, the link in its queue of unmatched operations,
+     * and whether it is still to be matched (pending) or its outcome. */
+    void *buf;
+    struct tnt_p2p_op *next;
+    int pending;
+    tnt_status_t status;
 };
 
 /* Starts a send (is_recv 0) or a receive; arguments already checked by

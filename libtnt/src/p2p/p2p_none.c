@@ -1,49 +1,47 @@
 /*
  * Point-to-point messages in a build without UCX (-DTNT_WITH_UCX=OFF):
- * communicators work as usual, and tnt_send / tnt_recv fail with a message
- * that names the build option.
+ * communicators work as usual, a one-rank communicator's messages to
+ * itself too (p2p_self.c), and tnt_send / tnt_recv between ranks fail with
+ * a message that names the build option.
  */
-#include "p2p/p2p.h"
+#include "p2p/p2p_impl.h"
 
 #include "util/log.h"
 
-tnt_status_t tnt_p2p_create(tnt_comm_t *comm)
+tnt_status_t tnt_p2p_ucx_create(tnt_comm_t *comm, struct tnt_p2p_ucx **ucx_p)
 {
-    comm->p2p = NULL;
+    (void)comm;
+    *ucx_p = NULL;
     return TNT_OK;
 }
 
-void tnt_p2p_destroy(tnt_comm_t *comm)
+void tnt_p2p_ucx_destroy(struct tnt_p2p_ucx *ucx)
 {
-    (void)comm;
+    (void)ucx;
 }
 
-tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, void *buf,
-                          size_t bytes, int peer, int tag, const char *fn)
+tnt_status_t tnt_p2p_ucx_post(tnt_comm_t *comm, struct tnt_p2p_ucx *ucx, struct tnt_p2p_op *op,
+                              void *buf)
 {
     (void)comm;
-    (void)is_recv;
+    (void)ucx;
     (void)buf;
-    (void)bytes;
-    (void)peer;
-    (void)tag;
-    op->op = NULL;
     return tnt_error_raise(TNT_ERR_UNSUPPORTED,
                            "%s: libtnt was built without UCX (cmake -DTNT_WITH_UCX=ON, needs "
-                           "libucx-dev), which carries point-to-point messages",
-                           fn);
+                           "libucx-dev), which carries point-to-point messages between ranks",
+                           op->what);
 }
 
-tnt_status_t tnt_p2p_test(tnt_comm_t *comm, struct tnt_p2p_op *op)
+tnt_status_t tnt_p2p_ucx_test(struct tnt_p2p_ucx *ucx, struct tnt_p2p_op *op)
 {
-    (void)comm;
+    (void)ucx;
     (void)op;
     return TNT_OK;
 }
 
-tnt_status_t tnt_p2p_wait(tnt_comm_t *comm, struct tnt_p2p_op *op)
+tnt_status_t tnt_p2p_ucx_wait(struct tnt_p2p_ucx *ucx, struct tnt_p2p_op *op)
 {
-    (void)comm;
+    (void)ucx;
     (void)op;
     return TNT_OK;
 }

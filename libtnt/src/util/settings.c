@@ -46,6 +46,7 @@ _Static_assert(sizeof(tnt_settings_algo_t) == sizeof(int), "algorithm is stored 
 _Static_assert(sizeof(tnt_settings_gpu_t) == sizeof(int), "GPU transport is stored as an int");
 _Static_assert(sizeof(tnt_settings_stream_t) == sizeof(int), "stream mode is stored as an int");
 _Static_assert(sizeof(tnt_settings_arrival_t) == sizeof(int), "arrival mode is stored as an int");
+_Static_assert(sizeof(tnt_settings_p2p_t) == sizeof(int), "point-to-point mode is stored as an int");
 
 static const setting_choice_t log_level_choices[] = {
     { "error", TNT_LOG_ERROR },
@@ -107,6 +108,12 @@ static const setting_choice_t overlap_choices[] = {
     { NULL, 0 },
 };
 
+static const setting_choice_t p2p_choices[] = {
+    { "on", TNT_SETTINGS_P2P_ON },
+    { "off", TNT_SETTINGS_P2P_OFF },
+    { NULL, 0 },
+};
+
 #define FIELD(f) offsetof(tnt_settings_t, f)
 
 /* The bounds keep every product below in range and every layer's loops
@@ -135,6 +142,8 @@ static const setting_desc_t settings_table[] = {
     { "TNT_FUSION_THRESHOLD", SETTING_CHOICE, "fixed", 0, 0, fusion_mode_choices,
       FIELD(fusion_threshold_tune), "auto = tune the bucket size; a fixed size in KiB goes in TNT_FUSION_THRESHOLD_KB" },
     { "TNT_OVERLAP", SETTING_CHOICE, "auto", 0, 0, overlap_choices, FIELD(overlap), NULL },
+    { "TNT_P2P", SETTING_CHOICE, "on", 0, 0, p2p_choices, FIELD(p2p),
+      "off = communicators of several ranks make no point-to-point transport" },
     { "TNT_SHM_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(shm_staging_bytes),
       NULL },
     { "TNT_SHM_SMALL_KB", SETTING_SIZE_KB, NULL, 0, 1048576, NULL, FIELD(shm_small_bytes), NULL },

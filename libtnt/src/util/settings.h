@@ -69,6 +69,13 @@ typedef enum {
     TNT_SETTINGS_OVERLAP_OFF
 } tnt_settings_overlap_t;
 
+/* TNT_P2P: whether communicators of several ranks make a point-to-point
+ * transport at creation (p2p/p2p.h). */
+typedef enum {
+    TNT_SETTINGS_P2P_ON,
+    TNT_SETTINGS_P2P_OFF
+} tnt_settings_p2p_t;
+
 typedef struct tnt_settings {
     double timeout_s;                   /* TNT_TIMEOUT; 0 = no timeout */
     double stall_warn_s;                /* TNT_STALL_WARN; 0 = no warning */
@@ -77,6 +84,7 @@ typedef struct tnt_settings {
     size_t fusion_threshold_bytes;      /* TNT_FUSION_THRESHOLD_KB, or TNT_SETTINGS_TUNE */
     int fusion_threshold_tune;          /* TNT_FUSION_THRESHOLD: 1 = auto, 0 = fixed */
     tnt_settings_overlap_t overlap;     /* TNT_OVERLAP */
+    tnt_settings_p2p_t p2p;             /* TNT_P2P */
     size_t shm_staging_bytes;           /* TNT_SHM_STAGING_KB */
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
     int shm_cma;                        /* TNT_SHM_CMA */
