@@ -22,11 +22,14 @@ struct tnt_p2p {
 };
 
 #define P2P_TAG_STEP_BITS 20
+/* A user tag's sequence part is below 2^11 (tags are below 2^31); the
+ * space goes above it, well inside the 24-bit sequence field. */
+#define P2P_SPACE_SHIFT 11
 
-static uint64_t p2p_tag(int tag, int source)
+static uint64_t p2p_tag(int tag, int source, enum tnt_p2p_space space)
 {
-    return tnt_ucx_tag((uint32_t)tag >> P2P_TAG_STEP_BITS, source,
-                       (uint32_t)tag & ((1u << P2P_TAG_STEP_BITS) - 1));
+    return tnt_ucx_tag(((uint32_t)tag >> P2P_TAG_STEP_BITS) | ((uint32_t)space << P2P_SPACE_SHIFT),
+                       source, (uint32_t)tag & ((1u << P2P_TAG_STEP_BITS) - 1));
 }
 
 static int p2p_peer_alive(void *arg, int rank)
@@ -90,6 +93,13 @@ void tnt_p2p_destroy(tnt_comm_t *comm)
 tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, void *buf,
                           size_t bytes, int peer, int tag, const char *fn)
 {
+    return tnt_p2p_post_in(comm, op, TNT_P2P_USER, is_recv, buf, bytes, peer, tag, fn);
+}
+
+tnt_status_t tnt_p2p_post_in(tnt_comm_t *comm, struct tnt_p2p_op *op, enum tnt_p2p_space space,
+                             int is_recv, void *buf, size_t bytes, int peer, int tag,
+                             const char *fn)
+{
     tnt_ucx_t *ucx = comm->p2p->ucx;
     char from[32];
 
@@ -116,9 +126,10 @@ tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, 
                                op->what, TNT_UCX_POOL_SLOTS, comm->name);
     }
     op->posted_ns = tnt_time_ns();
-    return is_recv ? tnt_ucx_irecv_from(ucx, peer, p2p_tag(tag, peer < 0 ? 0 : peer), buf, bytes,
-                                        &op->result, &op->op)
-                   : tnt_ucx_isend_sync(ucx, peer, p2p_tag(tag, comm->rank), buf, bytes, &op->op);
+    return is_recv ? tnt_ucx_irecv_from(ucx, peer, p2p_tag(tag, peer < 0 ? 0 : peer, space), buf,
+                                        bytes, &op->result, &op->op)
+                   : tnt_ucx_isend_sync(ucx, peer, p2p_tag(tag, comm->rank, space), buf, bytes,
+                                        &op->op);
 }
 
 tnt_status_t tnt_p2p_test(tnt_comm_t *comm, struct tnt_p2p_op *op)
