@@ -8,7 +8,10 @@
  * collective runs on the caller's stream (through the cuda double's worker)
  * in chunks: each rank copies its chunk into its slot, a barrier, each rank
  * reduces the slots in rank order (so every rank gets the same bits), a
- * barrier. Every wait polls the communicator's abort flag with a backoff,
+ * barrier. ncclSend / ncclRecv need no barrier: each ordered pair of ranks
+ * has a one-way channel in the same file, one piece in flight, and a
+ * group's sends and receives move together so that no pair waits for
+ * another. Every wait polls the communicator's abort flag with a backoff,
  * so ncclCommAbort releases a collective stuck on a missing peer.
  */
 #include "cuda_double.h"
