@@ -8,7 +8,10 @@
  * collective runs on the caller's stream (through the cuda double's worker)
  * in chunks: each rank copies its chunk into its slot, a barrier, each rank
  * reduces the slots in rank order (so every rank gets the same bits), a
- * barrier. Every wait polls the communicator's abort flag with a backoff,
+ * barrier. ncclSend / ncclRecv need no barrier: each ordered pair of ranks
+ * has a one-way channel in the same file, one piece in flight, and a
+ * group's sends and receives move together so that no pair waits for
+ * another. Every wait polls the communicator's abort flag with a backoff,
  * so ncclCommAbort releases a collective stuck on a missing peer.
  */
 #include "cuda_double.h"
@@ -31,7 +34,10 @@
 #include <unistd.h>
 
 #define SLOT_BYTES ((size_t)1 << 20)
-#define MAGIC      0x6e63636c64626c31ull /* "ncclddbl1" */
+/* ncclSend / ncclRecv: one one-way channel per ordered pair of ranks, a
+ * piece of up to CHANNEL_BYTES at a time. */
+#define CHANNEL_BYTES ((size_t)64 << 10)
+#define MAGIC         0x6e63636c64626c31ull /* "ncclddbl1" */
 
 struct shared {
     uint64_t magic;
@@ -73,6 +79,30 @@ static size_t header_bytes(void)
 static char *slot(struct ncclComm *c, int r)
 {
     return (char *)c->sh + header_bytes() + (size_t)r * SLOT_BYTES;
+}
+
+/* The channel from rank src to rank dst: full is 1 while a piece waits
+ * for the receiver (release by the writer, acquire by the reader), total
+ * is the whole message's length, for the count check NCCL leaves
+ * undefined. */
+struct channel {
+    atomic_uint full;
+    uint64_t len;
+    uint64_t total;
+    char pad[64 - sizeof(atomic_uint) - 2 * sizeof(uint64_t)];
+    char data[CHANNEL_BYTES];
+};
+
+static size_t map_bytes_for(int nranks)
+{
+    return header_bytes() + (size_t)nranks * SLOT_BYTES +
+           (size_t)nranks * (size_t)nranks * sizeof(struct channel);
+}
+
+static struct channel *channel(struct ncclComm *c, int src, int dst)
+{
+    struct channel *first = (struct channel *)slot(c, c->nranks);
+    return first + (size_t)src * (size_t)c->nranks + (size_t)dst;
 }
 
 /* Sleeps a little longer each time, up to 1 ms: ranks oversubscribe the
@@ -177,7 +207,7 @@ static void *comm_join(void *arg)
         atomic_store(&c->init_result, ncclSystemError);
         return NULL;
     }
-    c->map_bytes = header_bytes() + (size_t)c->nranks * SLOT_BYTES;
+    c->map_bytes = map_bytes_for(c->nranks);
     if (c->rank == 0 && ftruncate(fd, (off_t)c->map_bytes) != 0) {
         close(fd);
         atomic_store(&c->init_result, ncclSystemError);
@@ -323,7 +353,21 @@ ncclResult_t ncclCommAbort(ncclComm_t c)
 /* Collectives                                                              */
 /* ------------------------------------------------------------------------ */
 
-enum coll { COLL_ALLREDUCE, COLL_BROADCAST, COLL_ALLGATHER, COLL_REDUCE, COLL_REDUCE_SCATTER };
+enum coll {
+    COLL_ALLREDUCE,
+    COLL_BROADCAST,
+    COLL_ALLGATHER,
+    COLL_REDUCE,
+    COLL_REDUCE_SCATTER,
+    COLL_P2P /* the ncclSend / ncclRecv of one group (or one alone) */
+};
+
+struct p2p_item {
+    int is_recv, peer;
+    const char *send;
+    char *recv;
+    size_t bytes, done;
+};
 
 struct coll_work {
     struct ncclComm *c;
@@ -336,6 +380,8 @@ struct coll_work {
     int root;
     cudaStream_t stream;
     struct coll_work *next; /* queued in a group until ncclGroupEnd */
+    struct p2p_item *items; /* COLL_P2P: in issue order */
+    int n_items, cap_items;
 };
 
 /* ncclGroupStart/End, per thread as NCCL's: collectives issued inside a
@@ -344,6 +390,7 @@ struct coll_work {
 static _Thread_local struct {
     int depth;
     struct coll_work *head, *tail;
+    struct coll_work *p2p; /* the group's sends and receives, one work */
 } g_group;
 
 static size_t type_size(ncclDataType_t t)
@@ -551,6 +598,80 @@ static void reduce_chunk(struct coll_work *w, char *out, size_t n)
     }
 }
 
+/* Item i may move: no earlier unfinished item goes the same way with the
+ * same peer (NCCL matches a pair's sends and receives in issue order). */
+static int p2p_turn(const struct coll_work *w, int i)
+{
+    for (int k = 0; k < i; k++) {
+        const struct p2p_item *a = &w->items[k];
+        if (a->done < a->bytes && a->is_recv == w->items[i].is_recv &&
+            a->peer == w->items[i].peer) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* All of a group's sends and receives move together, piece by piece,
+ * as NCCL runs a group's point-to-point calls concurrently; a pair's
+ * pieces go one at a time through its channel. */
+static void p2p_run(struct coll_work *w)
+{
+    struct ncclComm *c = w->c;
+    unsigned round = 0;
+    for (;;) {
+        int left = 0, moved = 0;
+        for (int i = 0; i < w->n_items; i++) {
+            struct p2p_item *it = &w->items[i];
+            if (it->done >= it->bytes) {
+                continue;
+            }
+            left = 1;
+            if (!p2p_turn(w, i)) {
+                continue;
+            }
+            if (!it->is_recv) {
+                struct channel *ch = channel(c, c->rank, it->peer);
+                if (atomic_load_explicit(&ch->full, memory_order_acquire) == 0) {
+                    size_t n = it->bytes - it->done;
+                    n = n < CHANNEL_BYTES ? n : CHANNEL_BYTES;
+                    memcpy(ch->data, it->send + it->done, n);
+                    ch->len = n;
+                    ch->total = it->bytes;
+                    atomic_store_explicit(&ch->full, 1, memory_order_release);
+                    it->done += n;
+                    moved = 1;
+                }
+            } else {
+                struct channel *ch = channel(c, it->peer, c->rank);
+                if (atomic_load_explicit(&ch->full, memory_order_acquire) != 0) {
+                    if (ch->total != it->bytes) {
+                        fprintf(stderr,
+                                "nccl double: rank %d: ncclRecv of %zu bytes from rank %d met a "
+                                "ncclSend of %llu (NCCL leaves this undefined)\n",
+                                c->rank, it->bytes, it->peer, (unsigned long long)ch->total);
+                        atomic_store(&c->async_error, ncclInvalidUsage);
+                        it->done = it->bytes; /* give up on it */
+                    } else {
+                        memcpy(it->recv + it->done, ch->data, ch->len);
+                        it->done += ch->len;
+                    }
+                    atomic_store_explicit(&ch->full, 0, memory_order_release);
+                    moved = 1;
+                }
+            }
+        }
+        if (!left || atomic_load(&c->aborted)) {
+            return;
+        }
+        if (moved) {
+            round = 0;
+        } else {
+            backoff(&round);
+        }
+    }
+}
+
 static void coll_run(void *arg)
 {
     struct coll_work *w = arg;
@@ -563,6 +684,10 @@ static void coll_run(void *arg)
         goto out;
     }
     if (c->inject_error || atomic_load(&c->aborted)) {
+        goto out;
+    }
+    if (w->kind == COLL_P2P) {
+        p2p_run(w);
         goto out;
     }
     size_t per_chunk = SLOT_BYTES / w->esize;
@@ -604,6 +729,8 @@ static void coll_run(void *arg)
         case COLL_ALLGATHER:
             memcpy(slot(c, c->rank), w->send + at, bytes);
             break;
+        case COLL_P2P: /* ran above */
+            break;
         }
         if (barrier(c) != 0) {
             goto out;
@@ -626,6 +753,8 @@ static void coll_run(void *arg)
                 memcpy(w->recv + (size_t)r * w->count * w->esize + at, slot(c, r), bytes);
             }
             break;
+        case COLL_P2P:
+            break;
         }
         if (barrier(c) != 0 || n == 0) {
             goto out;
@@ -633,6 +762,7 @@ static void coll_run(void *arg)
     }
 out:
     atomic_fetch_sub(&c->pending, 1);
+    free(w->items);
     free(w);
 }
 
@@ -643,6 +773,7 @@ static ncclResult_t coll_launch(struct coll_work *w)
     atomic_fetch_add(&c->pending, 1);
     if (tnt_cuda_double_enqueue(w->stream, coll_run, w) != 0) {
         atomic_fetch_sub(&c->pending, 1);
+        free(w->items);
         free(w);
         return ncclUnhandledCudaError;
     }
@@ -671,9 +802,8 @@ static ncclResult_t coll_enqueue(struct ncclComm *c, enum coll kind, const void 
     if (kind == COLL_REDUCE && c->rank != root) {
         recv_count = 0; /* not read: may be NULL */
     }
-    if (count > 0 &&
-        (!tnt_cuda_double_is_device(send, send_count * esize) ||
-         (recv_count > 0 && !tnt_cuda_double_is_device(recv, recv_count * esize)))) {
+    if (count > 0 && (!tnt_cuda_double_is_device(send, send_count * esize) ||
+                      (recv_count > 0 && !tnt_cuda_double_is_device(recv, recv_count * esize)))) {
         return ncclInvalidArgument; /* NCCL takes device memory only */
     }
     struct coll_work *w = malloc(sizeof(*w));
@@ -737,6 +867,77 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                         stream);
 }
 
+/* ncclSend / ncclRecv: inside a group they join the group's one
+ * point-to-point work (queued where the group's first one was issued);
+ * alone, each is a work of its own. */
+static ncclResult_t p2p_enqueue(struct ncclComm *c, int is_recv, const void *send, void *recv,
+                                size_t count, ncclDataType_t type, int peer, cudaStream_t stream)
+{
+    if (atomic_load(&c->init_result) != ncclSuccess || atomic_load(&c->aborted)) {
+        return ncclInvalidUsage;
+    }
+    size_t esize = type_size(type);
+    if (esize == 0 || peer < 0 || peer >= c->nranks) {
+        return ncclInvalidArgument;
+    }
+    size_t bytes = count * esize;
+    if (bytes > 0 && !tnt_cuda_double_is_device(is_recv ? recv : send, bytes)) {
+        return ncclInvalidArgument; /* NCCL takes device memory only */
+    }
+    struct coll_work *w = g_group.depth > 0 ? g_group.p2p : NULL;
+    int fresh = w == NULL;
+    if (fresh) {
+        w = calloc(1, sizeof(*w));
+        if (w == NULL) {
+            return ncclSystemError;
+        }
+        *w = (struct coll_work){ .c = c, .kind = COLL_P2P, .esize = 1, .stream = stream };
+    }
+    if (w->c != c || w->stream != stream) {
+        return ncclInvalidUsage; /* the double keeps a group to one comm and stream */
+    }
+    if (w->n_items == w->cap_items) {
+        int cap = w->cap_items ? 2 * w->cap_items : 8;
+        struct p2p_item *items = realloc(w->items, (size_t)cap * sizeof(*items));
+        if (items == NULL) {
+            if (fresh) {
+                free(w);
+            }
+            return ncclSystemError;
+        }
+        w->items = items;
+        w->cap_items = cap;
+    }
+    w->items[w->n_items++] = (struct p2p_item){
+        .is_recv = is_recv, .peer = peer, .send = send, .recv = recv, .bytes = bytes
+    };
+    if (g_group.depth == 0) {
+        return coll_launch(w);
+    }
+    if (fresh) {
+        g_group.p2p = w;
+        if (g_group.tail != NULL) {
+            g_group.tail->next = w;
+        } else {
+            g_group.head = w;
+        }
+        g_group.tail = w;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    return p2p_enqueue(comm, 0, sendbuff, NULL, count, datatype, peer, stream);
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                      ncclComm_t comm, cudaStream_t stream)
+{
+    return p2p_enqueue(comm, 1, NULL, recvbuff, count, datatype, peer, stream);
+}
+
 ncclResult_t ncclGroupStart(void)
 {
     g_group.depth++;
@@ -757,7 +958,7 @@ ncclResult_t ncclGroupEnd(void)
     }
     ncclResult_t result = ncclSuccess;
     struct coll_work *w = g_group.head;
-    g_group.head = g_group.tail = NULL;
+    g_group.head = g_group.tail = g_group.p2p = NULL;
     while (w != NULL) {
         struct coll_work *next = w->next;
         ncclResult_t r = coll_launch(w);

@@ -65,11 +65,21 @@ if(TNT_WITH_CUDA)
   target_link_libraries(gpu_composed_check PRIVATE tnt CUDA::cudart)
   target_include_directories(gpu_composed_check PRIVATE ${CMAKE_CURRENT_LIST_DIR})
   set(_gpu_composed $<TARGET_FILE:gpu_composed_check>)
+  add_executable(gpu_exchange_check ${CMAKE_CURRENT_LIST_DIR}/gpu_exchange_check.c)
+  target_link_libraries(gpu_exchange_check PRIVATE tnt CUDA::cudart)
+  target_include_directories(gpu_exchange_check PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  set(_gpu_exchange $<TARGET_FILE:gpu_exchange_check>)
   tnt_gpu_test(composed_nccl_np1 300 gpu
     ${_gpu_env} TNT_GPU_TRANSPORT=nccl timeout 290 ${_gpu_skip} ${_gpu_composed} --expect nccl)
   tnt_gpu_test(composed_host_np1 300 gpu
     ${_gpu_env} TNT_GPU_TRANSPORT=host TNT_GPU_STAGING_KB=64 timeout 290 ${_gpu_skip}
     ${_gpu_composed} --expect host)
+  # gather, scatter, allgatherv, alltoall(v), send/recv on device buffers.
+  tnt_gpu_test(exchange_nccl_np1 300 gpu
+    ${_gpu_env} TNT_GPU_TRANSPORT=nccl timeout 290 ${_gpu_skip} ${_gpu_exchange} --expect nccl)
+  tnt_gpu_test(exchange_host_np1 300 gpu
+    ${_gpu_env} TNT_GPU_TRANSPORT=host TNT_GPU_STAGING_KB=64 timeout 290 ${_gpu_skip}
+    ${_gpu_exchange} --expect host)
   tnt_gpu_test(nccl_np1 300 gpu
     ${_gpu_env} TNT_GPU_TRANSPORT=nccl timeout 290 ${_gpu_skip} ${_gpu_check} --expect nccl)
   tnt_gpu_test(auto_np1 300 gpu
@@ -88,6 +98,11 @@ if(TNT_WITH_CUDA)
     tnt_gpu_test(composed_host_shared_np2 600 gpu
       ${_gpu_env} TNT_GPU_STAGING_KB=64 timeout 590 ${_gpu_skip} ${_gpu_tnt} -n 2 --
       ${_gpu_composed} --expect host)
+    foreach(_np 2 4)
+      tnt_gpu_test(exchange_host_shared_np${_np} 600 gpu
+        ${_gpu_env} TNT_GPU_STAGING_KB=64 timeout 590 ${_gpu_skip} ${_gpu_tnt} -n ${_np} --
+        ${_gpu_exchange} --expect host)
+    endforeach()
     tnt_gpu_test(host_large_np2 600 gpu
       ${_gpu_env} TNT_GPU_TRANSPORT=host timeout 590 ${_gpu_skip} ${_gpu_tnt} -n 2 --
       ${_gpu_check} --large --expect host)

@@ -9,35 +9,9 @@
  *
  *   gpu_collectives_check [--large] [--expect nccl|host]
  */
-#include <tnt/tnt.h>
-#include <tnt/tnt_cuda.h>
-
-#include <cuda_runtime_api.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "gpu_check.h"
 
 #include "collectives_values.h"
-
-static int rank, size, failures;
-static cudaStream_t stream;
-
-#define CUDA_OK(call)                                                                  \
-    do {                                                                               \
-        cudaError_t e_ = (call);                                                       \
-        if (e_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-
-static void fail(const char *what, tnt_status_t status)
-{
-    fprintf(stderr, "rank %d: FAIL %s: %s (%s)\n", rank, what, tnt_status_string(status),
-            tnt_last_error());
-    failures++;
-}
 
 static uint64_t fnv(const void *p, size_t n)
 {
@@ -67,8 +41,8 @@ static void same_everywhere(tnt_comm_t *comm, const void *host, size_t bytes, co
     free(all);
 }
 
-static void check_allreduce(tnt_comm_t *comm, tnt_gpu_transport_t transport, tnt_dtype_t dt,
-                            tnt_op_t op, size_t count, int in_place, uint64_t seed)
+static void check_allreduce(tnt_comm_t *comm, tnt_gpu_transport_t path, tnt_dtype_t dt, tnt_op_t op,
+                            size_t count, int in_place, uint64_t seed)
 {
     size_t es = tnt_dtype_size(dt), bytes = count * es;
     void *host = malloc(bytes ? bytes : 1);
@@ -96,8 +70,8 @@ static void check_allreduce(tnt_comm_t *comm, tnt_gpu_transport_t transport, tnt
         CUDA_OK(cudaMemcpy(host, drecv, bytes, cudaMemcpyDeviceToHost));
         /* NCCL averages floats by pre-multiplying with 1/size, which is not
          * exact for sizes that are not powers of two. */
-        int approx = transport == TNT_GPU_TRANSPORT_NCCL && op == TNT_AVG && dt != TNT_INT32 &&
-                     dt != TNT_INT64;
+        int approx =
+            path == TNT_GPU_TRANSPORT_NCCL && op == TNT_AVG && dt != TNT_INT32 && dt != TNT_INT64;
         for (size_t i = 0; i < count; i++) {
             double want = cv_expected(dt, op, size, seed, i), got = cv_load(dt, host, i);
             double tol = approx ? 1e-2 * (want < 0 ? -want : want) + 1e-2 : 0.0;
@@ -194,43 +168,15 @@ static void check_allgather(tnt_comm_t *comm, size_t per_rank, int in_place)
 
 int main(int argc, char **argv)
 {
-    tnt_comm_t *comm;
     int large = 0;
-    const char *expect = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--large") == 0) {
-            large = 1;
-        } else if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc) {
-            expect = argv[++i];
-        }
+        large |= strcmp(argv[i], "--large") == 0;
     }
-    if (tnt_init(&comm) != TNT_OK) {
-        fprintf(stderr, "tnt_init: %s\n", tnt_last_error());
-        return 1;
-    }
-    rank = tnt_rank(comm);
-    size = tnt_size(comm);
-    /* A non-blocking stream, as torch's side streams are: the inputs are
-     * copied in on it (cudaMemcpyAsync), because a cudaMemcpy on the legacy
-     * default stream is not ordered before work on it (a pageable copy may
-     * still be in flight when cudaMemcpy returns). */
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    tnt_status_t status = tnt_device_init(comm);
-    if (status != TNT_OK) {
-        fail("tnt_device_init", status);
-        return 1;
-    }
-    tnt_gpu_transport_t transport;
-    tnt_device_transport(comm, &transport);
-    if (rank == 0) {
-        printf("gpu_collectives_check: %d ranks, transport %s\n", size,
-               tnt_gpu_transport_string(transport));
-    }
-    if (expect != NULL && strcmp(expect, tnt_gpu_transport_string(transport)) != 0) {
-        fprintf(stderr, "rank %d: FAIL transport is %s, expected %s\n", rank,
-                tnt_gpu_transport_string(transport), expect);
-        failures++;
-    }
+    /* The stream is non-blocking, as torch's side streams are: the inputs
+     * are copied in on it (cudaMemcpyAsync), because a cudaMemcpy on the
+     * legacy default stream is not ordered before work on it (a pageable
+     * copy may still be in flight when cudaMemcpy returns). */
+    tnt_comm_t *comm = gpu_check_open(argc, argv, "gpu_collectives_check");
 
     /* Counts reach past several 64 KiB chunks (run with TNT_GPU_STAGING_KB=64). */
     static const size_t counts[] = { 1, 3, 97, 4099, 65537, 300007 };
@@ -260,10 +206,5 @@ int main(int argc, char **argv)
         /* 256 MiB of float32. */
         check_allreduce(comm, transport, TNT_FLOAT32, TNT_SUM, (size_t)64 << 20, 1, 4242);
     }
-    cudaStreamDestroy(stream);
-    tnt_finalize(comm);
-    if (failures == 0 && rank == 0) {
-        printf("gpu_collectives_check: OK\n");
-    }
-    return failures == 0 ? 0 : 1;
+    return gpu_check_close(comm);
 }

@@ -12,51 +12,17 @@
  *
  *   gpu_composed_check [--expect nccl|host]
  */
-#include <tnt/tnt.h>
-#include <tnt/tnt_cuda.h>
-
-#include <cuda_runtime_api.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "gpu_check.h"
 
 #include "collectives_values.h"
-
-static int rank, size, failures;
-static cudaStream_t stream;
-static tnt_gpu_transport_t transport;
-
-#define CUDA_OK(call)                                                                  \
-    do {                                                                               \
-        cudaError_t e_ = (call);                                                       \
-        if (e_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-
-static void fail(const char *what, tnt_status_t status)
-{
-    fprintf(stderr, "rank %d: FAIL %s: %s (%s)\n", rank, what, tnt_status_string(status),
-            tnt_last_error());
-    failures++;
-}
-
-static void *dev_alloc(size_t bytes)
-{
-    void *p;
-    CUDA_OK(cudaMalloc(&p, bytes ? bytes : 1));
-    return p;
-}
 
 /* Element i of host against the serial reduction of every rank's element
  * first + i; NCCL's float average pre-multiplies by 1/size (not exact). */
 static int check_values(const char *what, tnt_dtype_t dt, tnt_op_t op, uint64_t seed,
                         const void *host, size_t first, size_t n)
 {
-    int approx = transport == TNT_GPU_TRANSPORT_NCCL && op == TNT_AVG && dt != TNT_INT32 &&
-                 dt != TNT_INT64;
+    int approx =
+        transport == TNT_GPU_TRANSPORT_NCCL && op == TNT_AVG && dt != TNT_INT32 && dt != TNT_INT64;
     for (size_t i = 0; i < n; i++) {
         double want = cv_expected(dt, op, size, seed, first + i), got = cv_load(dt, host, i);
         double tol = approx ? 1e-2 * (want < 0 ? -want : want) + 1e-2 : 0.0;
@@ -150,26 +116,6 @@ static void check_reduce_scatter(tnt_comm_t *comm, tnt_dtype_t dt, tnt_op_t op,
     cudaFree(dsend);
 }
 
-/* status must be want on this rank, and the message must contain needle
- * (NULL: any). */
-static void expect_status(const char *what, tnt_status_t status, tnt_status_t want,
-                          const char *needle)
-{
-    if (status != want) {
-        fprintf(stderr, "rank %d: FAIL %s: got %s (%s), expected %s\n", rank, what,
-                tnt_status_string(status), status == TNT_OK ? "" : tnt_last_error(),
-                tnt_status_string(want));
-        failures++;
-    } else if (needle != NULL && strstr(tnt_last_error(), needle) == NULL) {
-        fprintf(stderr, "rank %d: FAIL %s: message '%s' lacks '%s'\n", rank, what,
-                tnt_last_error(), needle);
-        failures++;
-    } else if (rank == 0) {
-        printf("gpu_composed_check: %s: %s (%s)\n", what, tnt_status_string(status),
-               status == TNT_OK ? "" : tnt_last_error());
-    }
-}
-
 static void check_bad_inputs(tnt_comm_t *comm)
 {
     const size_t n = 64;
@@ -189,8 +135,8 @@ static void check_bad_inputs(tnt_comm_t *comm)
         /* Counts that differ: the last rank passes one element more. */
         status = tnt_reduce_device(comm, dsend, drecv, rank == last ? n + 1 : n, TNT_FLOAT32,
                                    TNT_SUM, 0, stream);
-        snprintf(needle, sizeof(needle), "rank %d passes count %zu, rank 0 passes %zu", last,
-                 n + 1, n);
+        snprintf(needle, sizeof(needle), "rank %d passes count %zu, rank 0 passes %zu", last, n + 1,
+                 n);
         expect_status("reduce counts differ", status, TNT_ERR_MISMATCH, needle);
 
         status = tnt_reduce_scatter_device(comm, dsend, drecv, rank == last ? n / 2 : n,
@@ -201,10 +147,9 @@ static void check_bad_inputs(tnt_comm_t *comm)
         for (int r = 0; r < size; r++) {
             counts[r] = r == 0 && rank == last ? n - 1 : n;
         }
-        status = tnt_reduce_scatterv_device(comm, dsend, drecv, counts, TNT_FLOAT32, TNT_SUM,
-                                            stream);
-        expect_status("reduce_scatterv counts differ", status, TNT_ERR_MISMATCH,
-                      "per-rank counts");
+        status =
+            tnt_reduce_scatterv_device(comm, dsend, drecv, counts, TNT_FLOAT32, TNT_SUM, stream);
+        expect_status("reduce_scatterv counts differ", status, TNT_ERR_MISMATCH, "per-rank counts");
         free(counts);
 
         /* Different ops. */
@@ -214,22 +159,22 @@ static void check_bad_inputs(tnt_comm_t *comm)
 
         /* One rank calls the host form. */
         float *host = calloc(n, sizeof(float));
-        status = rank == last ? tnt_reduce(comm, host, host, n, TNT_FLOAT32, TNT_SUM, last)
-                              : tnt_reduce_device(comm, dsend, drecv, n, TNT_FLOAT32, TNT_SUM,
-                                                  last, stream);
+        status = rank == last
+                     ? tnt_reduce(comm, host, host, n, TNT_FLOAT32, TNT_SUM, last)
+                     : tnt_reduce_device(comm, dsend, drecv, n, TNT_FLOAT32, TNT_SUM, last, stream);
         expect_status("host form on the last rank", status, TNT_ERR_MISMATCH, "form");
 
         /* A host buffer passed to the device call on the last rank. */
-        status = tnt_reduce_device(comm, rank == last ? (void *)host : dsend, drecv, n,
-                                   TNT_FLOAT32, TNT_SUM, 0, stream);
+        status = tnt_reduce_device(comm, rank == last ? (void *)host : dsend, drecv, n, TNT_FLOAT32,
+                                   TNT_SUM, 0, stream);
         expect_status("host sendbuf on the last rank", status, TNT_ERR_INVALID_ARG,
                       rank == last ? "host memory" : last_rank);
         free(host);
     }
 
     /* Overlapping buffers that are not the in-place form. */
-    status = tnt_reduce_scatter_device(comm, dsend, (char *)dsend + 4, n, TNT_FLOAT32, TNT_SUM,
-                                       stream);
+    status =
+        tnt_reduce_scatter_device(comm, dsend, (char *)dsend + 4, n, TNT_FLOAT32, TNT_SUM, stream);
     expect_status("overlapping sendbuf and recvbuf", status, TNT_ERR_INVALID_ARG, NULL);
 
     /* After all that, the communicator still works. */
@@ -244,37 +189,8 @@ static void check_bad_inputs(tnt_comm_t *comm)
 
 int main(int argc, char **argv)
 {
-    tnt_comm_t *comm;
-    const char *expect = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc) {
-            expect = argv[++i];
-        }
-    }
-    if (tnt_init(&comm) != TNT_OK) {
-        fprintf(stderr, "tnt_init: %s\n", tnt_last_error());
-        return 1;
-    }
-    rank = tnt_rank(comm);
-    size = tnt_size(comm);
-    /* A non-blocking stream, as in gpu_collectives_check.c: inputs are
-     * copied in on it. */
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    tnt_status_t status = tnt_device_init(comm);
-    if (status != TNT_OK) {
-        fail("tnt_device_init", status);
-        return 1;
-    }
-    tnt_device_transport(comm, &transport);
-    if (rank == 0) {
-        printf("gpu_composed_check: %d ranks, transport %s\n", size,
-               tnt_gpu_transport_string(transport));
-    }
-    if (expect != NULL && strcmp(expect, tnt_gpu_transport_string(transport)) != 0) {
-        fprintf(stderr, "rank %d: FAIL transport is %s, expected %s\n", rank,
-                tnt_gpu_transport_string(transport), expect);
-        failures++;
-    }
+    tnt_comm_t *comm = gpu_check_open(argc, argv, "gpu_composed_check");
+    tnt_status_t status;
 
     size_t *counts = malloc((size_t)size * sizeof(*counts));
     uint64_t seed = 1;
@@ -292,8 +208,8 @@ int main(int argc, char **argv)
     for (int dt = 0; dt < TNT_DTYPE_LAST; dt++) {
         for (int op = 0; op < TNT_OP_LAST; op++) {
             for (int in_place = 0; in_place < 2; in_place++) {
-                check_reduce(comm, (tnt_dtype_t)dt, (tnt_op_t)op, 97, (int)(seed % size),
-                             in_place, seed);
+                check_reduce(comm, (tnt_dtype_t)dt, (tnt_op_t)op, 97, (int)(seed % size), in_place,
+                             seed);
                 seed++;
                 for (int r = 0; r < size; r++) {
                     counts[r] = 33;
@@ -330,10 +246,5 @@ int main(int argc, char **argv)
 
     check_bad_inputs(comm);
 
-    cudaStreamDestroy(stream);
-    tnt_finalize(comm);
-    if (failures == 0 && rank == 0) {
-        printf("gpu_composed_check: OK\n");
-    }
-    return failures == 0 ? 0 : 1;
+    return gpu_check_close(comm);
 }

@@ -56,6 +56,22 @@ foreach(_np 2 4)
     TNT_GPU_STAGING_KB=64 timeout 290 ${_gpu_tnt} -n ${_np} -- ${_dbl_composed} --expect host)
 endforeach()
 
+# The rest of the set (gpu_exchange_check.c): gather, scatter, allgatherv,
+# alltoall(v) and device messages (send/recv, any-source) against a serial
+# reference, and bad input; on NCCL (the double's ncclSend/ncclRecv and
+# groups) and host-staged.
+set(_dbl_exchange $<TARGET_FILE:gpu_exchange_check>)
+tnt_gpu_double_test(exchange_nccl_np1 120 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a timeout 110
+  ${_dbl_exchange} --expect nccl)
+tnt_gpu_double_test(exchange_host_np1 120 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a
+  TNT_GPU_TRANSPORT=host TNT_GPU_STAGING_KB=64 timeout 110 ${_dbl_exchange} --expect host)
+foreach(_np 2 4)
+  tnt_gpu_double_test(exchange_nccl_np${_np} 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a,b,c,d
+    timeout 290 ${_gpu_tnt} -n ${_np} -- ${_dbl_exchange} --expect nccl)
+  tnt_gpu_double_test(exchange_host_shared_np${_np} 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a
+    TNT_GPU_STAGING_KB=64 timeout 290 ${_gpu_tnt} -n ${_np} -- ${_dbl_exchange} --expect host)
+endforeach()
+
 # Path selection.
 #  - One rank cannot use NCCL: auto takes the host path on every rank.
 tnt_gpu_double_test(mixed_auto_np2 300 ${_dbl_env} TNT_CUDA_DOUBLE_GPUS=a,b TNT_GPU_STAGING_KB=64

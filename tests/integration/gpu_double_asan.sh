@@ -11,7 +11,8 @@ src=$1 build=$2
 echo 'int main(void){return 0;}' | cc -x c -fsanitize=address -o /dev/null - 2>/dev/null ||
     { echo "SKIPPED: cc cannot link -fsanitize=address"; exit 77; }
 targets=(tnt tarantella tnt_cuda tnt_cudart_double tnt_nccl_double tnt_nccl_double_unusable
-         gpu_collectives_check gpu_composed_check gpu_unsupported_check gpu_double_cycles)
+         gpu_collectives_check gpu_composed_check gpu_exchange_check gpu_unsupported_check
+         gpu_double_cycles)
 cmake -S "$src" -B "$build" -DTNT_SANITIZE=address -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTNT_WITH_PYTHON=OFF -DTNT_WITH_SPANK=OFF >"$build.log" 2>&1 &&
 cmake --build "$build" -j 2 --target "${targets[@]}" >>"$build.log" 2>&1 ||

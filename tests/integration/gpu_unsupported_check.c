@@ -74,7 +74,24 @@ int main(int argc, char **argv)
            substring, "tnt_reduce_scatter_device");
     expect(tnt_reduce_scatterv_device(comm, fake, fake, counts, TNT_FLOAT32, TNT_SUM, NULL), want,
            substring, "tnt_reduce_scatterv_device");
+    expect(tnt_gather_device(comm, fake, fake, 4, 0, NULL), want, substring, "tnt_gather_device");
+    expect(tnt_scatter_device(comm, fake, fake, 4, 0, NULL), want, substring, "tnt_scatter_device");
+    expect(tnt_allgatherv_device(comm, fake, fake, counts, NULL), want, substring,
+           "tnt_allgatherv_device");
+    expect(tnt_alltoall_device(comm, fake, fake, 1, NULL), want, substring, "tnt_alltoall_device");
+    expect(tnt_alltoallv_device(comm, fake, counts, fake, counts, NULL), want, substring,
+           "tnt_alltoallv_device");
     free(counts);
+    /* Messages are not collective: they cannot set the path up, and say
+     * why they cannot run (no CUDA, or not set up). */
+    if (want == TNT_ERR_UNSUPPORTED) {
+        expect(tnt_recv_device(comm, fake, 4, TNT_ANY_SOURCE, 0, NULL, NULL), TNT_ERR_UNSUPPORTED,
+               "tnt_recv_device", "tnt_recv_device");
+        if (tnt_size(comm) > 1) {
+            expect(tnt_send_device(comm, fake, 4, (tnt_rank(comm) + 1) % tnt_size(comm), 0, NULL),
+                   TNT_ERR_UNSUPPORTED, "tnt_send_device", "tnt_send_device");
+        }
+    }
     if (tnt_device_transport(comm, &transport) != TNT_OK || transport != TNT_GPU_TRANSPORT_NONE) {
         fprintf(stderr, "FAIL tnt_device_transport: %d, expected none\n", (int)transport);
         failures++;

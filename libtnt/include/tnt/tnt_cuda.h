@@ -118,9 +118,9 @@ TNT_API tnt_status_t tnt_reduce_device(tnt_comm_t *comm, const void *sendbuf, vo
  * Host-staged: chunks through the host allreduce, each rank copying back
  * its own block.
  */
-TNT_API tnt_status_t tnt_reduce_scatter_device(tnt_comm_t *comm, const void *sendbuf,
-                                               void *recvbuf, size_t recvcount, tnt_dtype_t dtype,
-                                               tnt_op_t op, void *stream);
+TNT_API tnt_status_t tnt_reduce_scatter_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                               size_t recvcount, tnt_dtype_t dtype, tnt_op_t op,
+                                               void *stream);
 
 /**
  * The same with per-rank block sizes, as tnt_reduce_scatterv(). NCCL has no
@@ -131,6 +131,68 @@ TNT_API tnt_status_t tnt_reduce_scatter_device(tnt_comm_t *comm, const void *sen
 TNT_API tnt_status_t tnt_reduce_scatterv_device(tnt_comm_t *comm, const void *sendbuf,
                                                 void *recvbuf, const size_t *recvcounts,
                                                 tnt_dtype_t dtype, tnt_op_t op, void *stream);
+
+/**
+ * Gather of device buffers: as tnt_gather() (@p recvbuf used on @p root
+ * only; in place on the root: sendbuf is its own block of recvbuf),
+ * enqueued on @p stream. NCCL: ncclSend / ncclRecv in one group.
+ * Host-staged: pinned chunks through the host alltoallv.
+ */
+TNT_API tnt_status_t tnt_gather_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t bytes_per_rank, int root, void *stream);
+
+/** Scatter of device buffers: as tnt_scatter() (@p sendbuf used on @p root
+ *  only; in place on the root: recvbuf is its own block of sendbuf), on
+ *  the paths of tnt_gather_device(). */
+TNT_API tnt_status_t tnt_scatter_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t bytes_per_rank, int root, void *stream);
+
+/** Allgather with per-rank sizes, as tnt_allgatherv() (no in-place form),
+ *  on the paths of tnt_gather_device(). */
+TNT_API tnt_status_t tnt_allgatherv_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                           const size_t *recvbytes, void *stream);
+
+/** Alltoall, as tnt_alltoall() (separate buffers), on the paths of
+ *  tnt_gather_device(). */
+TNT_API tnt_status_t tnt_alltoall_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         size_t bytes_per_rank, void *stream);
+
+/** Alltoall with sizes per pair, as tnt_alltoallv() (every pair must agree,
+ *  else ::TNT_ERR_MISMATCH on every rank), on the paths of
+ *  tnt_gather_device(). */
+TNT_API tnt_status_t tnt_alltoallv_device(tnt_comm_t *comm, const void *sendbuf,
+                                          const size_t *sendbytes, void *recvbuf,
+                                          const size_t *recvbytes, void *stream);
+
+/*
+ * Point-to-point messages on device buffers: tnt_send() / tnt_recv()'s
+ * arguments, errors and matching (tags, ::TNT_ANY_SOURCE, a message may be
+ * shorter than the receive buffer, a longer one fails the receive with
+ * ::TNT_ERR_MISMATCH and is lost), plus @p stream. Not collective, so the
+ * device path must already be set up (tnt_device_init() or an earlier
+ * device collective on every rank); otherwise ::TNT_ERR_UNSUPPORTED says
+ * so. A small envelope travels first over the host point-to-point
+ * transport (it carries the length and names the source of an any-source
+ * receive: NCCL has neither tags nor any-source receives); the payload
+ * then moves by ncclSend / ncclRecv on the NCCL path or in pinned chunks
+ * over the host transport on the host-staged path. Device messages have a
+ * tag space of their own: a tnt_recv() never matches a tnt_send_device()
+ * nor the other way round (the unmatched call times out, TNT_TIMEOUT).
+ * Both calls return once the other side has matched the envelope (the
+ * payload still moves on the streams). A rank cannot send a device message
+ * to itself (::TNT_ERR_INVALID_ARG; there are no posted device forms).
+ */
+
+/** Sends @p bytes of device memory from @p buf to @p peer with @p tag,
+ *  enqueued on @p stream (the data is read in stream order). */
+TNT_API tnt_status_t tnt_send_device(tnt_comm_t *comm, const void *buf, size_t bytes, int peer,
+                                     int tag, void *stream);
+
+/** Receives one device message from @p peer (or ::TNT_ANY_SOURCE) with
+ *  @p tag into @p buf (up to @p bytes), written in stream order on
+ *  @p stream; @p info (may be NULL) gets the source, tag and length. */
+TNT_API tnt_status_t tnt_recv_device(tnt_comm_t *comm, void *buf, size_t bytes, int peer, int tag,
+                                     tnt_recv_info_t *info, void *stream);
 
 /**
  * Waits until @p stream has finished, for at most TNT_TIMEOUT seconds,

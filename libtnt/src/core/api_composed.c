@@ -46,7 +46,7 @@ struct agreement {
     int32_t dtype;
     int32_t op;
     int32_t root;
-    int32_t device; /* the _device form (tnt_cuda.h) */
+    int32_t device;  /* the _device form (tnt_cuda.h) */
     uint64_t count;  /* elements, or bytes per rank */
     uint64_t digest; /* of the per-rank counts every rank must pass alike */
 };
@@ -186,10 +186,9 @@ static tnt_status_t sum_counts(const size_t *counts, int size, size_t esize, siz
  * every rank checks every pair the same way. *all_send_p gets the send
  * sizes, rank r's row at r * size. */
 static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const size_t *recvbytes,
-                                size_t **all_send_p)
+                                const char *fn, size_t **all_send_p)
 {
     const int size = comm->size;
-    const char *fn = kind_fn[KIND_ALLTOALL];
     size_t row = 2 * (size_t)size;
     uint64_t *mine = malloc(row * sizeof(uint64_t));
     uint64_t *all = malloc(row * (size_t)size * sizeof(uint64_t));
@@ -298,7 +297,7 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
             all_send[i] = (size_t)c->agreement.count;
         }
     } else if (status == TNT_OK && c->kind == KIND_ALLTOALL) {
-        status = agree_pairs(comm, c->sendcounts, c->recvcounts, &all_send);
+        status = agree_pairs(comm, c->sendcounts, c->recvcounts, fn, &all_send);
     }
     if (status != TNT_OK) {
         free(all_send);
@@ -352,6 +351,81 @@ static tnt_status_t execute_call(tnt_comm_t *comm, struct tnt_request *req)
     return status;
 }
 
+/* gather, scatter, allgatherv and alltoall(v) on device buffers: the
+ * agreed arguments as pairs of ranks and bytes (gpu.h, struct
+ * tnt_gpu_exchange). all_send: alltoall(v)'s matrix from the agreement. */
+static tnt_status_t device_exchange(tnt_comm_t *comm, struct tnt_gpu *gpu,
+                                    const struct composed_call *c, const size_t *all_send)
+{
+    const int size = comm->size, me = comm->rank;
+    const size_t n = (size_t)size;
+    size_t *mem = calloc(4 * n + n * n, sizeof(size_t));
+    if (mem == NULL) {
+        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d ranks", c->fn, size);
+    }
+    size_t *sb = mem, *sd = mem + n, *rb = mem + 2 * n, *rd = mem + 3 * n, *all = mem + 4 * n;
+    const size_t b = c->count;
+    size_t at = 0;
+    switch (c->kind) {
+    case KIND_GATHER:
+        for (int r = 0; r < size; r++) {
+            all[(size_t)r * n + (size_t)c->root] = b;
+            if (me == c->root) {
+                rb[r] = b;
+                rd[r] = (size_t)r * b;
+            }
+        }
+        sb[c->root] = b;
+        break;
+    case KIND_SCATTER:
+        for (int j = 0; j < size; j++) {
+            all[(size_t)c->root * n + (size_t)j] = b;
+            if (me == c->root) {
+                sb[j] = b;
+                sd[j] = (size_t)j * b;
+            }
+        }
+        rb[c->root] = b;
+        break;
+    case KIND_ALLGATHERV:
+        for (int r = 0; r < size; r++) {
+            for (int j = 0; j < size; j++) {
+                all[(size_t)r * n + (size_t)j] = c->recvcounts[r];
+            }
+            sb[r] = c->recvcounts[me];
+            rb[r] = c->recvcounts[r];
+            rd[r] = at;
+            at += c->recvcounts[r];
+        }
+        break;
+    default: /* KIND_ALLTOALL */
+        memcpy(all, all_send, n * n * sizeof(size_t));
+        for (int j = 0; j < size; j++) {
+            sb[j] = c->sendcounts[j];
+            sd[j] = at;
+            at += sb[j];
+        }
+        at = 0;
+        for (int r = 0; r < size; r++) {
+            rb[r] = c->recvcounts[r];
+            rd[r] = at;
+            at += rb[r];
+        }
+        break;
+    }
+    const struct tnt_gpu_exchange x = { .fn = c->fn,
+                                        .send = c->sendbuf,
+                                        .recv = c->recvbuf,
+                                        .send_bytes = sb,
+                                        .send_displs = sd,
+                                        .recv_bytes = rb,
+                                        .recv_displs = rd,
+                                        .all_send = all };
+    tnt_status_t status = tnt_gpu_exchange(gpu, &x, c->stream);
+    free(mem);
+    return status;
+}
+
 /* A _device call: set up (or lock) the device path, check that the
  * buffers are device memory, agree as the host calls do, then move the
  * data on the device path, outside the progress section (the host-staged
@@ -367,8 +441,8 @@ static tnt_status_t call_submit_device(tnt_comm_t *comm, struct composed_call *c
     }
     for (int i = 0; i < 2 && c->local == TNT_OK; i++) {
         if (c->device_bufs[i].ptr != NULL) {
-            c->local = tnt_gpu_check_device(gpu, c->device_bufs[i].ptr, c->fn,
-                                            c->device_bufs[i].name);
+            c->local =
+                tnt_gpu_check_device(gpu, c->device_bufs[i].ptr, c->fn, c->device_bufs[i].name);
         }
     }
     if (c->local != TNT_OK) {
@@ -377,11 +451,10 @@ static tnt_status_t call_submit_device(tnt_comm_t *comm, struct composed_call *c
     }
     c->agreement.bad = c->local != TNT_OK;
     c->agreement.device = 1;
+    size_t *all_send = NULL;
     status = tnt_progress_enter(comm);
     if (status == TNT_OK) {
-        size_t *all_send = NULL;
         status = call_agree(comm, c, &all_send);
-        free(all_send);
         tnt_progress_leave(comm);
     }
     if (status == TNT_OK && c->moved > 0) {
@@ -395,11 +468,11 @@ static tnt_status_t call_submit_device(tnt_comm_t *comm, struct composed_call *c
                                              c->op, c->stream);
             break;
         default:
-            status = tnt_error_raise(TNT_ERR_UNSUPPORTED, "%s: not available on device buffers",
-                                     c->fn);
+            status = device_exchange(comm, gpu, c, all_send);
             break;
         }
     }
+    free(all_send);
     tnt_gpu_leave(gpu);
     call_free(c);
     return status;
@@ -609,14 +682,15 @@ static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, v
 /* gather and scatter: the root's buffer holds every rank's block. */
 static tnt_status_t rooted_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank, int root, enum composed_kind kind,
-                                tnt_request_t **req_p)
+                                const struct device_target *dev, tnt_request_t **req_p)
 {
-    const char *fn = kind_fn[kind];
+    const char *fn = dev != NULL ? dev->fn : kind_fn[kind];
     size_t total = 0;
     struct composed_call *c = call_new(comm, kind, NULL, NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
+    call_set_device(c, dev);
     tnt_status_t local = check_root(comm, root, fn);
     if (local == TNT_OK) {
         local = check_times_size(comm, bytes_per_rank, &total, fn);
@@ -642,13 +716,19 @@ static tnt_status_t rooted_call(tnt_comm_t *comm, const void *sendbuf, void *rec
     c->moved = bytes_per_rank;
     c->local = local;
     c->agreement = (struct agreement){ .kind = kind, .root = root, .count = bytes_per_rank };
+    if (local == TNT_OK) {
+        call_device_buf(c, 0, mine, bytes_per_rank, gather ? "sendbuf" : "recvbuf");
+        call_device_buf(c, 1, whole, comm->rank == root ? total : 0,
+                        gather ? "recvbuf" : "sendbuf");
+    }
     return call_submit(comm, c, req_p);
 }
 
 static tnt_status_t allgatherv_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
-                                    const size_t *recvbytes, tnt_request_t **req_p)
+                                    const size_t *recvbytes, const struct device_target *dev,
+                                    tnt_request_t **req_p)
 {
-    const char *fn = kind_fn[KIND_ALLGATHERV];
+    const char *fn = dev != NULL ? dev->fn : kind_fn[KIND_ALLGATHERV];
     size_t total = 0;
     tnt_status_t local = sum_counts(recvbytes, comm->size, 1, &total, fn, "recvbytes");
     struct composed_call *c =
@@ -656,6 +736,7 @@ static tnt_status_t allgatherv_call(tnt_comm_t *comm, const void *sendbuf, void 
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
+    call_set_device(c, dev);
     if (local == TNT_OK) {
         local = tnt_api_check_buffer(sendbuf, recvbytes[comm->rank], fn, "sendbuf");
     }
@@ -673,13 +754,18 @@ static tnt_status_t allgatherv_call(tnt_comm_t *comm, const void *sendbuf, void 
     c->agreement =
         (struct agreement){ .kind = KIND_ALLGATHERV,
                             .digest = local == TNT_OK ? digest_counts(recvbytes, comm->size) : 0 };
+    if (local == TNT_OK) {
+        call_device_buf(c, 0, sendbuf, recvbytes[comm->rank], "sendbuf");
+        call_device_buf(c, 1, recvbuf, total, "recvbuf");
+    }
     return call_submit(comm, c, req_p);
 }
 
 /* equal: blocks of equal_bytes each (tnt_alltoall), else the arrays. */
 static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equal,
                                   const size_t *sendbytes, void *recvbuf, const size_t *recvbytes,
-                                  size_t equal_bytes, const char *fn, tnt_request_t **req_p)
+                                  size_t equal_bytes, const char *fn,
+                                  const struct device_target *dev, tnt_request_t **req_p)
 {
     size_t send_total = 0, recv_total = 0;
     tnt_status_t local = TNT_OK;
@@ -697,6 +783,7 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
+    call_set_device(c, dev);
     c->sendcounts = calloc((size_t)comm->size, sizeof(size_t));
     c->recvcounts = calloc((size_t)comm->size, sizeof(size_t));
     if (c->sendcounts == NULL || c->recvcounts == NULL) {
@@ -724,6 +811,10 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
     /* One kind for both, told apart by count (alltoallv's is 0): a rank in
      * alltoall and one in alltoallv disagree on it. */
     c->agreement = (struct agreement){ .kind = KIND_ALLTOALL, .count = equal ? equal_bytes : 0 };
+    if (local == TNT_OK) {
+        call_device_buf(c, 0, sendbuf, send_total, "sendbuf");
+        call_device_buf(c, 1, recvbuf, recv_total, "recvbuf");
+    }
     return call_submit(comm, c, req_p);
 }
 
@@ -784,10 +875,9 @@ TNT_API tnt_status_t tnt_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, 
 {
     const char *fn = "tnt_reduce_scatterv";
     tnt_status_t status = tnt_api_check_comm(comm, fn);
-    return status != TNT_OK
-               ? status
-               : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype, op, fn, NULL,
-                                     NULL);
+    return status != TNT_OK ? status
+                            : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype,
+                                                  op, fn, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_reduce_scatterv_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -807,48 +897,50 @@ TNT_API tnt_status_t tnt_gather(tnt_comm_t *comm, const void *sendbuf, void *rec
     tnt_status_t status = tnt_api_check_comm(comm, "tnt_gather");
     return status != TNT_OK
                ? status
-               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER, NULL);
+               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_gather_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                      size_t bytes_per_rank, int root, tnt_request_t **req_p)
 {
     tnt_status_t status = check_post(comm, req_p, "tnt_gather_post");
-    return status != TNT_OK
-               ? status
-               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER, req_p);
+    return status != TNT_OK ? status
+                            : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER,
+                                          NULL, req_p);
 }
 
 TNT_API tnt_status_t tnt_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                  size_t bytes_per_rank, int root)
 {
     tnt_status_t status = tnt_api_check_comm(comm, "tnt_scatter");
-    return status != TNT_OK
-               ? status
-               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_SCATTER, NULL);
+    return status != TNT_OK ? status
+                            : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root,
+                                          KIND_SCATTER, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_scatter_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                       size_t bytes_per_rank, int root, tnt_request_t **req_p)
 {
     tnt_status_t status = check_post(comm, req_p, "tnt_scatter_post");
-    return status != TNT_OK
-               ? status
-               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_SCATTER, req_p);
+    return status != TNT_OK ? status
+                            : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root,
+                                          KIND_SCATTER, NULL, req_p);
 }
 
 TNT_API tnt_status_t tnt_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                     const size_t *recvbytes)
 {
     tnt_status_t status = tnt_api_check_comm(comm, "tnt_allgatherv");
-    return status != TNT_OK ? status : allgatherv_call(comm, sendbuf, recvbuf, recvbytes, NULL);
+    return status != TNT_OK ? status
+                            : allgatherv_call(comm, sendbuf, recvbuf, recvbytes, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_allgatherv_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                          const size_t *recvbytes, tnt_request_t **req_p)
 {
     tnt_status_t status = check_post(comm, req_p, "tnt_allgatherv_post");
-    return status != TNT_OK ? status : allgatherv_call(comm, sendbuf, recvbuf, recvbytes, req_p);
+    return status != TNT_OK ? status
+                            : allgatherv_call(comm, sendbuf, recvbuf, recvbytes, NULL, req_p);
 }
 
 TNT_API tnt_status_t tnt_alltoall(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -856,9 +948,9 @@ TNT_API tnt_status_t tnt_alltoall(tnt_comm_t *comm, const void *sendbuf, void *r
 {
     const char *fn = "tnt_alltoall";
     tnt_status_t status = tnt_api_check_comm(comm, fn);
-    return status != TNT_OK
-               ? status
-               : alltoall_call(comm, sendbuf, 1, NULL, recvbuf, NULL, bytes_per_rank, fn, NULL);
+    return status != TNT_OK ? status
+                            : alltoall_call(comm, sendbuf, 1, NULL, recvbuf, NULL, bytes_per_rank,
+                                            fn, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_alltoall_post(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -866,9 +958,9 @@ TNT_API tnt_status_t tnt_alltoall_post(tnt_comm_t *comm, const void *sendbuf, vo
 {
     const char *fn = "tnt_alltoall_post";
     tnt_status_t status = check_post(comm, req_p, fn);
-    return status != TNT_OK
-               ? status
-               : alltoall_call(comm, sendbuf, 1, NULL, recvbuf, NULL, bytes_per_rank, fn, req_p);
+    return status != TNT_OK ? status
+                            : alltoall_call(comm, sendbuf, 1, NULL, recvbuf, NULL, bytes_per_rank,
+                                            fn, NULL, req_p);
 }
 
 TNT_API tnt_status_t tnt_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
@@ -878,7 +970,7 @@ TNT_API tnt_status_t tnt_alltoallv(tnt_comm_t *comm, const void *sendbuf, const 
     tnt_status_t status = tnt_api_check_comm(comm, fn);
     return status != TNT_OK
                ? status
-               : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0, fn, NULL);
+               : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0, fn, NULL, NULL);
 }
 
 TNT_API tnt_status_t tnt_alltoallv_post(tnt_comm_t *comm, const void *sendbuf,
@@ -889,7 +981,7 @@ TNT_API tnt_status_t tnt_alltoallv_post(tnt_comm_t *comm, const void *sendbuf,
     tnt_status_t status = check_post(comm, req_p, fn);
     return status != TNT_OK
                ? status
-               : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0, fn, req_p);
+               : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0, fn, NULL, req_p);
 }
 
 /* ---- the _device forms (tnt_cuda.h) -------------------------------------- */
@@ -905,9 +997,9 @@ TNT_API tnt_status_t tnt_reduce_device(tnt_comm_t *comm, const void *sendbuf, vo
                : reduce_call(comm, sendbuf, recvbuf, count, dtype, op, root, &dev, NULL);
 }
 
-TNT_API tnt_status_t tnt_reduce_scatter_device(tnt_comm_t *comm, const void *sendbuf,
-                                               void *recvbuf, size_t recvcount, tnt_dtype_t dtype,
-                                               tnt_op_t op, void *stream)
+TNT_API tnt_status_t tnt_reduce_scatter_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                               size_t recvcount, tnt_dtype_t dtype, tnt_op_t op,
+                                               void *stream)
 {
     const struct device_target dev = { .fn = "tnt_reduce_scatter_device", .stream = stream };
     tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
@@ -925,4 +1017,54 @@ TNT_API tnt_status_t tnt_reduce_scatterv_device(tnt_comm_t *comm, const void *se
     return status != TNT_OK ? status
                             : reduce_scatter_call(comm, sendbuf, recvbuf, 0, recvcounts, 0, dtype,
                                                   op, dev.fn, &dev, NULL);
+}
+
+TNT_API tnt_status_t tnt_gather_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                       size_t bytes_per_rank, int root, void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_gather_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK
+               ? status
+               : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root, KIND_GATHER, &dev, NULL);
+}
+
+TNT_API tnt_status_t tnt_scatter_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                        size_t bytes_per_rank, int root, void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_scatter_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK ? status
+                            : rooted_call(comm, sendbuf, recvbuf, bytes_per_rank, root,
+                                          KIND_SCATTER, &dev, NULL);
+}
+
+TNT_API tnt_status_t tnt_allgatherv_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                           const size_t *recvbytes, void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_allgatherv_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK ? status
+                            : allgatherv_call(comm, sendbuf, recvbuf, recvbytes, &dev, NULL);
+}
+
+TNT_API tnt_status_t tnt_alltoall_device(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                         size_t bytes_per_rank, void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_alltoall_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK ? status
+                            : alltoall_call(comm, sendbuf, 1, NULL, recvbuf, NULL, bytes_per_rank,
+                                            dev.fn, &dev, NULL);
+}
+
+TNT_API tnt_status_t tnt_alltoallv_device(tnt_comm_t *comm, const void *sendbuf,
+                                          const size_t *sendbytes, void *recvbuf,
+                                          const size_t *recvbytes, void *stream)
+{
+    const struct device_target dev = { .fn = "tnt_alltoallv_device", .stream = stream };
+    tnt_status_t status = tnt_api_check_comm(comm, dev.fn);
+    return status != TNT_OK ? status
+                            : alltoall_call(comm, sendbuf, 0, sendbytes, recvbuf, recvbytes, 0,
+                                            dev.fn, &dev, NULL);
 }

@@ -7,6 +7,7 @@
  */
 #include "comm/comm.h"
 #include "core/api.h"
+#include "gpu/gpu.h"
 #include "p2p/p2p.h"
 #include "util/log.h"
 
@@ -166,4 +167,42 @@ TNT_API tnt_status_t tnt_recv_post(tnt_comm_t *comm, void *buf, size_t bytes, in
                                    tnt_recv_info_t *info, tnt_request_t **req_p)
 {
     return p2p_post(comm, buf, bytes, peer, tag, 1, info, req_p, "tnt_recv_post");
+}
+
+/* ---- the _device forms (tnt_cuda.h; the messages in gpu/device.c) ------- */
+
+/* A blocking message to oneself waits for a receive that the same thread
+ * can only post afterwards, and there are no posted device forms. */
+static tnt_status_t check_not_self(const tnt_comm_t *comm, int peer, const char *fn)
+{
+    if (peer == comm->rank) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "%s: peer %d is this rank; a blocking device message to itself "
+                               "would wait for its own receive (copy with cudaMemcpyAsync "
+                               "instead)",
+                               fn, peer);
+    }
+    return TNT_OK;
+}
+
+TNT_API tnt_status_t tnt_send_device(tnt_comm_t *comm, const void *buf, size_t bytes, int peer,
+                                     int tag, void *stream)
+{
+    const char *fn = "tnt_send_device";
+    tnt_status_t status = check_args(comm, buf, bytes, peer, tag, 0, fn);
+    if (status == TNT_OK) {
+        status = check_not_self(comm, peer, fn);
+    }
+    return status != TNT_OK ? status : tnt_gpu_send(comm, buf, bytes, peer, tag, stream, fn);
+}
+
+TNT_API tnt_status_t tnt_recv_device(tnt_comm_t *comm, void *buf, size_t bytes, int peer, int tag,
+                                     tnt_recv_info_t *info, void *stream)
+{
+    const char *fn = "tnt_recv_device";
+    tnt_status_t status = check_args(comm, buf, bytes, peer, tag, 1, fn);
+    if (status == TNT_OK) {
+        status = check_not_self(comm, peer, fn);
+    }
+    return status != TNT_OK ? status : tnt_gpu_recv(comm, buf, bytes, peer, tag, info, stream, fn);
 }

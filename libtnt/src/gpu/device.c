@@ -21,6 +21,7 @@
 
 #include "coll/coll.h"
 #include "comm/comm.h"
+#include "p2p/p2p.h"
 #include "util/log.h"
 #include "util/wait.h"
 
@@ -116,6 +117,48 @@ static tnt_status_t host_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, in
     return status;
 }
 
+static tnt_status_t host_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+                                   void *recvbuf, const size_t *all_send)
+{
+    tnt_status_t status = tnt_progress_enter(comm);
+    if (status == TNT_OK) {
+        status = tnt_coll_alltoallv(comm, sendbuf, sendbytes, recvbuf, all_send);
+        tnt_progress_leave(comm);
+    }
+    return status;
+}
+
+/* One blocking message of exactly bytes bytes in the given space. */
+static tnt_status_t host_p2p(tnt_comm_t *comm, enum tnt_p2p_space space, int is_recv, void *buf,
+                             size_t bytes, int peer, int tag, const char *fn,
+                             tnt_ucx_recv_result_t *result_p)
+{
+    struct tnt_p2p_op op;
+    tnt_status_t status = tnt_p2p_post_in(comm, &op, space, is_recv, buf, bytes, peer, tag, fn);
+    if (status == TNT_OK) {
+        status = tnt_p2p_wait(comm, &op);
+    }
+    if (status == TNT_OK && result_p != NULL) {
+        *result_p = op.result;
+    }
+    return status;
+}
+
+static tnt_status_t host_p2p_data(tnt_comm_t *comm, int is_recv, void *buf, size_t bytes, int peer,
+                                  int tag, const char *fn)
+{
+    tnt_ucx_recv_result_t result;
+    tnt_status_t status =
+        host_p2p(comm, TNT_P2P_DEVICE_DATA, is_recv, buf, bytes, peer, tag, fn, &result);
+    if (status == TNT_OK && is_recv && result.bytes != bytes) {
+        status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                 "%s: a piece of rank %d's device message (tag %d) has %zu bytes, "
+                                 "%zu were expected",
+                                 fn, peer, tag, result.bytes, bytes);
+    }
+    return status;
+}
+
 static const struct tnt_gpu_host_ops g_host_ops = {
     .abi = TNT_GPU_PLUGIN_ABI,
     .allreduce = host_allreduce,
@@ -124,6 +167,8 @@ static const struct tnt_gpu_host_ops g_host_ops = {
     .error_raise = tnt_error_raise,
     .error_set = tnt_error_set,
     .dtype_size = tnt_dtype_size,
+    .alltoallv = host_alltoallv,
+    .p2p_data = host_p2p_data,
     .log_debug = host_log_debug,
     .backoff_init = tnt_backoff_init,
     .backoff_wait = tnt_backoff_wait,
@@ -563,6 +608,189 @@ tnt_status_t tnt_gpu_reduce_scatterv(struct tnt_gpu *gpu, const void *sendbuf, v
                                      void *stream)
 {
     return g_plugin->reduce_scatterv(gpu->ctx, sendbuf, recvbuf, recvcounts, dtype, op, stream);
+}
+
+tnt_status_t tnt_gpu_exchange(struct tnt_gpu *gpu, const struct tnt_gpu_exchange *x, void *stream)
+{
+    return g_plugin->exchange(gpu->ctx, x, stream);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Point-to-point on device buffers                                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A device message is an envelope, a reply and the payload:
+ *  1. the sender sends the envelope (length, its staging chunk) with the
+ *     user's tag on the host point-to-point transport, in the device
+ *     messages' own tag space; it finishes when a tnt_recv_device matched
+ *     it, which also names the source of an any-source receive;
+ *  2. the receiver answers whether the message fits (and its own chunk);
+ *  3. both move the payload: NCCL (ncclSend / ncclRecv on the streams) or
+ *     host-staged (pinned chunks over the host transport).
+ * NCCL has neither tags nor any-source receives, and matches sends to
+ * receives by order per pair of ranks; the envelope gives both, and
+ * since each side issues its NCCL call right after the envelope it
+ * matched (device calls are serialised per process), the NCCL calls of a
+ * pair come in the same order on both sides. A message too long for the
+ * receive is refused in the reply: the sender returns TNT_OK (as
+ * tnt_send does: the message is lost), the receiver TNT_ERR_MISMATCH.
+ */
+#define DEVICE_P2P_MAGIC 0x746e7444657631ull /* "tntDev1" */
+
+struct device_envelope {
+    uint64_t magic;
+    uint64_t bytes;
+    uint64_t chunk_bytes;
+};
+
+struct device_reply {
+    uint64_t magic;
+    uint64_t accepted;
+    uint64_t chunk_bytes;
+    uint64_t capacity;
+};
+
+/* Locks an already set-up device path (a point-to-point call is not
+ * collective, so it cannot set the path up). */
+static tnt_status_t enter_ready(tnt_comm_t *comm, const char *fn, struct tnt_gpu **gpu_p)
+{
+    pthread_once(&g_plugin_once, load_plugin);
+    if (g_plugin == NULL) {
+        return tnt_error_raise(TNT_ERR_UNSUPPORTED, "%s: %s", fn, g_plugin_error);
+    }
+    struct tnt_gpu *gpu = gpu_peek(comm);
+    if (gpu != NULL) {
+        pthread_mutex_lock(&gpu->lock);
+        if (gpu->transport != TNT_GPU_TRANSPORT_NONE && gpu->ctx != NULL) {
+            *gpu_p = gpu;
+            return TNT_OK;
+        }
+        pthread_mutex_unlock(&gpu->lock);
+    }
+    return tnt_error_raise(TNT_ERR_UNSUPPORTED,
+                           "%s: the device path of communicator %s is not set up; call "
+                           "tnt_device_init() on every rank first (setting it up is collective, "
+                           "a message is not)",
+                           fn, comm->name);
+}
+
+tnt_status_t tnt_gpu_send(tnt_comm_t *comm, const void *buf, size_t bytes, int peer, int tag,
+                          void *stream, const char *fn)
+{
+#ifdef TNT_WITH_CUDA
+    struct tnt_gpu *gpu;
+    tnt_status_t status = enter_ready(comm, fn, &gpu);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (bytes > 0) {
+        status = g_plugin->check_device(buf, fn, "buf");
+    }
+    struct device_envelope env = { .magic = DEVICE_P2P_MAGIC,
+                                   .bytes = bytes,
+                                   .chunk_bytes = comm->settings->gpu_staging_bytes };
+    struct device_reply reply = { 0 };
+    tnt_ucx_recv_result_t result;
+    if (status == TNT_OK) {
+        status = host_p2p(comm, TNT_P2P_DEVICE_ENVELOPE, 0, &env, sizeof(env), peer, tag, fn, NULL);
+    }
+    if (status == TNT_OK) {
+        status =
+            host_p2p(comm, TNT_P2P_DEVICE_REPLY, 1, &reply, sizeof(reply), peer, tag, fn, &result);
+    }
+    if (status == TNT_OK && (result.bytes != sizeof(reply) || reply.magic != DEVICE_P2P_MAGIC)) {
+        status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                 "%s: rank %d's reply to a device message (tag %d) is not one "
+                                 "libtnt wrote; are both ranks running the same libtnt?",
+                                 fn, peer, tag);
+    }
+    if (status == TNT_OK && !reply.accepted) {
+        /* As tnt_send: the receiver reports it, the message is lost. */
+        tnt_log(TNT_LOG_DEBUG,
+                "%s: rank %d refused a device message of %zu bytes (tag %d): its buffer holds "
+                "%llu",
+                fn, peer, bytes, tag, (unsigned long long)reply.capacity);
+    } else if (status == TNT_OK && bytes > 0) {
+        size_t chunk =
+            env.chunk_bytes < reply.chunk_bytes ? env.chunk_bytes : (size_t)reply.chunk_bytes;
+        status = g_plugin->send(gpu->ctx, buf, bytes, peer, tag, chunk, stream);
+    }
+    pthread_mutex_unlock(&gpu->lock);
+    return status;
+#else
+    (void)buf;
+    (void)bytes;
+    (void)peer;
+    (void)tag;
+    (void)stream;
+    struct tnt_gpu *gpu;
+    return enter_ready(comm, fn, &gpu);
+#endif
+}
+
+tnt_status_t tnt_gpu_recv(tnt_comm_t *comm, void *buf, size_t bytes, int peer, int tag,
+                          tnt_recv_info_t *info, void *stream, const char *fn)
+{
+#ifdef TNT_WITH_CUDA
+    struct tnt_gpu *gpu;
+    tnt_status_t status = enter_ready(comm, fn, &gpu);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (bytes > 0) {
+        status = g_plugin->check_device(buf, fn, "buf");
+    }
+    struct device_envelope env = { 0 };
+    tnt_ucx_recv_result_t result = { 0 };
+    if (status == TNT_OK) {
+        status =
+            host_p2p(comm, TNT_P2P_DEVICE_ENVELOPE, 1, &env, sizeof(env), peer, tag, fn, &result);
+    }
+    if (status == TNT_OK && (result.bytes != sizeof(env) || env.magic != DEVICE_P2P_MAGIC)) {
+        status = tnt_error_raise(TNT_ERR_TRANSPORT,
+                                 "%s: rank %d's device message envelope (tag %d) is not one "
+                                 "libtnt wrote; are both ranks running the same libtnt?",
+                                 fn, result.source, tag);
+    }
+    int source = result.source;
+    struct device_reply reply = { .magic = DEVICE_P2P_MAGIC,
+                                  .accepted = env.bytes <= bytes,
+                                  .chunk_bytes = comm->settings->gpu_staging_bytes,
+                                  .capacity = bytes };
+    if (status == TNT_OK) {
+        status =
+            host_p2p(comm, TNT_P2P_DEVICE_REPLY, 0, &reply, sizeof(reply), source, tag, fn, NULL);
+    }
+    if (status == TNT_OK && !reply.accepted) {
+        status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                 "%s: rank %d's message (tag %d) has %llu bytes, more than buf's "
+                                 "%zu; it is lost (pass a buffer as large as the longest "
+                                 "message)",
+                                 fn, source, tag, (unsigned long long)env.bytes, bytes);
+    }
+    if (status == TNT_OK && env.bytes > 0) {
+        size_t chunk =
+            reply.chunk_bytes < env.chunk_bytes ? reply.chunk_bytes : (size_t)env.chunk_bytes;
+        status = g_plugin->recv(gpu->ctx, buf, (size_t)env.bytes, source, tag, chunk, stream);
+    }
+    if (status == TNT_OK && info != NULL) {
+        info->source = source;
+        info->tag = tag;
+        info->bytes = (size_t)env.bytes;
+    }
+    pthread_mutex_unlock(&gpu->lock);
+    return status;
+#else
+    (void)buf;
+    (void)bytes;
+    (void)peer;
+    (void)tag;
+    (void)info;
+    (void)stream;
+    struct tnt_gpu *gpu;
+    return enter_ready(comm, fn, &gpu);
+#endif
 }
 
 /* ------------------------------------------------------------------------ */

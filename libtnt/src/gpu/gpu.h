@@ -96,6 +96,37 @@ tnt_status_t tnt_gpu_reduce_scatterv(struct tnt_gpu *gpu, const void *sendbuf, v
                                      const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
                                      void *stream);
 
+/* gather, scatter, allgatherv and alltoall(v), all as one exchange of
+ * bytes between pairs of ranks (core builds it from the agreed
+ * arguments). This rank sends send_bytes[j] bytes from send +
+ * send_displs[j] to rank j and receives recv_bytes[r] bytes from rank r
+ * into recv + recv_displs[r]; all_send[r * size + j] is what rank r sends
+ * to rank j, the same matrix on every rank (the host-staged path chunks
+ * every pair alike with it). The pair with itself is a device copy,
+ * skipped when source and destination are one (the in-place forms). */
+struct tnt_gpu_exchange {
+    const char *fn;
+    const void *send;
+    void *recv;
+    const size_t *send_bytes;
+    const size_t *send_displs;
+    const size_t *recv_bytes;
+    const size_t *recv_displs;
+    const size_t *all_send;
+};
+tnt_status_t tnt_gpu_exchange(struct tnt_gpu *gpu, const struct tnt_gpu_exchange *x, void *stream);
+
+/* Point-to-point on device buffers (core/api_p2p.c checks the arguments).
+ * Not collective: the device path must be set up already (tnt_device_init
+ * or an earlier device collective); otherwise TNT_ERR_UNSUPPORTED saying
+ * so. An envelope on the host point-to-point transport, in a tag space of
+ * its own, carries the length and resolves an any-source receive; the
+ * payload then moves by NCCL or host-staged (gpu/device.c). */
+tnt_status_t tnt_gpu_send(tnt_comm_t *comm, const void *buf, size_t bytes, int peer, int tag,
+                          void *stream, const char *fn);
+tnt_status_t tnt_gpu_recv(tnt_comm_t *comm, void *buf, size_t bytes, int peer, int tag,
+                          tnt_recv_info_t *info, void *stream, const char *fn);
+
 /* ---- hooks for core -------------------------------------------------------- */
 
 /* tnt_finalize: destroys the device context (NCCL communicator, pinned

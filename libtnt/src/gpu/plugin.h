@@ -22,7 +22,7 @@
 #include "gpu/gpu.h"
 #include "util/wait.h"
 
-#define TNT_GPU_PLUGIN_ABI    2
+#define TNT_GPU_PLUGIN_ABI    3
 #define TNT_GPU_PLUGIN_SYMBOL "tnt_gpu_plugin_get"
 
 /* What libtnt gives the plugin. */
@@ -39,6 +39,16 @@ struct tnt_gpu_host_ops {
     tnt_status_t (*error_set)(tnt_status_t status, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
     size_t (*dtype_size)(tnt_dtype_t dtype);
+    /* The host alltoallv of the collective layer: rank r sends
+     * all_send[r * size + j] bytes to rank j, packed in rank order on both
+     * sides (the host-staged exchange). */
+    tnt_status_t (*alltoallv)(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
+                              void *recvbuf, const size_t *all_send);
+    /* One blocking host point-to-point message in the device messages'
+     * own tag space (p2p/p2p.h: TNT_P2P_DEVICE_DATA), of exactly bytes
+     * bytes: the host-staged payload of tnt_send_device. */
+    tnt_status_t (*p2p_data)(tnt_comm_t *comm, int is_recv, void *buf, size_t bytes, int peer,
+                             int tag, const char *fn);
     void (*log_debug)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
     void (*backoff_init)(tnt_backoff_t *backoff, double timeout_s);
     int (*backoff_wait)(tnt_backoff_t *backoff);
@@ -86,6 +96,15 @@ struct tnt_gpu_plugin_ops {
     tnt_status_t (*reduce_scatterv)(void *ctx, const void *sendbuf, void *recvbuf,
                                     const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
                                     void *stream);
+    /* gather, scatter, allgatherv, alltoall(v) (gpu.h) */
+    tnt_status_t (*exchange)(void *ctx, const struct tnt_gpu_exchange *x, void *stream);
+    /* The payload of a device message whose envelope both sides have
+     * matched (gpu/device.c): exactly bytes > 0 bytes to / from peer (not
+     * this rank). chunk_bytes: the host-staged chunk both sides agreed on. */
+    tnt_status_t (*send)(void *ctx, const void *buf, size_t bytes, int peer, int tag,
+                         size_t chunk_bytes, void *stream);
+    tnt_status_t (*recv)(void *ctx, void *buf, size_t bytes, int peer, int tag, size_t chunk_bytes,
+                         void *stream);
     tnt_status_t (*synchronize)(void *ctx, void *stream);
 };
 

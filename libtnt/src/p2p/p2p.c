@@ -53,12 +53,20 @@ void tnt_p2p_destroy(tnt_comm_t *comm)
 tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, void *buf,
                           size_t bytes, int peer, int tag, const char *fn)
 {
+    return tnt_p2p_post_in(comm, op, TNT_P2P_USER, is_recv, buf, bytes, peer, tag, fn);
+}
+
+tnt_status_t tnt_p2p_post_in(tnt_comm_t *comm, struct tnt_p2p_op *op, enum tnt_p2p_space space,
+                             int is_recv, void *buf, size_t bytes, int peer, int tag,
+                             const char *fn)
+{
     char from[32];
 
     op->op = NULL;
     op->is_recv = is_recv;
     op->peer = peer;
     op->tag = tag;
+    op->space = (int)space;
     op->bytes = bytes;
     op->posted_ns = 0;
     op->result.source = -1;

@@ -54,6 +54,7 @@ struct tnt_p2p_op {
     int is_recv;
     int peer; /* TNT_ANY_SOURCE for an any-source receive */
     int tag;
+    int space; /* enum tnt_p2p_space: a receive matches messages of its own space only */
     size_t bytes;
     uint64_t posted_ns;
     tnt_ucx_recv_result_t result; /* set when a receive succeeded */
@@ -67,10 +68,27 @@ struct tnt_p2p_op {
     tnt_status_t status;
 };
 
+/* Tag spaces: the user's messages (tnt_send / tnt_recv) and, apart from
+ * them, those of tnt_send_device / tnt_recv_device (gpu/device.c): an
+ * envelope with the length, the receiver's reply, and the host-staged
+ * payload. A receive in one space never matches a message of another, so
+ * a host receive cannot swallow a device message's envelope whatever the
+ * tags. */
+enum tnt_p2p_space {
+    TNT_P2P_USER = 0,
+    TNT_P2P_DEVICE_ENVELOPE = 1,
+    TNT_P2P_DEVICE_REPLY = 2,
+    TNT_P2P_DEVICE_DATA = 3,
+};
+
 /* Starts a send (is_recv 0) or a receive; arguments already checked by
  * core/api_p2p.c. */
 tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, void *buf,
                           size_t bytes, int peer, int tag, const char *fn);
+/* The same in a given space (tnt_p2p_post is TNT_P2P_USER). */
+tnt_status_t tnt_p2p_post_in(tnt_comm_t *comm, struct tnt_p2p_op *op, enum tnt_p2p_space space,
+                             int is_recv, void *buf, size_t bytes, int peer, int tag,
+                             const char *fn);
 /* TNT_IN_PROGRESS while it runs, else its final status (once). */
 tnt_status_t tnt_p2p_test(tnt_comm_t *comm, struct tnt_p2p_op *op);
 /* Blocks (with back-off, bounded by TNT_TIMEOUT without progress). */

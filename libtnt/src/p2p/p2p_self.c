@@ -82,12 +82,12 @@ static void queue_remove(struct tnt_p2p_op **head, struct tnt_p2p_op *op)
     }
 }
 
-/* The oldest operation in the queue with this tag (every peer is this
- * rank, and an any-source receive matches it too). */
-static struct tnt_p2p_op *queue_take(struct tnt_p2p_op **head, int tag)
+/* The oldest operation in the queue with this tag in this space (every
+ * peer is this rank, and an any-source receive matches it too). */
+static struct tnt_p2p_op *queue_take(struct tnt_p2p_op **head, int tag, int space)
 {
     for (struct tnt_p2p_op **p = head; *p != NULL; p = &(*p)->next) {
-        if ((*p)->tag == tag) {
+        if ((*p)->tag == tag && (*p)->space == space) {
             struct tnt_p2p_op *op = *p;
             *p = op->next;
             op->next = NULL;
@@ -133,7 +133,8 @@ tnt_status_t tnt_p2p_self_post(struct tnt_p2p_self *self, struct tnt_p2p_op *op,
                                op->what, TNT_UCX_POOL_SLOTS);
     }
     if (failed == TNT_OK) {
-        struct tnt_p2p_op *match = queue_take(op->is_recv ? &self->sends : &self->recvs, op->tag);
+        struct tnt_p2p_op *match =
+            queue_take(op->is_recv ? &self->sends : &self->recvs, op->tag, op->space);
         if (match != NULL) {
             self->pending--;
             deliver(self, op->is_recv ? match : op, op->is_recv ? op : match);

@@ -23,11 +23,14 @@ struct tnt_p2p_ucx {
 };
 
 #define P2P_TAG_STEP_BITS 20
+/* A user tag's sequence part is below 2^11 (tags are below 2^31); the
+ * space goes above it, well inside the 24-bit sequence field. */
+#define P2P_SPACE_SHIFT 11
 
-static uint64_t p2p_tag(int tag, int source)
+static uint64_t p2p_tag(int tag, int source, int space)
 {
-    return tnt_ucx_tag((uint32_t)tag >> P2P_TAG_STEP_BITS, source,
-                       (uint32_t)tag & ((1u << P2P_TAG_STEP_BITS) - 1));
+    return tnt_ucx_tag(((uint32_t)tag >> P2P_TAG_STEP_BITS) | ((uint32_t)space << P2P_SPACE_SHIFT),
+                       source, (uint32_t)tag & ((1u << P2P_TAG_STEP_BITS) - 1));
 }
 
 static int p2p_peer_alive(void *arg, int rank)
@@ -103,10 +106,10 @@ tnt_status_t tnt_p2p_ucx_post(tnt_comm_t *comm, struct tnt_p2p_ucx *p2p, struct 
                                op->what, TNT_UCX_POOL_SLOTS, comm->name);
     }
     op->posted_ns = tnt_time_ns();
-    return op->is_recv ? tnt_ucx_irecv_from(ucx, peer, p2p_tag(tag, peer < 0 ? 0 : peer), buf,
-                                            bytes, &op->result, &op->op)
-                       : tnt_ucx_isend_sync(ucx, peer, p2p_tag(tag, comm->rank), buf, bytes,
-                                            &op->op);
+    return op->is_recv ? tnt_ucx_irecv_from(ucx, peer, p2p_tag(tag, peer < 0 ? 0 : peer, op->space),
+                                            buf, bytes, &op->result, &op->op)
+                       : tnt_ucx_isend_sync(ucx, peer, p2p_tag(tag, comm->rank, op->space), buf,
+                                            bytes, &op->op);
 }
 
 tnt_status_t tnt_p2p_ucx_test(struct tnt_p2p_ucx *p2p, struct tnt_p2p_op *op)

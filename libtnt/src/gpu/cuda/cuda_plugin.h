@@ -75,6 +75,14 @@ tnt_status_t tnt_nccl_reduce_scatterv(struct ctx *c, const void *sendbuf, void *
                                       const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
                                       cudaStream_t stream, const char *fn);
 
+/* gather, scatter, allgatherv, alltoall(v): ncclSend / ncclRecv in one
+ * group, the pair with itself left to the caller. */
+tnt_status_t tnt_nccl_exchange(struct ctx *c, const struct tnt_gpu_exchange *x,
+                               cudaStream_t stream);
+/* One device message's payload (is_recv 0: ncclSend, 1: ncclRecv). */
+tnt_status_t tnt_nccl_p2p(struct ctx *c, int is_recv, void *buf, size_t bytes, int peer,
+                          cudaStream_t stream, const char *fn);
+
 /* Host-staged path (staged.c). */
 tnt_status_t tnt_staged_create(struct ctx *c);
 void tnt_staged_free(struct ctx *c);
@@ -91,5 +99,14 @@ tnt_status_t tnt_staged_reduce(struct ctx *c, const void *sendbuf, void *recvbuf
 tnt_status_t tnt_staged_reduce_scatterv(struct ctx *c, const void *sendbuf, void *recvbuf,
                                         const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op,
                                         cudaStream_t stream, const char *fn);
+
+/* The exchange in rounds of pinned chunks through the host alltoallv, the
+ * pair with itself left to the caller. */
+tnt_status_t tnt_staged_exchange(struct ctx *c, const struct tnt_gpu_exchange *x,
+                                 cudaStream_t stream);
+/* One device message's payload in pieces of chunk_bytes over the host
+ * point-to-point transport. */
+tnt_status_t tnt_staged_p2p(struct ctx *c, int is_recv, void *buf, size_t bytes, int peer, int tag,
+                            size_t chunk_bytes, cudaStream_t stream, const char *fn);
 
 #endif

@@ -33,6 +33,8 @@ static struct {
                            ncclComm_t, cudaStream_t);
     ncclResult_t (*ReduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
                                   ncclComm_t, cudaStream_t);
+    ncclResult_t (*Send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*Recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
     ncclResult_t (*GroupStart)(void);
     ncclResult_t (*GroupEnd)(void);
     const char *(*GetErrorString)(ncclResult_t);
@@ -70,6 +72,8 @@ static void load_nccl(void)
     TNT_NCCL_SYM(AllGather, "ncclAllGather");
     TNT_NCCL_SYM(Reduce, "ncclReduce");
     TNT_NCCL_SYM(ReduceScatter, "ncclReduceScatter");
+    TNT_NCCL_SYM(Send, "ncclSend");
+    TNT_NCCL_SYM(Recv, "ncclRecv");
     TNT_NCCL_SYM(GroupStart, "ncclGroupStart");
     TNT_NCCL_SYM(GroupEnd, "ncclGroupEnd");
     TNT_NCCL_SYM(GetErrorString, "ncclGetErrorString");
@@ -323,10 +327,9 @@ tnt_status_t tnt_nccl_reduce(struct ctx *c, const void *sendbuf, void *recvbuf, 
     if (status != TNT_OK) {
         return status;
     }
-    return tnt_nccl_settle(c,
-                           N.Reduce(sendbuf, recvbuf, count, nccl_dtype(dtype), nccl_op(op), root,
-                                    c->nccl, stream),
-                           fn);
+    return tnt_nccl_settle(
+        c, N.Reduce(sendbuf, recvbuf, count, nccl_dtype(dtype), nccl_op(op), root, c->nccl, stream),
+        fn);
 }
 
 tnt_status_t tnt_nccl_reduce_scatterv(struct ctx *c, const void *sendbuf, void *recvbuf,
@@ -358,13 +361,62 @@ tnt_status_t tnt_nccl_reduce_scatterv(struct ctx *c, const void *sendbuf, void *
     for (int root = 0; root < c->p.size && (r == ncclSuccess || r == ncclInProgress); root++) {
         size_t n = recvcounts[root];
         if (n > 0) {
-            r = N.Reduce((const char *)sendbuf + offset * esize,
-                         root == c->p.rank ? recvbuf : NULL, n, nccl_dtype(dtype), nccl_op(op),
-                         root, c->nccl, stream);
+            r = N.Reduce((const char *)sendbuf + offset * esize, root == c->p.rank ? recvbuf : NULL,
+                         n, nccl_dtype(dtype), nccl_op(op), root, c->nccl, stream);
         }
         offset += n;
     }
     /* A group is always closed, also after a failed call inside it. */
     ncclResult_t end = N.GroupEnd();
     return tnt_nccl_settle(c, r != ncclSuccess && r != ncclInProgress ? r : end, fn);
+}
+
+/* gather, scatter, allgatherv, alltoall(v) as NCCL's documentation builds
+ * them: one ncclSend per rank this one sends to and one ncclRecv per rank
+ * it receives from, all in one group, so that NCCL runs them together and
+ * no pair waits for another. Pairs of 0 bytes are left out on both sides
+ * alike (every rank has the same matrix); the pair with itself is the
+ * caller's device copy. */
+tnt_status_t tnt_nccl_exchange(struct ctx *c, const struct tnt_gpu_exchange *x, cudaStream_t stream)
+{
+    tnt_status_t status = tnt_nccl_usable(c, x->fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    int any = 0;
+    for (int j = 0; j < c->p.size; j++) {
+        any |= j != c->p.rank && (x->send_bytes[j] > 0 || x->recv_bytes[j] > 0);
+    }
+    if (!any) {
+        return TNT_OK;
+    }
+    ncclResult_t r = N.GroupStart();
+    for (int j = 0; j < c->p.size && (r == ncclSuccess || r == ncclInProgress); j++) {
+        if (j != c->p.rank && x->send_bytes[j] > 0) {
+            r = N.Send((const char *)x->send + x->send_displs[j], x->send_bytes[j], ncclInt8, j,
+                       c->nccl, stream);
+        }
+    }
+    for (int j = 0; j < c->p.size && (r == ncclSuccess || r == ncclInProgress); j++) {
+        if (j != c->p.rank && x->recv_bytes[j] > 0) {
+            r = N.Recv((char *)x->recv + x->recv_displs[j], x->recv_bytes[j], ncclInt8, j, c->nccl,
+                       stream);
+        }
+    }
+    ncclResult_t end = N.GroupEnd();
+    return tnt_nccl_settle(c, r != ncclSuccess && r != ncclInProgress ? r : end, x->fn);
+}
+
+/* A device message's payload, after the envelope (gpu/device.c). */
+tnt_status_t tnt_nccl_p2p(struct ctx *c, int is_recv, void *buf, size_t bytes, int peer,
+                          cudaStream_t stream, const char *fn)
+{
+    tnt_status_t status = tnt_nccl_usable(c, fn);
+    if (status != TNT_OK) {
+        return status;
+    }
+    return tnt_nccl_settle(c,
+                           is_recv ? N.Recv(buf, bytes, ncclInt8, peer, c->nccl, stream)
+                                   : N.Send(buf, bytes, ncclInt8, peer, c->nccl, stream),
+                           fn);
 }

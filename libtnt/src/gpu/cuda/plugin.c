@@ -246,8 +246,7 @@ static tnt_status_t reduce(void *ctx, const void *sendbuf, void *recvbuf, size_t
         return tnt_nccl_reduce(c, sendbuf, recvbuf, count, dtype, op, root, (cudaStream_t)stream,
                                fn);
     }
-    return tnt_staged_reduce(c, sendbuf, recvbuf, count, dtype, op, root, (cudaStream_t)stream,
-                             fn);
+    return tnt_staged_reduce(c, sendbuf, recvbuf, count, dtype, op, root, (cudaStream_t)stream, fn);
 }
 
 static tnt_status_t reduce_scatterv(void *ctx, const void *sendbuf, void *recvbuf,
@@ -266,6 +265,51 @@ static tnt_status_t reduce_scatterv(void *ctx, const void *sendbuf, void *recvbu
     }
     return tnt_staged_reduce_scatterv(c, sendbuf, recvbuf, recvcounts, dtype, op,
                                       (cudaStream_t)stream, fn);
+}
+
+/* The pair with itself is a device copy on the caller's stream, before
+ * the transport's part (which is ordered after it), skipped when the
+ * in-place forms make source and destination one. */
+static tnt_status_t exchange(void *ctx, const struct tnt_gpu_exchange *x, void *stream)
+{
+    struct ctx *c = ctx;
+    const int me = c->p.rank;
+    const char *from = (const char *)x->send + x->send_displs[me];
+    char *to = (char *)x->recv + x->recv_displs[me];
+    tnt_status_t status = TNT_OK;
+    if (x->send_bytes[me] > 0) {
+        status = one_rank_copy(c, from, to, x->send_bytes[me], stream);
+    }
+    if (status != TNT_OK || c->p.size == 1) {
+        return status;
+    }
+    if (c->p.transport == TNT_GPU_TRANSPORT_NCCL) {
+        return tnt_nccl_exchange(c, x, (cudaStream_t)stream);
+    }
+    return tnt_staged_exchange(c, x, (cudaStream_t)stream);
+}
+
+static tnt_status_t dev_send(void *ctx, const void *buf, size_t bytes, int peer, int tag,
+                             size_t chunk_bytes, void *stream)
+{
+    const char *fn = "tnt_send_device";
+    struct ctx *c = ctx;
+    if (c->p.transport == TNT_GPU_TRANSPORT_NCCL) {
+        return tnt_nccl_p2p(c, 0, (void *)buf, bytes, peer, (cudaStream_t)stream, fn);
+    }
+    return tnt_staged_p2p(c, 0, (void *)buf, bytes, peer, tag, chunk_bytes, (cudaStream_t)stream,
+                          fn);
+}
+
+static tnt_status_t dev_recv(void *ctx, void *buf, size_t bytes, int peer, int tag,
+                             size_t chunk_bytes, void *stream)
+{
+    const char *fn = "tnt_recv_device";
+    struct ctx *c = ctx;
+    if (c->p.transport == TNT_GPU_TRANSPORT_NCCL) {
+        return tnt_nccl_p2p(c, 1, buf, bytes, peer, (cudaStream_t)stream, fn);
+    }
+    return tnt_staged_p2p(c, 1, buf, bytes, peer, tag, chunk_bytes, (cudaStream_t)stream, fn);
 }
 
 static tnt_status_t synchronize(void *ctx, void *stream)
@@ -326,6 +370,9 @@ static const struct tnt_gpu_plugin_ops g_ops = {
     .check_device = check_device,
     .reduce = reduce,
     .reduce_scatterv = reduce_scatterv,
+    .exchange = exchange,
+    .send = dev_send,
+    .recv = dev_recv,
     .synchronize = synchronize,
 };
 

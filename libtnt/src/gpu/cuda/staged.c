@@ -383,3 +383,204 @@ tnt_status_t tnt_staged_reduce_scatterv(struct ctx *c, const void *sendbuf, void
     tnt_gpu_chunks_t plan = tnt_gpu_chunks_plan(total, esize, c->slot_bytes);
     return stage_run(c, &a, &plan, stream);
 }
+
+/* ------------------------------------------------------------------------ */
+/* gather, scatter, allgatherv, alltoall(v): rounds through the host        */
+/* alltoallv                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Bytes of a pair of n bytes that round k moves, pieces of piece bytes. */
+static size_t round_piece(size_t n, size_t k, size_t piece)
+{
+    size_t from = k * piece;
+    return n > from ? (n - from < piece ? n - from : piece) : 0;
+}
+
+/* In round k every pair moves its k-th piece of slot_bytes / size bytes:
+ * this rank's pieces are copied out, packed in rank order, into slot 0,
+ * the host alltoallv (shared memory in a node, UCX between nodes) moves
+ * them into slot 1 or 2 by turns, and they are copied in to their places.
+ * The copy-in of one round overlaps the next round's copy-out and host
+ * exchange; every rank runs the same rounds (the matrix is the same
+ * everywhere). */
+tnt_status_t tnt_staged_exchange(struct ctx *c, const struct tnt_gpu_exchange *x,
+                                 cudaStream_t stream)
+{
+    const int size = c->p.size, me = c->p.rank;
+    const size_t piece = c->slot_bytes / (size_t)size, cells = (size_t)size * (size_t)size;
+    size_t max = 0;
+    for (size_t i = 0; i < cells; i++) {
+        if (i / (size_t)size != i % (size_t)size && x->all_send[i] > max) {
+            max = x->all_send[i];
+        }
+    }
+    if (max == 0) {
+        return TNT_OK;
+    }
+    size_t *matrix = malloc(cells * sizeof(size_t));
+    if (matrix == NULL) {
+        return g_host->error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes", x->fn,
+                                   size, size);
+    }
+    int previous;
+    tnt_status_t status = tnt_cuda_enter(c, &previous);
+    if (status != TNT_OK) {
+        free(matrix);
+        return status;
+    }
+    cudaError_t e = cudaEventRecord(c->entry, stream);
+    if (e == cudaSuccess) {
+        e = cudaStreamWaitEvent(c->copy_stream, c->entry, 0);
+    }
+    if (e != cudaSuccess) {
+        status = tnt_cuda_fail(e, "ordering after the caller's stream");
+    }
+    const size_t rounds = (max + piece - 1) / piece;
+    for (size_t k = 0; k < rounds && status == TNT_OK; k++) {
+        for (size_t i = 0; i < cells; i++) {
+            matrix[i] =
+                i / (size_t)size == i % (size_t)size ? 0 : round_piece(x->all_send[i], k, piece);
+        }
+        const size_t *mine = matrix + (size_t)me * (size_t)size;
+        size_t at = 0;
+        for (int j = 0; j < size && e == cudaSuccess; j++) {
+            if (mine[j] > 0) {
+                e = cudaMemcpyAsync((char *)c->slot[0] + at,
+                                    (const char *)x->send + x->send_displs[j] + k * piece, mine[j],
+                                    cudaMemcpyDeviceToHost, c->copy_stream);
+                at += mine[j];
+            }
+        }
+        if (e == cudaSuccess && at > 0) {
+            e = cudaEventRecord(c->d2h[0], c->copy_stream);
+        }
+        if (e != cudaSuccess) {
+            status = tnt_cuda_fail(e, "cudaMemcpyAsync (device to host)");
+            break;
+        }
+        if (at > 0) {
+            /* Queued behind every earlier copy-in of the slot, too. */
+            status = wait_event(c, c->d2h[0], x->fn, k);
+            if (status == TNT_OK) {
+                c->h2d_pending[0] = 0;
+            }
+        }
+        int s = 1 + (int)(k % 2);
+        if (status == TNT_OK) {
+            status = slot_acquire(c, s, x->fn, k);
+        }
+        if (status == TNT_OK) {
+            status = g_host->alltoallv(c->p.comm, c->slot[0], mine, c->slot[s], matrix);
+        }
+        at = 0;
+        for (int r = 0; r < size && status == TNT_OK && e == cudaSuccess; r++) {
+            size_t n = matrix[(size_t)r * (size_t)size + (size_t)me];
+            if (n > 0) {
+                e = cudaMemcpyAsync((char *)x->recv + x->recv_displs[r] + k * piece,
+                                    (char *)c->slot[s] + at, n, cudaMemcpyHostToDevice,
+                                    c->copy_stream);
+                at += n;
+            }
+        }
+        if (status == TNT_OK && e == cudaSuccess && at > 0) {
+            e = cudaEventRecord(c->h2d[s], c->copy_stream);
+            c->h2d_pending[s] = e == cudaSuccess;
+        }
+        if (status == TNT_OK && e != cudaSuccess) {
+            status = tnt_cuda_fail(e, "cudaMemcpyAsync (host to device)");
+        }
+    }
+    /* As in stage_run: the caller's stream waits for every queued copy. */
+    e = cudaEventRecord(c->exit, c->copy_stream);
+    if (e == cudaSuccess) {
+        e = cudaStreamWaitEvent(stream, c->exit, 0);
+    }
+    if (e != cudaSuccess && status == TNT_OK) {
+        status = tnt_cuda_fail(e, "ordering the caller's stream after the copies");
+    }
+    tnt_cuda_leave(c, previous);
+    free(matrix);
+    return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device messages: the payload in pieces over the host transport           */
+/* ------------------------------------------------------------------------ */
+
+/* Sender: piece i is copied out into slot i % 2 while piece i - 1 is on
+ * its way (each host send returns once the receiver has it). Receiver:
+ * piece i lands in slot i % 2 and is copied in while piece i + 1 comes. */
+tnt_status_t tnt_staged_p2p(struct ctx *c, int is_recv, void *buf, size_t bytes, int peer, int tag,
+                            size_t chunk_bytes, cudaStream_t stream, const char *fn)
+{
+    int previous;
+    tnt_status_t status = tnt_cuda_enter(c, &previous);
+    if (status != TNT_OK) {
+        return status;
+    }
+    const size_t chunk = chunk_bytes > 0 ? chunk_bytes : 1;
+    const size_t pieces = (bytes + chunk - 1) / chunk;
+    cudaError_t e = cudaEventRecord(c->entry, stream);
+    if (e == cudaSuccess) {
+        e = cudaStreamWaitEvent(c->copy_stream, c->entry, 0);
+    }
+    if (e != cudaSuccess) {
+        status = tnt_cuda_fail(e, "ordering after the caller's stream");
+    }
+    for (size_t i = 0; i < pieces + (is_recv ? 0 : 1) && status == TNT_OK; i++) {
+        if (is_recv) {
+            int s = (int)(i % 2);
+            size_t off = i * chunk, n = bytes - off < chunk ? bytes - off : chunk;
+            status = slot_acquire(c, s, fn, i);
+            if (status == TNT_OK) {
+                status = g_host->p2p_data(c->p.comm, 1, c->slot[s], n, peer, tag, fn);
+            }
+            if (status == TNT_OK) {
+                e = cudaMemcpyAsync((char *)buf + off, c->slot[s], n, cudaMemcpyHostToDevice,
+                                    c->copy_stream);
+                if (e == cudaSuccess) {
+                    e = cudaEventRecord(c->h2d[s], c->copy_stream);
+                }
+                if (e != cudaSuccess) {
+                    status = tnt_cuda_fail(e, "cudaMemcpyAsync (host to device)");
+                } else {
+                    c->h2d_pending[s] = 1;
+                }
+            }
+            continue;
+        }
+        /* Sender: copy out piece i (if any), then send piece i - 1. */
+        if (i < pieces) {
+            int s = (int)(i % 2);
+            size_t off = i * chunk, n = bytes - off < chunk ? bytes - off : chunk;
+            e = cudaMemcpyAsync(c->slot[s], (const char *)buf + off, n, cudaMemcpyDeviceToHost,
+                                c->copy_stream);
+            if (e == cudaSuccess) {
+                e = cudaEventRecord(c->d2h[s], c->copy_stream);
+            }
+            if (e != cudaSuccess) {
+                status = tnt_cuda_fail(e, "cudaMemcpyAsync (device to host)");
+                break;
+            }
+        }
+        if (i > 0) {
+            size_t p = i - 1;
+            int s = (int)(p % 2);
+            size_t off = p * chunk, n = bytes - off < chunk ? bytes - off : chunk;
+            status = wait_event(c, c->d2h[s], fn, p);
+            if (status == TNT_OK) {
+                c->h2d_pending[s] = 0;
+                status = g_host->p2p_data(c->p.comm, 0, c->slot[s], n, peer, tag, fn);
+            }
+        }
+    }
+    e = cudaEventRecord(c->exit, c->copy_stream);
+    if (e == cudaSuccess) {
+        e = cudaStreamWaitEvent(stream, c->exit, 0);
+    }
+    if (e != cudaSuccess && status == TNT_OK) {
+        status = tnt_cuda_fail(e, "ordering the caller's stream after the copies");
+    }
+    tnt_cuda_leave(c, previous);
+    return status;
+}
