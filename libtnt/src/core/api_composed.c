@@ -11,6 +11,16 @@
  * (a root out of range there alone would otherwise leave the others
  * waiting for it until TNT_TIMEOUT), and ranks that pass different counts,
  * roots, dtypes or ops (MPI leaves both undefined).
+ *
+ * On one node (host buffers; not alltoallv, whose pair round carries its
+ * sizes anyway) the round would cost as much as a small collective, so it
+ * rides on the collective instead: a digest of the agreement (terms)
+ * travels in the signature of its first shared-memory phase, which every
+ * rank checks before it reads anything (transport/shm_impl.h). A rank
+ * whose own checks failed, or a call with nothing to move, runs one phase
+ * that carries only the terms, so every rank still takes exactly one phase.
+ * Only when the terms differ do the ranks, still in step, run the full
+ * round, which names the ranks and values as it does everywhere else.
  */
 #include "coll/coll.h"
 #include "comm/comm.h"
@@ -73,16 +83,33 @@ static tnt_status_t disagree(const tnt_comm_t *comm, int r, const char *fn, cons
     return tnt_error_set(TNT_ERR_MISMATCH, fmt, fn, r, field, theirs, rank0s, comm->name);
 }
 
+static uint64_t agreement_terms(const struct agreement *a);
+
 /* The agreement round, inside the caller's progress enter/leave. local is
- * this rank's own check (its error already raised when not TNT_OK). */
+ * this rank's own check (its error already raised when not TNT_OK). With
+ * carry, on one node, the round's allgather carries the terms too: a rank
+ * here (a _device call, alltoallv) and one whose call carries them in its
+ * collective (call_run_folded) then meet at the same phase and find their
+ * difference quietly, and the round runs once more, plain, as the other
+ * rank's fallback does, to name it. */
 static tnt_status_t agree(tnt_comm_t *comm, const char *fn, tnt_status_t local,
-                          const struct agreement *mine)
+                          const struct agreement *mine, int carry)
 {
     struct agreement *all = malloc((size_t)comm->size * sizeof(*all));
     if (all == NULL) {
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d ranks", fn, comm->size);
     }
-    tnt_status_t status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+    tnt_status_t status;
+    if (carry && tnt_coll_terms_fold(comm)) {
+        tnt_coll_terms_next(comm, agreement_terms(mine));
+        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+        tnt_coll_terms_next(comm, 0);
+        if (status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) {
+            status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+        }
+    } else {
+        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+    }
     for (int r = 0; r < comm->size && status == TNT_OK; r++) {
         if (all[r].bad) {
             status = local != TNT_OK ? local
@@ -283,7 +310,12 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
          * runs the call. */
         tnt_error_restore(c->local_error, c->local_printed);
     }
-    tnt_status_t status = agree(comm, fn, c->local, &c->agreement);
+    tnt_status_t status = agree(comm, fn, c->local, &c->agreement, 1);
+    if (c->local != TNT_OK && status == c->local) {
+        /* Its own error, not the quiet one of a first round that found
+         * the terms differ. */
+        tnt_error_restore(c->local_error, c->local_printed);
+    }
     size_t *all_send = NULL;
     if (status == TNT_OK && c->kind == KIND_ALLTOALL && c->agreement.count > 0) {
         /* tnt_alltoall on every rank with the same block size (the
@@ -308,14 +340,123 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
     return TNT_OK;
 }
 
+/* The agreement in a signature's third word (tnt_coll_terms_next): every
+ * field of it, bad included, folded into 63 bits and marked nonzero. A
+ * difference goes unnoticed only on a 64-bit hash collision between two
+ * argument lists, the risk the digest of per-rank counts already takes. */
+static uint64_t agreement_terms(const struct agreement *a)
+{
+    uint64_t hash = TNT_FNV1A_INIT;
+    hash = tnt_fnv1a_u64(hash, a->kind);
+    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->bad);
+    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->dtype);
+    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->op);
+    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->root);
+    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->device);
+    hash = tnt_fnv1a_u64(hash, a->count);
+    hash = tnt_fnv1a_u64(hash, a->digest);
+    return hash | UINT64_C(1) << 63;
+}
+
+/* What the hang doctor and the timeline call a call with nothing to move. */
+static const struct {
+    const char *name;
+    tnt_doctor_kind_t kind;
+} kind_coll[] = {
+    [KIND_REDUCE] = { "allreduce", TNT_DOCTOR_ALLREDUCE },
+    [KIND_REDUCE_SCATTER] = { "allreduce", TNT_DOCTOR_ALLREDUCE },
+    [KIND_GATHER] = { "gather", TNT_DOCTOR_GATHER },
+    [KIND_SCATTER] = { "scatter", TNT_DOCTOR_SCATTER },
+    [KIND_ALLGATHERV] = { "allgather", TNT_DOCTOR_ALLGATHER },
+    [KIND_ALLTOALL] = { "alltoall", TNT_DOCTOR_ALLTOALL },
+};
+
+/* Whether c agrees through the signature (see the top of the file). */
+static int call_folds(const tnt_comm_t *comm, const struct composed_call *c)
+{
+    return !c->device && !(c->kind == KIND_ALLTOALL && c->agreement.count == 0) &&
+           tnt_coll_terms_fold(comm);
+}
+
+static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const size_t *all_send);
+
+/* One node: the call's own collective carries the terms; a rank that
+ * cannot run it, or a call with nothing to move, runs a phase with the
+ * terms alone. Equal terms everywhere: a good rank has moved its data, a
+ * bad one returns its own error (every rank was bad alike). */
+static tnt_status_t call_run_folded(tnt_comm_t *comm, struct composed_call *c)
+{
+    const uint64_t terms = agreement_terms(&c->agreement);
+    size_t *all_send = NULL;
+    tnt_status_t status;
+    if (c->local == TNT_OK && c->moved > 0 && c->kind == KIND_ALLTOALL) {
+        /* tnt_alltoall: every pair moves the one block size the terms
+         * carry, so the sizes need no round of their own. */
+        size_t n = (size_t)comm->size * (size_t)comm->size;
+        all_send = malloc(n * sizeof(size_t));
+        if (all_send == NULL) {
+            c->local = tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes",
+                                       c->fn, comm->size, comm->size);
+            snprintf(c->local_error, sizeof(c->local_error), "%s", tnt_error_message());
+            c->local_printed = tnt_error_printed();
+            c->agreement.bad = 1;
+        }
+        for (size_t i = 0; all_send != NULL && i < n; i++) {
+            all_send[i] = (size_t)c->agreement.count;
+        }
+    }
+    if (c->local == TNT_OK && c->moved > 0) {
+        tnt_coll_terms_next(comm, terms);
+        status = call_move(comm, c, all_send);
+        tnt_coll_terms_next(comm, 0);
+    } else {
+        status = tnt_coll_terms_only(comm, kind_coll[c->kind].name, kind_coll[c->kind].kind,
+                                     c->agreement.count, c->local != TNT_OK,
+                                     agreement_terms(&c->agreement));
+    }
+    free(all_send);
+    if (status == TNT_OK && c->local != TNT_OK) {
+        tnt_error_restore(c->local_error, c->local_printed);
+        return c->local;
+    }
+    if (status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) {
+        /* Every rank is here, in step, with nothing exchanged: the full
+         * round says who passed what. */
+        if (c->local != TNT_OK) {
+            tnt_error_restore(c->local_error, c->local_printed);
+        }
+        status = agree(comm, c->fn, c->local, &c->agreement, 0);
+        if (status == TNT_OK) {
+            /* The digests differed but the arguments agree: only a call
+             * that came out of step can do this. */
+            status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                     "%s: the ranks of communicator %s disagree on the call "
+                                     "(their signatures differ, their arguments do not)",
+                                     c->fn, comm->name);
+        }
+    }
+    return status;
+}
+
 static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
 {
+    if (call_folds(comm, c)) {
+        return call_run_folded(comm, c);
+    }
     size_t *all_send = NULL;
     tnt_status_t status = call_agree(comm, c, &all_send);
-    if (status != TNT_OK || c->moved == 0) {
-        free(all_send);
-        return status;
+    if (status == TNT_OK && c->moved > 0) {
+        status = call_move(comm, c, all_send);
     }
+    free(all_send);
+    return status;
+}
+
+/* The collective itself, once the arguments are agreed (or while the
+ * signature checks them). */
+static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const size_t *all_send)
+{
+    tnt_status_t status = TNT_OK;
     switch (c->kind) {
     case KIND_REDUCE:
         status = tnt_coll_reduce(comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->root);
@@ -337,7 +478,6 @@ static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
         status = tnt_coll_alltoallv(comm, c->sendbuf, c->sendcounts, c->recvbuf, all_send);
         break;
     }
-    free(all_send);
     return status;
 }
 
@@ -719,7 +859,8 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
     }
     c->sendbuf = sendbuf;
     c->recvbuf = recvbuf;
-    c->moved = 1; /* whether anything moves is known after the pair round */
+    /* alltoallv: whether anything moves is known after the pair round. */
+    c->moved = equal ? send_total : 1;
     c->local = local;
     /* One kind for both, told apart by count (alltoallv's is 0): a rank in
      * alltoall and one in alltoallv disagree on it. */
