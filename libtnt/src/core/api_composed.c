@@ -29,6 +29,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,11 +62,21 @@ struct agreement {
     uint64_t digest; /* of the per-rank counts every rank must pass alike */
 };
 
+/* Folds word into hash: each step is a bijection of hash for a given
+ * word and of word for a given hash, so two inputs that differ in one word
+ * always hash apart. A word at a time: this runs on every call, where
+ * byte-wise FNV-1a's chain of 8 multiplies per word was measurable. */
+static uint64_t mix(uint64_t hash, uint64_t word)
+{
+    hash = (hash ^ word) * UINT64_C(0x9e3779b97f4a7c15);
+    return hash ^ (hash >> 32);
+}
+
 static uint64_t digest_counts(const size_t *counts, int size)
 {
     uint64_t hash = TNT_FNV1A_INIT;
     for (int r = 0; r < size; r++) {
-        hash = tnt_fnv1a_u64(hash, (uint64_t)counts[r]);
+        hash = mix(hash, (uint64_t)counts[r]);
     }
     return hash;
 }
@@ -261,6 +272,8 @@ static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const
     return TNT_OK;
 }
 
+#define CALL_INLINE_RANKS 8
+
 /* One call, checked: what runs it needs, with copies of the count arrays
  * (a posted call's caller may reuse its own) and this rank's check. */
 struct composed_call {
@@ -287,15 +300,40 @@ struct composed_call {
     size_t moved;       /* 0: nothing to move after the agreement */
     struct agreement agreement;
     tnt_status_t local; /* this rank's own check */
-    char local_error[TNT_REQUEST_ERROR_MAX];
     int local_printed;
+    /* The count arrays of communicators of up to CALL_INLINE_RANKS ranks:
+     * no allocation for them on the way to a small collective. */
+    size_t counts_inline[2][CALL_INLINE_RANKS];
+    /* Last, and not zeroed by call_new beyond its first byte. */
+    char local_error[TNT_REQUEST_ERROR_MAX];
 };
+
+/* Count array which (0: send, 1: receive) of c, size entries, zeroed:
+ * inline when it fits, else allocated (NULL when that fails). */
+static size_t *call_counts(struct composed_call *c, int which, int size)
+{
+    if (size <= CALL_INLINE_RANKS) {
+        memset(c->counts_inline[which], 0, sizeof(c->counts_inline[which]));
+        return c->counts_inline[which];
+    }
+    return calloc((size_t)size, sizeof(size_t));
+}
+
+static void call_free_counts(struct composed_call *c)
+{
+    if (c->sendcounts != c->counts_inline[0]) {
+        free(c->sendcounts);
+    }
+    if (c->recvcounts != c->counts_inline[1]) {
+        free(c->recvcounts);
+    }
+    c->sendcounts = c->recvcounts = NULL;
+}
 
 static void call_free(struct composed_call *c)
 {
     if (c != NULL) {
-        free(c->sendcounts);
-        free(c->recvcounts);
+        call_free_counts(c);
         free(c);
     }
 }
@@ -341,21 +379,19 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
 }
 
 /* The agreement in a signature's third word (tnt_coll_terms_next): every
- * field of it, bad included, folded into 63 bits and marked nonzero. A
- * difference goes unnoticed only on a 64-bit hash collision between two
- * argument lists, the risk the digest of per-rank counts already takes. */
+ * field of it, bad included, two 32-bit fields to a word, hashed (never 0,
+ * which means no terms). Arguments that differ in one field differ here
+ * (see mix; but for hashes 0 and 1, which both become 1); several fields at once go unnoticed only on a 64-bit
+ * collision, the risk the digest of per-rank counts already takes. */
 static uint64_t agreement_terms(const struct agreement *a)
 {
     uint64_t hash = TNT_FNV1A_INIT;
-    hash = tnt_fnv1a_u64(hash, a->kind);
-    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->bad);
-    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->dtype);
-    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->op);
-    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->root);
-    hash = tnt_fnv1a_u64(hash, (uint64_t)(uint32_t)a->device);
-    hash = tnt_fnv1a_u64(hash, a->count);
-    hash = tnt_fnv1a_u64(hash, a->digest);
-    return hash | UINT64_C(1) << 63;
+    hash = mix(hash, (uint64_t)a->kind | (uint64_t)(uint32_t)a->bad << 32);
+    hash = mix(hash, (uint64_t)(uint32_t)a->dtype | (uint64_t)(uint32_t)a->op << 32);
+    hash = mix(hash, (uint64_t)(uint32_t)a->root | (uint64_t)(uint32_t)a->device << 32);
+    hash = mix(hash, a->count);
+    hash = mix(hash, a->digest);
+    return hash != 0 ? hash : 1;
 }
 
 /* What the hang doctor and the timeline call a call with nothing to move. */
@@ -387,13 +423,14 @@ static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const s
 static tnt_status_t call_run_folded(tnt_comm_t *comm, struct composed_call *c)
 {
     const uint64_t terms = agreement_terms(&c->agreement);
+    size_t all_send_inline[CALL_INLINE_RANKS * CALL_INLINE_RANKS];
     size_t *all_send = NULL;
     tnt_status_t status;
     if (c->local == TNT_OK && c->moved > 0 && c->kind == KIND_ALLTOALL) {
         /* tnt_alltoall: every pair moves the one block size the terms
          * carry, so the sizes need no round of their own. */
         size_t n = (size_t)comm->size * (size_t)comm->size;
-        all_send = malloc(n * sizeof(size_t));
+        all_send = comm->size <= CALL_INLINE_RANKS ? all_send_inline : malloc(n * sizeof(size_t));
         if (all_send == NULL) {
             c->local = tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes",
                                        c->fn, comm->size, comm->size);
@@ -414,7 +451,9 @@ static tnt_status_t call_run_folded(tnt_comm_t *comm, struct composed_call *c)
                                      c->agreement.count, c->local != TNT_OK,
                                      agreement_terms(&c->agreement));
     }
-    free(all_send);
+    if (all_send != all_send_inline) {
+        free(all_send);
+    }
     if (status == TNT_OK && c->local != TNT_OK) {
         tnt_error_restore(c->local_error, c->local_printed);
         return c->local;
@@ -486,9 +525,7 @@ static tnt_status_t execute_call(tnt_comm_t *comm, struct tnt_request *req)
     struct composed_call *c = (struct composed_call *)req;
     tnt_status_t status = call_run(comm, c);
     /* tnt_wait frees the record as a request, without these. */
-    free(c->sendcounts);
-    free(c->recvcounts);
-    c->sendcounts = c->recvcounts = NULL;
+    call_free_counts(c);
     return status;
 }
 
@@ -584,16 +621,21 @@ static tnt_status_t call_submit(tnt_comm_t *comm, struct composed_call *c, tnt_r
 static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
                                       const size_t *sendcounts, const size_t *recvcounts)
 {
-    struct composed_call *c = calloc(1, sizeof(*c));
+    /* Zeroed up to the error text, which only needs its first byte. */
+    struct composed_call *c = malloc(sizeof(*c));
     size_t bytes = (size_t)comm->size * sizeof(size_t);
+    if (c != NULL) {
+        memset(c, 0, offsetof(struct composed_call, local_error));
+        c->local_error[0] = '\0';
+    }
     if (c != NULL && sendcounts != NULL) {
-        c->sendcounts = malloc(bytes);
+        c->sendcounts = call_counts(c, 0, comm->size);
         if (c->sendcounts != NULL) {
             memcpy(c->sendcounts, sendcounts, bytes);
         }
     }
     if (c != NULL && recvcounts != NULL) {
-        c->recvcounts = malloc(bytes);
+        c->recvcounts = call_counts(c, 1, comm->size);
         if (c->recvcounts != NULL) {
             memcpy(c->recvcounts, recvcounts, bytes);
         }
@@ -704,7 +746,7 @@ static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, v
                                 comm->size, equal_count);
     }
     if (local == TNT_OK) {
-        c->recvcounts = malloc((size_t)comm->size * sizeof(size_t));
+        c->recvcounts = call_counts(c, 1, comm->size);
         if (c->recvcounts == NULL) {
             call_free(c);
             return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
@@ -837,8 +879,8 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
-    c->sendcounts = calloc((size_t)comm->size, sizeof(size_t));
-    c->recvcounts = calloc((size_t)comm->size, sizeof(size_t));
+    c->sendcounts = call_counts(c, 0, comm->size);
+    c->recvcounts = call_counts(c, 1, comm->size);
     if (c->sendcounts == NULL || c->recvcounts == NULL) {
         call_free(c);
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
