@@ -12,7 +12,9 @@
 # or $TNT_VCPU_PROBE); runs whose probes disagree are dropped by the report
 # (collective_set_report.py), which gives the median per placement.
 # Raw outputs go to ${TNT_BENCH_OUT:-BUILD_DIR/bench-collective-set}/runs.
-# Sizes: 64 B to TNT_BENCH_MAX_BYTES (4 MiB), about TNT_BENCH_TIME (0.15) s
+# Sizes: TNT_BENCH_MIN_BYTES (64) to TNT_BENCH_MAX_BYTES (4 MiB) in powers
+# of 4 (TNT_BENCH_MIN_BYTES=8 TNT_BENCH_MAX_BYTES=2048 for 8 B and the small
+# sizes between the default ones), about TNT_BENCH_TIME (0.15) s
 # per size: a run takes about 15 s, shorter than the placement's usual
 # stretch, so that most runs keep one placement. Never fails on speed.
 # Run it alone on the machine.
@@ -21,6 +23,7 @@ set -euo pipefail
 build=$(cd "${1:?usage: run_collective_set.sh BUILD_DIR [ROUNDS]}" && pwd)
 rounds=${2:-4}
 out=${TNT_BENCH_OUT:-$build/bench-collective-set}
+min=${TNT_BENCH_MIN_BYTES:-64}
 max=${TNT_BENCH_MAX_BYTES:-4194304}
 per_size=${TNT_BENCH_TIME:-0.15}
 probe_src=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
@@ -37,9 +40,9 @@ run() {
   local prog=$1 round=$2 f=$out/runs/$1.$2.txt cmd
   case $prog in
     tnt)  cmd=("$build/bin/tarantella" -n 2 --pin core -- "$build/bin/collective_set_bench"
-               --min 64 --max "$max" --time "$per_size") ;;
+               --min "$min" --max "$max" --time "$per_size") ;;
     ompi) cmd=(mpirun --allow-run-as-root --bind-to core -np 2
-               "$build/bin/mpi_collective_set_bench" --min 64 --max "$max" --time "$per_size") ;;
+               "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
   esac
   echo "# command: ${cmd[*]}" > "$f"
   echo "# probe_before: $("$probe")" >> "$f"

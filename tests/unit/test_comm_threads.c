@@ -17,6 +17,10 @@
  * ran it. Both with posts that wake the progress thread (TNT_OVERLAP=on) and
  * with posts left to their waiters (off), where tnt_test alone must still
  * get a request done.
+ *
+ * And the collective set on one node: one phase per small call, its
+ * arguments agreed in the collective's own signature, and every error
+ * still on every rank at once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -400,6 +404,162 @@ static int posted_tested(struct rank_ctx *ctx, tnt_comm_t *comm)
     return 0;
 }
 
+/* ---- the collective set on one node: the agreement rides along --------- */
+
+/* One call of the collective set: its status, its message, and how many
+ * shared-memory phases and seconds it took on this rank. */
+struct set_call {
+    tnt_status_t status;
+    uint64_t phases;
+    double seconds;
+    char error[1024];
+};
+
+#define SET_CALL(out, call)                                                                        \
+    do {                                                                                           \
+        uint64_t phase0_ = comm->shm->phase, t0_ = tnt_time_ns();                                  \
+        (out).status = (call);                                                                     \
+        (out).seconds = (double)(tnt_time_ns() - t0_) / 1e9;                                       \
+        (out).phases = comm->shm->phase - phase0_;                                                 \
+        snprintf((out).error, sizeof((out).error), "%s", tnt_last_error());                      \
+    } while (0)
+
+/* Small calls of the collective set take one phase each on one node, the
+ * collective's own, whose signature also carries what every rank passed
+ * (there used to be an agreement allgather before each); a bad argument
+ * on one rank and arguments that differ still fail every rank at once,
+ * with the message naming the rank and the values, and the communicator
+ * goes on. */
+static int set_one_phase(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank, n = NUM_RANKS;
+    float in[2 * NUM_RANKS], out[2 * NUM_RANKS];
+    unsigned char mine[2 * NUM_RANKS], all[2 * NUM_RANKS];
+    size_t vb[NUM_RANKS], vb_other[NUM_RANKS];
+    struct set_call c;
+
+    for (int i = 0; i < 2 * n; i++) {
+        in[i] = (float)(me + 1) * (float)(i + 1);
+        mine[i] = (unsigned char)(me * 16 + i);
+    }
+    for (int r = 0; r < n; r++) {
+        vb[r] = 2;
+        vb_other[r] = r == 0 ? 3 : 2;
+    }
+    const float rank_sum = (float)(n * (n + 1) / 2);
+
+    /* Every call of 8 bytes: one phase. */
+    SET_CALL(c, tnt_reduce(comm, in, out, 2, TNT_FLOAT32, TNT_SUM, 1));
+    if (c.status != TNT_OK || c.phases != 1 || (me == 1 && out[1] != 2 * rank_sum)) {
+        fail_rank(ctx, "reduce: %s, %llu phases, %g: %s", tnt_status_string(c.status),
+                  (unsigned long long)c.phases, (double)out[1], c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_reduce_scatter(comm, in, out, 1, TNT_FLOAT32, TNT_SUM));
+    if (c.status != TNT_OK || c.phases != 1 || out[0] != (float)(me + 1) * rank_sum) {
+        fail_rank(ctx, "reduce_scatter: %s, %llu phases: %s", tnt_status_string(c.status),
+                  (unsigned long long)c.phases, c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_gather(comm, mine, all, 2, 0));
+    if (c.status != TNT_OK || c.phases != 1 || (me == 0 && all[2 * (n - 1)] != (n - 1) * 16)) {
+        fail_rank(ctx, "gather: %s, %llu phases: %s", tnt_status_string(c.status),
+                  (unsigned long long)c.phases, c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_scatter(comm, mine, all, 2, 3));
+    if (c.status != TNT_OK || c.phases != 1 || all[0] != 3 * 16 + 2 * me) {
+        fail_rank(ctx, "scatter: %s, %llu phases: %s", tnt_status_string(c.status),
+                  (unsigned long long)c.phases, c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_allgatherv(comm, mine, all, vb));
+    if (c.status != TNT_OK || c.phases != 1 || all[2 * (n - 1)] != (n - 1) * 16) {
+        fail_rank(ctx, "allgatherv: %s, %llu phases: %s", tnt_status_string(c.status),
+                  (unsigned long long)c.phases, c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_alltoall(comm, mine, all, 2));
+    if (c.status != TNT_OK || c.phases != 1 || all[2 * (n - 1)] != (n - 1) * 16 + 2 * me) {
+        fail_rank(ctx, "alltoall: %s, %llu phases: %s", tnt_status_string(c.status),
+                  (unsigned long long)c.phases, c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_gather(comm, mine, all, 0, 0)); /* nothing to move: still agreed */
+    if (c.status != TNT_OK || c.phases != 1) {
+        fail_rank(ctx, "empty gather: %s, %llu phases: %s", tnt_status_string(c.status),
+                  (unsigned long long)c.phases, c.error);
+        return -1;
+    }
+
+    /* A root out of range on rank 2 alone: an error on every rank, at
+     * once, not after TNT_TIMEOUT. */
+    SET_CALL(c, tnt_gather(comm, mine, all, 2, me == 2 ? n : 0));
+    if (c.status != TNT_ERR_INVALID_ARG || c.seconds > 1.0 ||
+        strstr(c.error, me == 2 ? "root 4" : "rank 2") == NULL) {
+        fail_rank(ctx, "a bad root on rank 2: %s after %g s: %s", tnt_status_string(c.status),
+                  c.seconds, c.error);
+        return -1;
+    }
+    /* The same on every rank: each names its own. */
+    SET_CALL(c, tnt_reduce(comm, in, out, 2, TNT_FLOAT32, TNT_SUM, -1));
+    if (c.status != TNT_ERR_INVALID_ARG || strstr(c.error, "root -1") == NULL) {
+        fail_rank(ctx, "a bad root everywhere: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_reduce_scatter(comm, in, out, me == 3 ? 2 : 1, TNT_FLOAT32, TNT_SUM));
+    if (c.status != TNT_ERR_MISMATCH || strstr(c.error, "rank 3 passes count 2") == NULL) {
+        fail_rank(ctx, "counts that differ: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_scatter(comm, mine, all, me == 1 ? 0 : 2, 0));
+    if (c.status != TNT_ERR_MISMATCH || strstr(c.error, "rank 1 passes count 0") == NULL) {
+        fail_rank(ctx, "an empty call beside full ones: %s: %s", tnt_status_string(c.status),
+                  c.error);
+        return -1;
+    }
+    SET_CALL(c, me == 0 ? tnt_gather(comm, mine, all, 2, 0) : tnt_scatter(comm, mine, all, 2, 0));
+    if (c.status != TNT_ERR_MISMATCH || strstr(c.error, "called tnt_scatter") == NULL) {
+        fail_rank(ctx, "gather beside scatter: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_allgatherv(comm, mine, all, me == 2 ? vb_other : vb));
+    if (c.status != TNT_ERR_MISMATCH || strstr(c.error, "per-rank counts") == NULL) {
+        fail_rank(ctx, "per-rank counts that differ: %s: %s", tnt_status_string(c.status),
+                  c.error);
+        return -1;
+    }
+    /* alltoall beside alltoallv, whose agreement is a round of its own
+     * (carrying the terms, so that the two meet): the same error. */
+    SET_CALL(c, me == 0 ? tnt_alltoall(comm, mine, all, 2)
+                        : tnt_alltoallv(comm, mine, vb, all, vb));
+    if (c.status != TNT_ERR_MISMATCH || strstr(c.error, "rank 1 passes count 0") == NULL) {
+        fail_rank(ctx, "alltoall beside alltoallv: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    tnt_request_t *req;
+    if (tnt_alltoall_post(comm, me == 1 ? NULL : mine, all, 2, &req) != TNT_OK) {
+        fail_rank(ctx, "alltoall_post: %s", tnt_last_error());
+        return -1;
+    }
+    c.status = tnt_wait(req);
+    if (c.status != TNT_ERR_INVALID_ARG ||
+        strstr(tnt_last_error(), me == 1 ? "sendbuf" : "rank 1") == NULL) {
+        fail_rank(ctx, "a posted NULL sendbuf on rank 1: %s: %s", tnt_status_string(c.status),
+                  tnt_last_error());
+        return -1;
+    }
+
+    /* Still in step, and not broken. */
+    SET_CALL(c, tnt_reduce(comm, in, out, 2, TNT_FLOAT32, TNT_MAX, 0));
+    if (c.status != TNT_OK || c.phases != 1 || (me == 0 && out[0] != (float)n)) {
+        fail_rank(ctx, "reduce after the errors: %s, %llu phases: %s",
+                  tnt_status_string(c.status), (unsigned long long)c.phases, c.error);
+        return -1;
+    }
+    return 0;
+}
+
 static void run_thread_ranks(rank_body_fn body)
 {
     tnt_boot_threads_group_t *group;
@@ -459,6 +619,12 @@ static void test_comm_threads_posted_errors(void **state)
     g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
 }
 
+static void test_comm_threads_set_one_phase(void **state)
+{
+    (void)state;
+    run_thread_ranks(set_one_phase);
+}
+
 static void test_comm_threads_posted_tested(void **state)
 {
     (void)state;
@@ -478,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_comm_threads_posted_any_order),
         cmocka_unit_test(test_comm_threads_posted_errors),
         cmocka_unit_test(test_comm_threads_posted_tested),
+        cmocka_unit_test(test_comm_threads_set_one_phase),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,8 +43,40 @@ tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_
     return TNT_OK;
 }
 
+int tnt_coll_terms_fold(const tnt_comm_t *comm)
+{
+    return comm->num_nodes == 1 && comm->size > 1 && comm->shm != NULL;
+}
+
+void tnt_coll_terms_next(tnt_comm_t *comm, uint64_t terms)
+{
+    if (tnt_coll_terms_fold(comm)) {
+        tnt_shm_terms_next(comm->shm, terms);
+    }
+}
+
+int tnt_coll_terms_differed(const tnt_comm_t *comm)
+{
+    return tnt_coll_terms_fold(comm) && tnt_shm_terms_differed(comm->shm);
+}
+
+tnt_status_t tnt_coll_terms_only(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
+                                 uint64_t count, int bad, uint64_t terms)
+{
+    tnt_status_t status = tnt_coll_begin(comm, name, kind, 0);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (tnt_coll_terms_fold(comm)) {
+        status = tnt_shm_terms_only(comm->shm, name, count, bad, terms);
+    }
+    return tnt_coll_end(comm, name, status);
+}
+
 /* Argument errors are detected identically on every rank before anything is
- * sent; every other failure leaves the ranks out of step. */
+ * sent, and so are differences between the arguments that signatures carry
+ * (tnt_coll_terms_differed); every other failure leaves the ranks out of
+ * step. */
 tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
 {
     tnt_doctor_leave(comm->doctor);
@@ -64,6 +96,7 @@ tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t statu
         comm->tl_start_ns = 0;
     }
     if (status < 0 && status != TNT_ERR_INVALID_ARG && status != TNT_ERR_UNSUPPORTED &&
+        !(status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) &&
         comm->broken_status == TNT_OK) {
         comm->broken_status = status;
         comm->broken_seq = comm->coll_seq;

@@ -39,6 +39,23 @@ tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_
                             uint64_t bytes);
 tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status);
 
+/* The collective set's agreement on one node (core/api_composed.c).
+ * terms_fold: 1 when every collective of comm starts with a shared-memory
+ * phase whose signature can carry a digest of the caller's arguments (one
+ * node, several ranks), so that no round of its own is needed.
+ * terms_next: the next collective carries terms (nonzero; 0 takes it
+ * back). terms_only: a collective that moves nothing and only compares
+ * count, bad (this rank's own checks failed) and terms, named name and
+ * shown to the hang doctor as kind. terms_differed: the collective that
+ * just failed found only a difference between terms-carrying signatures:
+ * every rank failed alike at the same point, quietly, with nothing
+ * exchanged, and comm is not broken; the caller names the difference. */
+int tnt_coll_terms_fold(const tnt_comm_t *comm);
+void tnt_coll_terms_next(tnt_comm_t *comm, uint64_t terms);
+tnt_status_t tnt_coll_terms_only(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
+                                 uint64_t count, int bad, uint64_t terms);
+int tnt_coll_terms_differed(const tnt_comm_t *comm);
+
 /* Composed from the three above (coll/composed.c); arguments already
  * checked and agreed on by every rank (core/api_composed.c). alltoallv's
  * all_sendbytes is every rank's sendbytes, rank r's row at r * size. */

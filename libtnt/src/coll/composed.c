@@ -30,18 +30,26 @@ static void *scratch(size_t bytes, const char *fn)
     return p;
 }
 
+/* Scratch of small reductions lives on the stack: no malloc on the way to
+ * a collective of a few cache lines. */
+#define SMALL_SCRATCH 512
+
 tnt_status_t tnt_coll_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              tnt_dtype_t dtype, tnt_op_t op, int root)
 {
     if (comm->rank == root) {
         return tnt_coll_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
     }
-    void *tmp = scratch(count * tnt_dtype_size(dtype), "tnt_reduce");
+    _Alignas(64) unsigned char small[SMALL_SCRATCH];
+    size_t bytes = count * tnt_dtype_size(dtype);
+    void *tmp = bytes <= sizeof(small) ? small : scratch(bytes, "tnt_reduce");
     if (tmp == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
     tnt_status_t status = tnt_coll_allreduce(comm, sendbuf, tmp, count, dtype, op);
-    free(tmp);
+    if (tmp != small) {
+        free(tmp);
+    }
     return status;
 }
 
@@ -53,7 +61,8 @@ tnt_status_t tnt_coll_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, voi
         offset += r < comm->rank ? recvcounts[r] : 0;
         total += recvcounts[r];
     }
-    void *tmp = scratch(total * esize, "tnt_reduce_scatter");
+    _Alignas(64) unsigned char small[SMALL_SCRATCH];
+    void *tmp = total * esize <= sizeof(small) ? small : scratch(total * esize, "tnt_reduce_scatter");
     if (tmp == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
@@ -62,7 +71,9 @@ tnt_status_t tnt_coll_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, voi
         /* memmove: in place, recvbuf is this rank's block of sendbuf. */
         memmove(recvbuf, (const char *)tmp + offset * esize, recvcounts[comm->rank] * esize);
     }
-    free(tmp);
+    if (tmp != small) {
+        free(tmp);
+    }
     return status;
 }
 

@@ -11,6 +11,16 @@
  * (a root out of range there alone would otherwise leave the others
  * waiting for it until TNT_TIMEOUT), and ranks that pass different counts,
  * roots, dtypes or ops (MPI leaves both undefined).
+ *
+ * On one node (host buffers; not alltoallv, whose pair round carries its
+ * sizes anyway) the round would cost as much as a small collective, so it
+ * rides on the collective instead: a digest of the agreement (terms)
+ * travels in the signature of its first shared-memory phase, which every
+ * rank checks before it reads anything (transport/shm_impl.h). A rank
+ * whose own checks failed, or a call with nothing to move, runs one phase
+ * that carries only the terms, so every rank still takes exactly one phase.
+ * Only when the terms differ do the ranks, still in step, run the full
+ * round, which names the ranks and values as it does everywhere else.
  */
 #include "coll/coll.h"
 #include "comm/comm.h"
@@ -19,6 +29,7 @@
 #include "util/hash.h"
 #include "util/log.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,11 +62,21 @@ struct agreement {
     uint64_t digest; /* of the per-rank counts every rank must pass alike */
 };
 
+/* Folds word into hash: each step is a bijection of hash for a given
+ * word and of word for a given hash, so two inputs that differ in one word
+ * always hash apart. A word at a time: this runs on every call, where
+ * byte-wise FNV-1a's chain of 8 multiplies per word was measurable. */
+static uint64_t mix(uint64_t hash, uint64_t word)
+{
+    hash = (hash ^ word) * UINT64_C(0x9e3779b97f4a7c15);
+    return hash ^ (hash >> 32);
+}
+
 static uint64_t digest_counts(const size_t *counts, int size)
 {
     uint64_t hash = TNT_FNV1A_INIT;
     for (int r = 0; r < size; r++) {
-        hash = tnt_fnv1a_u64(hash, (uint64_t)counts[r]);
+        hash = mix(hash, (uint64_t)counts[r]);
     }
     return hash;
 }
@@ -73,16 +94,33 @@ static tnt_status_t disagree(const tnt_comm_t *comm, int r, const char *fn, cons
     return tnt_error_set(TNT_ERR_MISMATCH, fmt, fn, r, field, theirs, rank0s, comm->name);
 }
 
+static uint64_t agreement_terms(const struct agreement *a);
+
 /* The agreement round, inside the caller's progress enter/leave. local is
- * this rank's own check (its error already raised when not TNT_OK). */
+ * this rank's own check (its error already raised when not TNT_OK). With
+ * carry, on one node, the round's allgather carries the terms too: a rank
+ * here (a _device call, alltoallv) and one whose call carries them in its
+ * collective (call_run_folded) then meet at the same phase and find their
+ * difference quietly, and the round runs once more, plain, as the other
+ * rank's fallback does, to name it. */
 static tnt_status_t agree(tnt_comm_t *comm, const char *fn, tnt_status_t local,
-                          const struct agreement *mine)
+                          const struct agreement *mine, int carry)
 {
     struct agreement *all = malloc((size_t)comm->size * sizeof(*all));
     if (all == NULL) {
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d ranks", fn, comm->size);
     }
-    tnt_status_t status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+    tnt_status_t status;
+    if (carry && tnt_coll_terms_fold(comm)) {
+        tnt_coll_terms_next(comm, agreement_terms(mine));
+        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+        tnt_coll_terms_next(comm, 0);
+        if (status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) {
+            status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+        }
+    } else {
+        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+    }
     for (int r = 0; r < comm->size && status == TNT_OK; r++) {
         if (all[r].bad) {
             status = local != TNT_OK ? local
@@ -233,6 +271,8 @@ static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const
     return TNT_OK;
 }
 
+#define CALL_INLINE_RANKS 8
+
 /* One call, checked: what runs it needs, with copies of the count arrays
  * (a posted call's caller may reuse its own) and this rank's check. */
 struct composed_call {
@@ -259,15 +299,40 @@ struct composed_call {
     size_t moved;       /* 0: nothing to move after the agreement */
     struct agreement agreement;
     tnt_status_t local; /* this rank's own check */
-    char local_error[TNT_REQUEST_ERROR_MAX];
     int local_printed;
+    /* The count arrays of communicators of up to CALL_INLINE_RANKS ranks:
+     * no allocation for them on the way to a small collective. */
+    size_t counts_inline[2][CALL_INLINE_RANKS];
+    /* Last, and not zeroed by call_new beyond its first byte. */
+    char local_error[TNT_REQUEST_ERROR_MAX];
 };
+
+/* Count array which (0: send, 1: receive) of c, size entries, zeroed:
+ * inline when it fits, else allocated (NULL when that fails). */
+static size_t *call_counts(struct composed_call *c, int which, int size)
+{
+    if (size <= CALL_INLINE_RANKS) {
+        memset(c->counts_inline[which], 0, sizeof(c->counts_inline[which]));
+        return c->counts_inline[which];
+    }
+    return calloc((size_t)size, sizeof(size_t));
+}
+
+static void call_free_counts(struct composed_call *c)
+{
+    if (c->sendcounts != c->counts_inline[0]) {
+        free(c->sendcounts);
+    }
+    if (c->recvcounts != c->counts_inline[1]) {
+        free(c->recvcounts);
+    }
+    c->sendcounts = c->recvcounts = NULL;
+}
 
 static void call_free(struct composed_call *c)
 {
     if (c != NULL) {
-        free(c->sendcounts);
-        free(c->recvcounts);
+        call_free_counts(c);
         free(c);
     }
 }
@@ -282,7 +347,12 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
          * runs the call. */
         tnt_error_restore(c->local_error, c->local_printed);
     }
-    tnt_status_t status = agree(comm, fn, c->local, &c->agreement);
+    tnt_status_t status = agree(comm, fn, c->local, &c->agreement, 1);
+    if (c->local != TNT_OK && status == c->local) {
+        /* Its own error, not the quiet one of a first round that found
+         * the terms differ. */
+        tnt_error_restore(c->local_error, c->local_printed);
+    }
     size_t *all_send = NULL;
     if (status == TNT_OK && c->kind == KIND_ALLTOALL && c->agreement.count > 0) {
         /* tnt_alltoall on every rank with the same block size (the
@@ -307,14 +377,124 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
     return TNT_OK;
 }
 
+/* The agreement in a signature's third word (tnt_coll_terms_next): every
+ * field of it, bad included, two 32-bit fields to a word, hashed (never 0,
+ * which means no terms). Arguments that differ in one field differ here
+ * (see mix; but for hashes 0 and 1, which both become 1); several fields at once go unnoticed only on a 64-bit
+ * collision, the risk the digest of per-rank counts already takes. */
+static uint64_t agreement_terms(const struct agreement *a)
+{
+    uint64_t hash = TNT_FNV1A_INIT;
+    hash = mix(hash, (uint64_t)a->kind | (uint64_t)(uint32_t)a->bad << 32);
+    hash = mix(hash, (uint64_t)(uint32_t)a->dtype | (uint64_t)(uint32_t)a->op << 32);
+    hash = mix(hash, (uint64_t)(uint32_t)a->root | (uint64_t)(uint32_t)a->device << 32);
+    hash = mix(hash, a->count);
+    hash = mix(hash, a->digest);
+    return hash != 0 ? hash : 1;
+}
+
+/* What the hang doctor and the timeline call a call with nothing to move. */
+static const struct {
+    const char *name;
+    tnt_doctor_kind_t kind;
+} kind_coll[] = {
+    [KIND_REDUCE] = { "allreduce", TNT_DOCTOR_ALLREDUCE },
+    [KIND_REDUCE_SCATTER] = { "allreduce", TNT_DOCTOR_ALLREDUCE },
+    [KIND_GATHER] = { "gather", TNT_DOCTOR_GATHER },
+    [KIND_SCATTER] = { "scatter", TNT_DOCTOR_SCATTER },
+    [KIND_ALLGATHERV] = { "allgather", TNT_DOCTOR_ALLGATHER },
+    [KIND_ALLTOALL] = { "alltoall", TNT_DOCTOR_ALLTOALL },
+};
+
+/* Whether c agrees through the signature (see the top of the file). */
+static int call_folds(const tnt_comm_t *comm, const struct composed_call *c)
+{
+    return !c->device && !(c->kind == KIND_ALLTOALL && c->agreement.count == 0) &&
+           tnt_coll_terms_fold(comm);
+}
+
+static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const size_t *all_send);
+
+/* One node: the call's own collective carries the terms; a rank that
+ * cannot run it, or a call with nothing to move, runs a phase with the
+ * terms alone. Equal terms everywhere: a good rank has moved its data, a
+ * bad one returns its own error (every rank was bad alike). */
+static tnt_status_t call_run_folded(tnt_comm_t *comm, struct composed_call *c)
+{
+    const uint64_t terms = agreement_terms(&c->agreement);
+    size_t all_send_inline[CALL_INLINE_RANKS * CALL_INLINE_RANKS];
+    size_t *all_send = NULL;
+    tnt_status_t status;
+    if (c->local == TNT_OK && c->moved > 0 && c->kind == KIND_ALLTOALL) {
+        /* tnt_alltoall: every pair moves the one block size the terms
+         * carry, so the sizes need no round of their own. */
+        size_t n = (size_t)comm->size * (size_t)comm->size;
+        all_send = comm->size <= CALL_INLINE_RANKS ? all_send_inline : malloc(n * sizeof(size_t));
+        if (all_send == NULL) {
+            c->local = tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes",
+                                       c->fn, comm->size, comm->size);
+            snprintf(c->local_error, sizeof(c->local_error), "%s", tnt_error_message());
+            c->local_printed = tnt_error_printed();
+            c->agreement.bad = 1;
+        }
+        for (size_t i = 0; all_send != NULL && i < n; i++) {
+            all_send[i] = (size_t)c->agreement.count;
+        }
+    }
+    if (c->local == TNT_OK && c->moved > 0) {
+        tnt_coll_terms_next(comm, terms);
+        status = call_move(comm, c, all_send);
+        tnt_coll_terms_next(comm, 0);
+    } else {
+        status = tnt_coll_terms_only(comm, kind_coll[c->kind].name, kind_coll[c->kind].kind,
+                                     c->agreement.count, c->local != TNT_OK,
+                                     agreement_terms(&c->agreement));
+    }
+    if (all_send != all_send_inline) {
+        free(all_send);
+    }
+    if (status == TNT_OK && c->local != TNT_OK) {
+        tnt_error_restore(c->local_error, c->local_printed);
+        return c->local;
+    }
+    if (status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) {
+        /* Every rank is here, in step, with nothing exchanged: the full
+         * round says who passed what. */
+        if (c->local != TNT_OK) {
+            tnt_error_restore(c->local_error, c->local_printed);
+        }
+        status = agree(comm, c->fn, c->local, &c->agreement, 0);
+        if (status == TNT_OK) {
+            /* The digests differed but the arguments agree: only a call
+             * that came out of step can do this. */
+            status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                     "%s: the ranks of communicator %s disagree on the call "
+                                     "(their signatures differ, their arguments do not)",
+                                     c->fn, comm->name);
+        }
+    }
+    return status;
+}
+
 static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
 {
+    if (call_folds(comm, c)) {
+        return call_run_folded(comm, c);
+    }
     size_t *all_send = NULL;
     tnt_status_t status = call_agree(comm, c, &all_send);
-    if (status != TNT_OK || c->moved == 0) {
-        free(all_send);
-        return status;
+    if (status == TNT_OK && c->moved > 0) {
+        status = call_move(comm, c, all_send);
     }
+    free(all_send);
+    return status;
+}
+
+/* The collective itself, once the arguments are agreed (or while the
+ * signature checks them). */
+static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const size_t *all_send)
+{
+    tnt_status_t status = TNT_OK;
     switch (c->kind) {
     case KIND_REDUCE:
         status = tnt_coll_reduce(comm, c->sendbuf, c->recvbuf, c->count, c->dtype, c->op, c->root);
@@ -336,7 +516,6 @@ static tnt_status_t call_run(tnt_comm_t *comm, struct composed_call *c)
         status = tnt_coll_alltoallv(comm, c->sendbuf, c->sendcounts, c->recvbuf, all_send);
         break;
     }
-    free(all_send);
     return status;
 }
 
@@ -345,9 +524,7 @@ static tnt_status_t execute_call(tnt_comm_t *comm, struct tnt_request *req)
     struct composed_call *c = (struct composed_call *)req;
     tnt_status_t status = call_run(comm, c);
     /* tnt_wait frees the record as a request, without these. */
-    free(c->sendcounts);
-    free(c->recvcounts);
-    c->sendcounts = c->recvcounts = NULL;
+    call_free_counts(c);
     return status;
 }
 
@@ -517,16 +694,21 @@ static tnt_status_t call_submit(tnt_comm_t *comm, struct composed_call *c, tnt_r
 static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
                                       const size_t *sendcounts, const size_t *recvcounts)
 {
-    struct composed_call *c = calloc(1, sizeof(*c));
+    /* Zeroed up to the error text, which only needs its first byte. */
+    struct composed_call *c = malloc(sizeof(*c));
     size_t bytes = (size_t)comm->size * sizeof(size_t);
+    if (c != NULL) {
+        memset(c, 0, offsetof(struct composed_call, local_error));
+        c->local_error[0] = '\0';
+    }
     if (c != NULL && sendcounts != NULL) {
-        c->sendcounts = malloc(bytes);
+        c->sendcounts = call_counts(c, 0, comm->size);
         if (c->sendcounts != NULL) {
             memcpy(c->sendcounts, sendcounts, bytes);
         }
     }
     if (c != NULL && recvcounts != NULL) {
-        c->recvcounts = malloc(bytes);
+        c->recvcounts = call_counts(c, 1, comm->size);
         if (c->recvcounts != NULL) {
             memcpy(c->recvcounts, recvcounts, bytes);
         }
@@ -637,7 +819,7 @@ static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, v
                                 comm->size, equal_count);
     }
     if (local == TNT_OK) {
-        c->recvcounts = malloc((size_t)comm->size * sizeof(size_t));
+        c->recvcounts = call_counts(c, 1, comm->size);
         if (c->recvcounts == NULL) {
             call_free(c);
             return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
@@ -784,8 +966,8 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
         return TNT_ERR_NO_MEMORY;
     }
     call_set_device(c, dev);
-    c->sendcounts = calloc((size_t)comm->size, sizeof(size_t));
-    c->recvcounts = calloc((size_t)comm->size, sizeof(size_t));
+    c->sendcounts = call_counts(c, 0, comm->size);
+    c->recvcounts = call_counts(c, 1, comm->size);
     if (c->sendcounts == NULL || c->recvcounts == NULL) {
         call_free(c);
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory", fn);
@@ -806,7 +988,8 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
     }
     c->sendbuf = sendbuf;
     c->recvbuf = recvbuf;
-    c->moved = 1; /* whether anything moves is known after the pair round */
+    /* alltoallv: whether anything moves is known after the pair round. */
+    c->moved = equal ? send_total : 1;
     c->local = local;
     /* One kind for both, told apart by count (alltoallv's is 0): a rank in
      * alltoall and one in alltoallv disagree on it. */

@@ -196,7 +196,7 @@ static void tnt_shm_alive_stop(struct tnt_shm *shm)
 static const char *const tnt_shm_kind_names[] = {
     "?",         "barrier",        "allreduce",        "broadcast",
     "allgather", "reduce_scatter", "allgather_slices", "gather",
-    "scatter",   "alltoall"
+    "scatter",   "alltoall",       "call checks"
 };
 
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
@@ -209,7 +209,20 @@ void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
                               ((uint64_t)(dtype & 0xff) << 8) | (op & 0xff),
                           memory_order_relaxed);
     atomic_store_explicit(&sig->count, count, memory_order_relaxed);
+    atomic_store_explicit(&sig->terms, shm->terms_next, memory_order_relaxed);
+    shm->terms_next = 0;
+    shm->terms_differed = 0;
     shm->sig_pending = 1;
+}
+
+void tnt_shm_terms_next(tnt_shm_t *shm, uint64_t terms)
+{
+    shm->terms_next = terms;
+}
+
+int tnt_shm_terms_differed(const tnt_shm_t *shm)
+{
+    return shm->terms_differed;
 }
 
 /* In tnt_dtype_t and tnt_op_t order. */
@@ -247,6 +260,10 @@ static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t co
         snprintf(buf, len, "alltoall #%llu of at most %llu bytes per pair", number,
                  (unsigned long long)count);
         break;
+    case TNT_SHM_KIND_TERMS:
+        snprintf(buf, len, "a collective-set call #%llu that moves nothing (count %llu%s)", number,
+                 (unsigned long long)count, op ? ", a bad argument" : "");
+        break;
     default:
         snprintf(
             buf, len, "%s #%llu of %llu %s elements, %s", name, number, (unsigned long long)count,
@@ -267,15 +284,27 @@ static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm)
     const struct tnt_shm_sig *mine = &shm->ctl[shm->me].sig[parity];
     const uint64_t what = atomic_load_explicit(&mine->what, memory_order_relaxed);
     const uint64_t count = atomic_load_explicit(&mine->count, memory_order_relaxed);
-    int differ = 0;
+    const uint64_t terms = atomic_load_explicit(&mine->terms, memory_order_relaxed);
+    int differ = 0, all_terms = 1;
 
     for (int j = 0; j < shm->n; j++) {
         const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
+        uint64_t t = atomic_load_explicit(&sig->terms, memory_order_relaxed);
         differ |= atomic_load_explicit(&sig->what, memory_order_relaxed) != what ||
-                  atomic_load_explicit(&sig->count, memory_order_relaxed) != count;
+                  atomic_load_explicit(&sig->count, memory_order_relaxed) != count || t != terms;
+        all_terms &= t != 0;
     }
     if (!differ) {
         return TNT_OK;
+    }
+    if (all_terms) {
+        /* Every rank read the same words, so every rank is here: the caller
+         * that passed the terms names the difference, in its own terms. */
+        shm->terms_differed = 1;
+        return tnt_error_set(TNT_ERR_MISMATCH,
+                             "rank %d: the ranks of this node passed different arguments to "
+                             "collective #%llu",
+                             shm->global_ranks[shm->me], (unsigned long long)shm->num_collectives);
     }
 
     /* Slow path: describe local rank 0's call and each one that differs. */
@@ -668,7 +697,20 @@ void tnt_shm_destroy(tnt_shm_t *shm)
 tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
 {
     shm->num_collectives++;
+    shm->terms_differed = 0;
     return shm->broken;
+}
+
+tnt_status_t tnt_shm_terms_only(tnt_shm_t *shm, const char *what, uint64_t count, int bad,
+                                uint64_t terms)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK || shm->n == 1) {
+        return status;
+    }
+    shm->terms_next = terms;
+    tnt_shm_expect(shm, TNT_SHM_KIND_TERMS, count, 0, bad ? 1 : 0);
+    return tnt_shm_phase(shm, what);
 }
 
 tnt_status_t tnt_shm_barrier(tnt_shm_t *shm)

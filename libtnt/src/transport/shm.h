@@ -112,6 +112,24 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
 tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                                const size_t *all_send);
 
+/* Agreement on the caller's arguments, folded into the signature of the
+ * first phase (core/api_composed.c: the collective set on one node).
+ * terms_next: the next collective's signature also carries terms (a digest
+ * of what this rank was asked to do; nonzero), which every local rank
+ * compares like the rest; 0 takes it back. terms_only: a collective that
+ * moves nothing, one phase whose signature carries count, terms and bad
+ * (this rank's own checks failed), for calls with nothing to move and for
+ * ranks that cannot run the collective (what names it in messages). After
+ * a failure,
+ * terms_differed is 1 when it was a signature mismatch in which every
+ * local rank's signature carried terms: then every local rank failed at
+ * the same phase, quietly (the caller names the difference), nothing was
+ * read, and the segment is still in step. */
+void tnt_shm_terms_next(tnt_shm_t *shm, uint64_t terms);
+tnt_status_t tnt_shm_terms_only(tnt_shm_t *shm, const char *what, uint64_t count, int bad,
+                                uint64_t terms);
+int tnt_shm_terms_differed(const tnt_shm_t *shm);
+
 /* Building blocks of the hierarchical allreduce. Slice i of a count-element
  * vector is tnt_slice(count, i, local_size) (util/slice.h).
  * reduce_scatter: afterwards recvbuf's own slice holds the node's reduction

@@ -58,6 +58,7 @@ static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
                                        tnt_op_t op, enum tnt_shm_kind kind, const char *what)
 {
     shm->num_collectives++;
+    shm->terms_differed = 0;
     if (shm->broken != TNT_OK) {
         return shm->broken;
     }

@@ -41,6 +41,10 @@
  * one that differs starts at the same phase on every rank, so all ranks see
  * the mismatch at once, before any data is read. The words share the line
  * of seq, which the wait has just read, so the check costs no extra miss.
+ * A third word, terms, is a digest of the arguments the caller above passed
+ * (tnt_shm_terms_next; 0 for the collectives that carry none): the
+ * collective set (core/api_composed.c) agrees on its arguments this way
+ * instead of in a round of its own.
  *
  * Liveness. Each rank holds its own robust, process-shared mutex
  * (ctl.alive) for as long as it is attached, from a small thread that does
@@ -57,6 +61,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -81,12 +86,14 @@ enum tnt_shm_kind {
     TNT_SHM_KIND_ALLGATHER_SLICES,
     TNT_SHM_KIND_GATHER,
     TNT_SHM_KIND_SCATTER,
-    TNT_SHM_KIND_ALLTOALL
+    TNT_SHM_KIND_ALLTOALL,
+    TNT_SHM_KIND_TERMS /* tnt_shm_terms_only: nothing moves; op is 1 for bad arguments */
 };
 
 struct tnt_shm_sig {
     _Atomic uint64_t what;  /* number << 24 | kind << 16 | dtype << 8 | op */
     _Atomic uint64_t count; /* elements, or bytes for broadcast/allgather */
+    _Atomic uint64_t terms; /* the caller's digest of its arguments, or 0 */
 };
 
 struct tnt_shm_header {
@@ -116,19 +123,23 @@ enum tnt_shm_stream_op {
 };
 
 struct tnt_shm_ctl {
-    /* Hot line, written only by the owner: seq is the last phase it finished;
-     * the addresses of its user buffers (for single-copy reads through
-     * process_vm_readv) are stored relaxed before seq's release store and
-     * read after the acquire load that sees it. */
+    /* Hot line, written only by the owner: seq is the last phase it
+     * finished, next to the signatures that the first phase of a
+     * collective checks. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint64_t seq;
-    _Atomic uint64_t sendbuf;
-    _Atomic uint64_t recvbuf;
     struct tnt_shm_sig sig[2]; /* by phase parity, stored relaxed before seq */
     /* Identity line, written once while attaching. pid is in the rank's own
      * PID namespace: for messages and CMA only, never for liveness. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic int32_t pid;
     _Atomic int32_t cma_ok; /* this rank can read every peer with CMA */
     _Atomic uint64_t probe; /* address of a word peers test-read with CMA */
+    /* The addresses of the owner's user buffers, for single-copy reads
+     * through process_vm_readv (messages of 256 KiB and more only, so they
+     * left the hot line to the signature's third word): stored relaxed
+     * before a release store of seq, read after the acquire load that sees
+     * it. */
+    _Atomic uint64_t sendbuf;
+    _Atomic uint64_t recvbuf;
     /* Robust and process-shared, initialised by local rank 0 before it
      * publishes the magic word, held by the owner's liveness thread. */
     _Alignas(TNT_SHM_CACHE_LINE) pthread_mutex_t alive;
@@ -183,6 +194,11 @@ struct tnt_shm {
     /* A signature was stored for the next phase; tnt_shm_wait_all checks
      * the peers' once it has seen them arrive. */
     int sig_pending;
+    /* The terms the next signature carries (tnt_shm_terms_next), and
+     * whether the last check failed on a difference between signatures
+     * that all carried terms (tnt_shm_terms_differed). */
+    uint64_t terms_next;
+    int terms_differed;
     /* The liveness thread (see Liveness): holds ctl[me].alive until
      * tnt_shm_destroy tells it to exit. */
     pthread_t alive_thread;
@@ -192,6 +208,11 @@ struct tnt_shm {
     int alive_state; /* 0 starting, 1 holding, 2 told to exit, -1 failed */
     char name[TNT_SHM_NAME_MAX];
 };
+
+/* The signature's three words stay on seq's line: checking them costs no
+ * miss beyond the one that saw the peer arrive. */
+_Static_assert(offsetof(struct tnt_shm_ctl, pid) == TNT_SHM_CACHE_LINE,
+               "seq and the signatures must share one cache line");
 
 /* Private per-rank block for scaled copies and reduced pieces on their way
  * into shared memory with streaming stores: small enough to stay in L1. */
