@@ -31,7 +31,12 @@ def main(out):
             p = l.split()
             if len(p) == 4 and not l.startswith("#"):
                 rows[(where, p[0], int(p[1]), program)].append((float(p[2]), float(p[3])))
-    text = ["# Collective set: libtnt (tnt) against OpenMPI (ompi), 2 ranks, one node", "",
+    layout = sys.argv[2] if len(sys.argv) > 2 else "1x2"
+    nodes, per_node = (int(x) for x in layout.split("x"))
+    where_run = ("one node" if nodes == 1 else
+                 f"{nodes} simulated nodes x {per_node} (UCX over loopback TCP)")
+    text = [f"# Collective set: libtnt (tnt) against OpenMPI (ompi), {nodes * per_node} ranks, "
+            f"{where_run}", "",
             "Runs kept (probes agree): " +
             ", ".join(f"{p} {w}: {n}" for (p, w), n in sorted(kept.items())), ""]
     for where in ("close", "far"):

@@ -17,6 +17,11 @@
 # sizes between the default ones), about TNT_BENCH_TIME (0.15) s
 # per size: a run takes about 15 s, shorter than the placement's usual
 # stretch, so that most runs keep one placement. Never fails on speed.
+# TNT_BENCH_LAYOUT=NODESxRANKS (default 1x2, the programs above) runs
+# NODES*RANKS ranks on simulated nodes instead: libtnt under `tarantella
+# --simulate-nodes NODES`, OpenMPI with `mpirun --oversubscribe --mca pml ucx`;
+# both with UCX_TLS=tcp,self, so that for NODESx1 every byte crosses UCX TCP
+# (loopback) on both sides, as multinode_allreduce_bench.sh does for allreduce.
 # Run it alone on the machine.
 set -euo pipefail
 
@@ -26,6 +31,9 @@ out=${TNT_BENCH_OUT:-$build/bench-collective-set}
 min=${TNT_BENCH_MIN_BYTES:-64}
 max=${TNT_BENCH_MAX_BYTES:-4194304}
 per_size=${TNT_BENCH_TIME:-0.15}
+layout=${TNT_BENCH_LAYOUT:-1x2}
+nodes=${layout%x*}
+ranks=$((nodes * ${layout#*x}))
 probe_src=${TNT_VCPU_PROBE:-/work/shared/tools/vcpu_probe.c}
 mkdir -p "$out/runs"
 rm -f "$out"/runs/*.txt
@@ -38,11 +46,18 @@ cc -O2 -pthread -o "$probe" "$probe_src"
 
 run() {
   local prog=$1 round=$2 f=$out/runs/$1.$2.txt cmd
-  case $prog in
-    tnt)  cmd=("$build/bin/tarantella" -n 2 --pin core -- "$build/bin/collective_set_bench"
-               --min "$min" --max "$max" --time "$per_size") ;;
-    ompi) cmd=(mpirun --allow-run-as-root --bind-to core -np 2
-               "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
+  case $prog@$nodes in
+    tnt@1)  cmd=("$build/bin/tarantella" -n "$ranks" --pin core -- "$build/bin/collective_set_bench"
+                 --min "$min" --max "$max" --time "$per_size") ;;
+    ompi@1) cmd=(mpirun --allow-run-as-root --bind-to core -np "$ranks"
+                 "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
+    tnt@*)  cmd=(env UCX_TLS=tcp,self UCX_WARN_UNUSED_ENV_VARS=n "$build/bin/tarantella"
+                 --simulate-nodes "$nodes" -n "$ranks" --python-interpreter "" --
+                 "$build/bin/collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
+    ompi@*) cmd=(env UCX_TLS=tcp,self UCX_WARN_UNUSED_ENV_VARS=n mpirun --allow-run-as-root
+                 --oversubscribe --bind-to none -np "$ranks" --mca pml ucx --mca pml_ucx_tls any
+                 --mca pml_ucx_devices any -x UCX_TLS -x UCX_WARN_UNUSED_ENV_VARS
+                 "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
   esac
   echo "# command: ${cmd[*]}" > "$f"
   echo "# probe_before: $("$probe")" >> "$f"
@@ -54,4 +69,4 @@ run() {
 for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then run tnt "$r"; run ompi "$r"; else run ompi "$r"; run tnt "$r"; fi
 done
-/usr/bin/python3 "$(dirname "$0")/collective_set_report.py" "$out"
+/usr/bin/python3 "$(dirname "$0")/collective_set_report.py" "$out" "$layout"
