@@ -80,7 +80,8 @@ set(TNT_TORCH_BACKEND_BUILT ON CACHE INTERNAL "tarantella._tnt_torch is built")
 
 Python3_add_library(tnt_torch_pyext MODULE WITH_SOABI
   tarantella/_tnt_torch.cpp tarantella/_tnt_torch_args.cpp tarantella/_tnt_torch_p2p.cpp
-  tarantella/_tnt_torch_store.cpp tarantella/_tnt_torch_monitored.cpp)
+  tarantella/_tnt_torch_store.cpp tarantella/_tnt_torch_monitored.cpp
+  tarantella/_tnt_torch_device.cpp)
 # torch's headers are not warning-clean under -Wall -Wextra; SYSTEM keeps our
 # flags (and -Werror) for our own code only.
 target_include_directories(tnt_torch_pyext SYSTEM PRIVATE

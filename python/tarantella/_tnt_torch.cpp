@@ -20,14 +20,24 @@
  *   finds (a peer's sizes differ, a timeout) travel on the future and are
  *   raised by wait().
  * - Nothing here calls into Python, except through torch's future
- *   callbacks, which take the GIL themselves; the worker runs them after
- *   libtnt has returned, so no libtnt lock is held then. A collective that
+ *   callbacks, which take the GIL themselves (the worker runs them after
+ *   libtnt has returned, so no libtnt lock is held then), and, on the
+ *   calling thread, to ask torch for the handle of a CUDA stream other
+ *   than the default one (_tnt_torch_device.cpp).
+ * - CUDA tensors take libtnt's device calls on the caller's current
+ *   stream; the worker waits for that stream before it completes the Work
+ *   (device_done), so a completed Work means the result is in device
+ *   memory. A collective that
  *   such a callback issues runs at once on the worker (enqueue), so a
  *   callback that waits for it (PowerSGD) cannot deadlock.
  */
 #include "_tnt_torch.hpp"
 
+#include <tnt/tnt_cuda.h>
+
 #include <torch/csrc/distributed/c10d/Work.hpp>
+#include <torch/csrc/distributed/c10d/sequence_num.hpp>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/chrono.h>
 
@@ -39,6 +49,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -190,9 +201,17 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         check_root(op, opts.rootRank, size_);
         at::Tensor t = tensors[0];
         int root = static_cast<int>(opts.rootRank);
-        return enqueue(OpType::BROADCAST, op, opts.timeout, tensors, tensors, [this, op, t, root] {
-            check(op, tnt_broadcast(comm_, t.data_ptr(), nbytes(t), root));
-        });
+        DeviceStream ds = device_stream(op, t);
+        return enqueue(OpType::BROADCAST, op, opts.timeout, tensors, tensors,
+                       [this, op, t, root, ds] {
+                           if (ds.cuda) {
+                               check(op, tnt_broadcast_device(comm_, t.data_ptr(), nbytes(t), root,
+                                                              ds.handle));
+                               device_done(op, ds);
+                               return;
+                           }
+                           check(op, tnt_broadcast(comm_, t.data_ptr(), nbytes(t), root));
+                       });
     }
 
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
@@ -204,8 +223,13 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         at::Tensor t = tensors[0];
         ReduceType rt = reduce_type(op, t.scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
+        DeviceStream ds = device_stream(op, t);
         return enqueue(OpType::ALLREDUCE, op, opts.timeout, tensors, tensors,
-                       [this, op, t, rt, top] { allreduce_flat(op, t, rt, top); });
+                       [this, op, t, rt, top, ds] {
+                           DeviceScope scope(ds);
+                           allreduce_flat(op, t, rt, top, ds);
+                           device_done(op, ds);
+                       });
     }
 
     c10::intrusive_ptr<c10d::Work>
@@ -215,6 +239,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "allreduce_coalesced";
         TORCH_CHECK(!tensors.empty(), "tnt: ", op, ": got no tensors");
         check_tensors(op, tensors);
+        check_device(op, tensors, tensors[0]);
         for (const auto &t : tensors) {
             TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "tnt: ", op,
                         ": all tensors must have one dtype (got ",
@@ -224,13 +249,16 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         ReduceType rt = reduce_type(op, tensors[0].scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
         std::vector<at::Tensor> ts = tensors;
+        DeviceStream ds = device_stream(op, tensors[0]);
         return enqueue(OpType::ALLREDUCE_COALESCED, op, opts.timeout, tensors, tensors,
-                       [this, op, ts, rt, top]() mutable {
+                       [this, op, ts, rt, top, ds]() mutable {
                            /* One libtnt call for all: fewer collectives,
                             * one sequence number. */
+                           DeviceScope scope(ds);
                            at::Tensor flat = flatten(ts);
-                           allreduce_flat(op, flat, rt, top);
+                           allreduce_flat(op, flat, rt, top, ds);
                            unflatten_into(flat, ts);
+                           device_done(op, ds);
                        });
     }
 
@@ -246,17 +274,26 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         tnt_op_t top = reduce_op(op, opts.reduceOp);
         int root = static_cast<int>(opts.rootRank);
         bool is_root = root == rank_;
+        DeviceStream ds = device_stream(op, t);
         return enqueue(
             OpType::REDUCE, op, opts.timeout, tensors, tensors,
-            [this, op, t, rt, top, root, is_root]() mutable {
+            [this, op, t, rt, top, root, is_root, ds]() mutable {
                 /* In place on the root; the others' tensors are
-                            * left as they were (libtnt takes NULL there). */
+                 * left as they were (libtnt takes NULL there). */
+                DeviceScope scope(ds);
                 at::Tensor buf = rt.widen ? t.to(at::kInt) : t;
-                check(op, tnt_reduce(comm_, buf.data_ptr(), is_root ? buf.data_ptr() : nullptr,
-                                     static_cast<size_t>(buf.numel()), rt.dtype, top, root));
+                void *recv = is_root ? buf.data_ptr() : nullptr;
+                size_t n = static_cast<size_t>(buf.numel());
+                if (ds.cuda) {
+                    check(op, tnt_reduce_device(comm_, buf.data_ptr(), recv, n, rt.dtype, top,
+                                                root, ds.handle));
+                } else {
+                    check(op, tnt_reduce(comm_, buf.data_ptr(), recv, n, rt.dtype, top, root));
+                }
                 if (rt.widen && is_root) {
                     t.copy_(buf);
                 }
+                device_done(op, ds);
             });
     }
 
@@ -274,11 +311,30 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                     outs.size(), " tensors; it needs one per rank of the group (", size_, ")");
         check_tensors(op, outs);
         at::Tensor in = inputs[0];
+        check_device(op, outs, in);
         for (size_t r = 0; r < outs.size(); r++) {
             check_same(op, outs[r], in, "output tensor " + std::to_string(r), "input");
         }
+        DeviceStream ds = device_stream(op, in);
         return enqueue(
-            OpType::ALLGATHER, op, opts.timeout, outs, inputs, [this, op, in, outs]() mutable {
+            OpType::ALLGATHER, op, opts.timeout, outs, inputs, [this, op, in, outs, ds]() mutable {
+                DeviceScope scope(ds);
+                if (ds.cuda) {
+                    /* Outputs that are one buffer in rank order (as
+                     * list(flat.chunk(size)) makes them) take the data
+                     * directly; otherwise a staging buffer on the device. */
+                    bool direct = adjacent(outs) && !overlaps(in, outs);
+                    at::Tensor flat =
+                        direct ? at::Tensor() : at::empty({ size_ * in.numel() }, in.options());
+                    check(op, tnt_allgather_device(comm_, in.data_ptr(),
+                                                   direct ? outs[0].data_ptr() : flat.data_ptr(),
+                                                   nbytes(in), ds.handle));
+                    if (!direct) {
+                        unflatten_into(flat, outs);
+                    }
+                    device_done(op, ds);
+                    return;
+                }
                 at::Tensor flat = at::empty({ size_ * in.numel() }, in.options());
                 check(op, tnt_allgather(comm_, in.data_ptr(), flat.data_ptr(), nbytes(in)));
                 unflatten_into(flat, outs);
@@ -291,16 +347,30 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "_allgather_base";
         check_tensor(op, output);
         check_tensor(op, input);
+        check_device(op, { output }, input);
         TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
                         output.numel() == size_ * input.numel(),
                     "tnt: ", op, ": the output has ", output.numel(), " elements of ",
                     dtype_name(output.scalar_type()), "; it needs the group size (", size_,
                     ") times the input's ", input.numel(), " of ", dtype_name(input.scalar_type()));
         at::Tensor out = output, in = input;
-        return enqueue(
-            OpType::_ALLGATHER_BASE, op, opts.timeout, { output }, { input }, [this, op, in, out] {
-                check(op, tnt_allgather(comm_, in.data_ptr(), out.data_ptr(), nbytes(in)));
-            });
+        DeviceStream ds = device_stream(op, in);
+        return enqueue(OpType::_ALLGATHER_BASE, op, opts.timeout, { output }, { input },
+                       [this, op, in, out, ds] {
+                           if (ds.cuda) {
+                               DeviceScope scope(ds);
+                               /* An input inside the output (FSDP's in-place
+                                * form) is copied out first. */
+                               at::Tensor send = overlaps(in, { out }) ? in.clone() : in;
+                               check(op, tnt_allgather_device(comm_, send.data_ptr(),
+                                                              out.data_ptr(), nbytes(in),
+                                                              ds.handle));
+                               device_done(op, ds);
+                               return;
+                           }
+                           check(op, tnt_allgather(comm_, in.data_ptr(), out.data_ptr(),
+                                                   nbytes(in)));
+                       });
     }
 
     /* outputs[r][i] receives rank r's inputs[i]; the tensors may differ in
@@ -312,7 +382,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         const c10d::AllgatherOptions &opts) override
     {
         const char *op = "allgather_coalesced";
-        check_tensors(op, inputs);
+        check_cpus(op, inputs);
         TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "tnt: ", op,
                     ": takes one output list per rank of the group (", size_, "), got ",
                     outputs.size());
@@ -321,7 +391,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             TORCH_CHECK(outputs[r].size() == inputs.size(), "tnt: ", op, ": output list ", r,
                         " has ", outputs[r].size(), " tensors; it needs one per input tensor (",
                         inputs.size(), ")");
-            check_tensors(op, outputs[r]);
+            check_cpus(op, outputs[r]);
             for (size_t i = 0; i < inputs.size(); i++) {
                 check_same(op, outputs[r][i], inputs[i],
                            "output tensor " + std::to_string(i) + " of rank " + std::to_string(r),
@@ -355,7 +425,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     {
         const char *op = "gather";
         check_one(op, inputs, "input");
-        check_tensors(op, inputs);
+        check_cpus(op, inputs);
         check_root(op, opts.rootRank, size_);
         int root = static_cast<int>(opts.rootRank);
         at::Tensor in = inputs[0];
@@ -365,7 +435,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         "tnt: ", op, ": the root needs one output list with one tensor per rank (",
                         size_, ")");
             outs = outputs[0];
-            check_tensors(op, outs);
+            check_cpus(op, outs);
             for (size_t r = 0; r < outs.size(); r++) {
                 check_same(op, outs[r], in, "output tensor " + std::to_string(r), "input");
             }
@@ -393,7 +463,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     {
         const char *op = "scatter";
         check_one(op, outputs, "output");
-        check_tensors(op, outputs);
+        check_cpus(op, outputs);
         check_root(op, opts.rootRank, size_);
         int root = static_cast<int>(opts.rootRank);
         at::Tensor out = outputs[0];
@@ -403,7 +473,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         "tnt: ", op, ": the root needs one input list with one tensor per rank (",
                         size_, ")");
             ins = inputs[0];
-            check_tensors(op, ins);
+            check_cpus(op, ins);
             for (size_t r = 0; r < ins.size(); r++) {
                 check_same(op, ins[r], out, "input tensor " + std::to_string(r), "output");
             }
@@ -433,14 +503,26 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         check_tensors(op, inputs[0]);
         at::Tensor out = outputs[0];
         std::vector<at::Tensor> ins = inputs[0];
+        check_device(op, ins, out);
         for (size_t r = 0; r < ins.size(); r++) {
             check_same(op, ins[r], out, "input tensor " + std::to_string(r), "output");
         }
         ReduceType rt = reduce_type(op, out.scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
+        DeviceStream ds = device_stream(op, out);
         return enqueue(OpType::REDUCE_SCATTER, op, opts.timeout, outputs, ins,
-                       [this, op, out, ins, rt, top]() mutable {
-                           reduce_scatter_flat(op, flatten(ins), out, rt, top);
+                       [this, op, out, ins, rt, top, ds]() mutable {
+                           DeviceScope scope(ds);
+                           /* CUDA inputs that are one buffer in rank order
+                            * are reduced where they are (no staging copy);
+                            * an output among them is libtnt's in-place
+                            * form only where it is this rank's block. */
+                           bool direct = ds.cuda && adjacent(ins) &&
+                                         (!overlaps(out, ins) ||
+                                          out.data_ptr() == ins[rank_].data_ptr());
+                           at::Tensor in = direct ? ins[0] : flatten(ins);
+                           reduce_scatter_flat(op, in, out, rt, top, ds);
+                           device_done(op, ds);
                        });
     }
 
@@ -451,6 +533,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "_reduce_scatter_base";
         check_tensor(op, output);
         check_tensor(op, input);
+        check_device(op, { output }, input);
         TORCH_CHECK(
             output.scalar_type() == input.scalar_type() && input.numel() == size_ * output.numel(),
             "tnt: ", op, ": the input has ", input.numel(), " elements of ",
@@ -459,9 +542,21 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         ReduceType rt = reduce_type(op, output.scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
         at::Tensor out = output, in = input;
-        return enqueue(
-            OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, { output }, { input },
-            [this, op, in, out, rt, top]() mutable { reduce_scatter_flat(op, in, out, rt, top); });
+        DeviceStream ds = device_stream(op, in);
+        return enqueue(OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, { output }, { input },
+                       [this, op, in, out, rt, top, ds]() mutable {
+                           DeviceScope scope(ds);
+                           /* An output inside the input other than this
+                            * rank's block (libtnt's in-place form) reads
+                            * from a copy. */
+                           bool in_place = static_cast<char *>(out.data_ptr()) ==
+                                           static_cast<char *>(in.data_ptr()) +
+                                               static_cast<size_t>(rank_) * nbytes(out);
+                           at::Tensor send =
+                               ds.cuda && !in_place && overlaps(out, { in }) ? in.clone() : in;
+                           reduce_scatter_flat(op, send, out, rt, top, ds);
+                           device_done(op, ds);
+                       });
     }
 
     c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
@@ -470,8 +565,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                                                  const c10d::AllToAllOptions &opts) override
     {
         const char *op = "alltoall_base";
-        check_tensor(op, output);
-        check_tensor(op, input);
+        check_cpu(op, output);
+        check_cpu(op, input);
         TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tnt: ", op,
                     ": input and output dtypes differ (", dtype_name(input.scalar_type()), ", ",
                     dtype_name(output.scalar_type()), ")");
@@ -495,8 +590,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         static_cast<int>(outputs.size()) == size_,
                     "tnt: ", op, ": takes one input and one output tensor per rank of the group (",
                     size_, "), got ", inputs.size(), " and ", outputs.size());
-        check_tensors(op, inputs);
-        check_tensors(op, outputs);
+        check_cpus(op, inputs);
+        check_cpus(op, outputs);
         std::vector<size_t> send, recv;
         for (int r = 0; r < size_; r++) {
             TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
@@ -526,6 +621,33 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "barrier";
         return enqueue(OpType::BARRIER, op, opts.timeout, {}, {},
                        [this, op] { check(op, tnt_barrier(comm_)); });
+    }
+
+    /* torch's collective sequence number (_get_sequence_number_for_group),
+     * with gloo's meaning: rank 0 draws a start and hands it to the others
+     * through the group's store, and every collective (barrier included;
+     * point-to-point and monitored_barrier not) adds one as it is queued,
+     * so ranks that issued the same collectives read the same number.
+     * torch 1.13 calls this for gloo and NCCL only; create_process_group
+     * calls it for tnt. A later call agrees on a new start, under a key of
+     * its own, so no rank can read the previous one's. */
+    void setSequenceNumberForGroup() override
+    {
+        std::string key = "tnt/sequence_number/" + std::to_string(seq_agreements_++);
+        if (rank_ == 0) {
+            std::random_device rd;
+            uint64_t start = 1 + (static_cast<uint64_t>(rd()) & 0x3fffffff);
+            store_->set(key, c10d::toVec<uint8_t>(start, sizeof(start)));
+            sequenceNum_ = c10d::SequenceNum(start);
+        } else {
+            store_->wait({ key }, timeout_);
+            sequenceNum_ = c10d::SequenceNum(c10d::fromVec<uint8_t>(store_->get(key)));
+        }
+    }
+
+    uint64_t getSequenceNumberForGroup() override
+    {
+        return sequenceNum_.has_value() ? sequenceNum_->get() : 0;
     }
 
     /* Through torch's store, not libtnt, and on the calling thread, as
@@ -563,7 +685,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     point_to_point(OpType type, const char *op, std::vector<at::Tensor> &tensors, int peer, int tag)
     {
         check_one(op, tensors, "");
-        check_tensors(op, tensors);
+        check_cpus(op, tensors);
         TORCH_CHECK(peer == TNT_ANY_SOURCE || (peer >= 0 && peer < size_), "tnt: ", op, ": rank ",
                     peer, " is not in the process group (ranks 0 .. ", size_ - 1, ")");
         TORCH_CHECK(tag >= 0, "tnt: ", op, ": tag ", tag,
@@ -622,23 +744,73 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         }
     }
 
-    void allreduce_flat(const char *op, at::Tensor t, ReduceType rt, tnt_op_t top)
+    /* A CUDA op's last step, on the worker: wait until its stream has
+     * done everything queued so far (bounded by TNT_TIMEOUT; an NCCL error
+     * aborts NCCL and raises). The Work then completes with the result in
+     * device memory, so whoever reads it, on any stream or thread (a
+     * future's callback runs on the worker, on another stream), sees it. */
+    void device_done(const char *op, const DeviceStream &ds)
+    {
+        if (ds.cuda) {
+            check(op, tnt_device_synchronize(comm_, ds.handle));
+        }
+    }
+
+    /* @p ts are one run of memory, in order (each is contiguous). */
+    static bool adjacent(const std::vector<at::Tensor> &ts)
+    {
+        const char *next = static_cast<const char *>(ts[0].data_ptr());
+        for (const auto &t : ts) {
+            if (static_cast<const char *>(t.data_ptr()) != next) {
+                return false;
+            }
+            next += nbytes(t);
+        }
+        return true;
+    }
+
+    /* @p t's bytes meet those of any of @p ts. */
+    static bool overlaps(const at::Tensor &t, const std::vector<at::Tensor> &ts)
+    {
+        const char *a = static_cast<const char *>(t.data_ptr());
+        for (const auto &u : ts) {
+            const char *b = static_cast<const char *>(u.data_ptr());
+            if (a < b + nbytes(u) && b < a + nbytes(t)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    void allreduce_flat(const char *op, at::Tensor t, ReduceType rt, tnt_op_t top,
+                        const DeviceStream &ds)
     {
         at::Tensor buf = rt.widen ? t.to(at::kInt) : t;
-        check(op, tnt_allreduce(comm_, buf.data_ptr(), buf.data_ptr(),
-                                static_cast<size_t>(buf.numel()), rt.dtype, top));
+        size_t n = static_cast<size_t>(buf.numel());
+        if (ds.cuda) {
+            check(op, tnt_allreduce_device(comm_, buf.data_ptr(), buf.data_ptr(), n, rt.dtype, top,
+                                           ds.handle));
+        } else {
+            check(op, tnt_allreduce(comm_, buf.data_ptr(), buf.data_ptr(), n, rt.dtype, top));
+        }
         if (rt.widen) {
             t.copy_(buf);
         }
     }
 
     void reduce_scatter_flat(const char *op, const at::Tensor &in, at::Tensor out, ReduceType rt,
-                             tnt_op_t top)
+                             tnt_op_t top, const DeviceStream &ds)
     {
         at::Tensor send = rt.widen ? in.to(at::kInt) : in;
         at::Tensor recv = rt.widen ? at::empty({ out.numel() }, send.options()) : out;
-        check(op, tnt_reduce_scatter(comm_, send.data_ptr(), recv.data_ptr(),
-                                     static_cast<size_t>(out.numel()), rt.dtype, top));
+        size_t n = static_cast<size_t>(out.numel());
+        if (ds.cuda) {
+            check(op, tnt_reduce_scatter_device(comm_, send.data_ptr(), recv.data_ptr(), n,
+                                                rt.dtype, top, ds.handle));
+        } else {
+            check(op, tnt_reduce_scatter(comm_, send.data_ptr(), recv.data_ptr(), n, rt.dtype,
+                                         top));
+        }
         if (rt.widen) {
             out.copy_(recv.view(out.sizes()));
         }
@@ -683,6 +855,9 @@ class ProcessGroupTnt : public c10d::ProcessGroup
          * keep them. */
         auto work = c10::make_intrusive<WorkTnt>(type, op, ++seq_, name_, timeout,
                                                  std::move(outputs), inputs);
+        if (sequenceNum_.has_value()) {
+            sequenceNum_->increment();
+        }
         if (std::this_thread::get_id() == worker_.get_id()) {
             /* A future's callback, run by the worker as it completed a
              * collective, issues another one (PowerSGD's hook does, then
@@ -741,6 +916,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     tnt_comm_t *comm_;
     c10::intrusive_ptr<c10d::Store> store_;
     uint64_t monitored_seq_ = 0;
+    uint64_t seq_agreements_ = 0;
     Millis timeout_;
     std::string name_;
     std::thread worker_;
@@ -759,7 +935,9 @@ create_process_group(const c10::intrusive_ptr<c10d::Store> &store, int rank, int
 {
     TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "tnt: bad rank ", rank, " of ", size);
     tnt_comm_t *comm = comm_create_from_store(store, rank, size, timeout, name);
-    return c10::make_intrusive<ProcessGroupTnt>(comm, store, rank, size, timeout);
+    auto pg = c10::make_intrusive<ProcessGroupTnt>(comm, store, rank, size, timeout);
+    pg->setSequenceNumberForGroup();
+    return pg;
 }
 
 } // namespace tnt_torch
@@ -779,4 +957,22 @@ PYBIND11_MODULE(_tnt_torch, m)
           pybind11::arg("rank"), pybind11::arg("size"), pybind11::arg("timeout"),
           pybind11::arg("name") = std::string("torch"),
           pybind11::call_guard<pybind11::gil_scoped_release>());
+    m.def("set_cuda_stream_getter", &tnt_torch::set_cuda_stream_getter, pybind11::arg("getter"),
+          "getter(device_index) -> the cudaStream_t of torch's current stream there, as int");
+    /* The GPU TEST DOUBLE's entry points (tests only; refused where torch
+     * has CUDA): see _tnt_torch_device.cpp. */
+    m.def(
+        "_gpu_double_tensor",
+        [](uintptr_t ptr, std::vector<int64_t> sizes, pybind11::object dtype, int device) {
+            TORCH_CHECK(THPDtype_Check(dtype.ptr()), "tnt: _gpu_double_tensor: dtype must be a "
+                        "torch.dtype");
+            auto st = reinterpret_cast<THPDtype *>(dtype.ptr())->scalar_type;
+            return tnt_torch::gpu_double_tensor(ptr, sizes, st, device);
+        },
+        pybind11::arg("ptr"), pybind11::arg("sizes"), pybind11::arg("dtype"),
+        pybind11::arg("device") = 0,
+        "TEST DOUBLE: a tensor on cuda:<device> over memory of the GPU test double's cudaMalloc");
+    m.def("_gpu_double_set_stream", &tnt_torch::gpu_double_set_stream, pybind11::arg("stream"),
+          "TEST DOUBLE: the cudaStream_t (of the GPU test double) that collectives of "
+          "gpu_double tensors go on; 0: the legacy default stream");
 }

@@ -2,7 +2,9 @@
  * Shared by the tnt backend's files (_tnt_torch.cpp, the process group and
  * the module; _tnt_torch_store.cpp, libtnt's bootstrap over a c10d Store;
  * _tnt_torch_args.cpp, argument checks and conversions;
- * _tnt_torch_monitored.cpp, monitored_barrier over the store).
+ * _tnt_torch_monitored.cpp, monitored_barrier over the store;
+ * _tnt_torch_device.cpp, the stream of CUDA tensors and the GPU test
+ * double's tensors).
  */
 #pragma once
 
@@ -10,6 +12,10 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StreamGuard.h>
+#include <pybind11/pybind11.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -50,8 +56,14 @@ void monitored_barrier(c10d::Store &store, int rank, int size, uint64_t seq, Mil
 extern const char *const kSupportedReduce;
 std::string dtype_name(at::ScalarType t);
 const char *op_name(c10d::ReduceOp rop);
+/* A dense contiguous tensor on the CPU or on a CUDA device. */
 void check_tensor(const char *op, const at::Tensor &t);
 void check_tensors(const char *op, const std::vector<at::Tensor> &ts);
+/* The same, and on the CPU: for the ops libtnt has no device call for. */
+void check_cpu(const char *op, const at::Tensor &t);
+void check_cpus(const char *op, const std::vector<at::Tensor> &ts);
+/* Every tensor of @p ts on the device of @p ref. */
+void check_device(const char *op, const std::vector<at::Tensor> &ts, const at::Tensor &ref);
 void check_one(const char *op, const std::vector<at::Tensor> &ts, const char *what);
 void check_same(const char *op, const at::Tensor &t, const at::Tensor &ref, const std::string &what,
                 const char *ref_what);
@@ -72,6 +84,41 @@ size_t nbytes(const at::Tensor &t);
 /* One flat contiguous tensor holding @p ts one after another. */
 at::Tensor flatten(const std::vector<at::Tensor> &ts);
 void unflatten_into(const at::Tensor &flat, std::vector<at::Tensor> &ts);
+
+/* CUDA tensors (_tnt_torch_device.cpp). Captured on the calling thread:
+ * the tensor's device, torch's current stream there (where this torch has
+ * CUDA) and its cudaStream_t for libtnt (NULL: the legacy default stream,
+ * which is torch's default stream). cuda is false for CPU tensors. */
+struct DeviceStream {
+    bool cuda = false;
+    c10::Device device{ c10::DeviceType::CPU };
+    c10::optional<c10::Stream> stream;
+    void *handle = nullptr;
+};
+
+DeviceStream device_stream(const char *op, const at::Tensor &t);
+bool torch_has_cuda();
+
+/* On the worker: the captured device and stream are current while it
+ * lives, so torch's kernels there (staging copies) are stream-ordered with
+ * the collective. Does nothing for CPU tensors and the GPU test double. */
+class DeviceScope
+{
+  public:
+    explicit DeviceScope(const DeviceStream &ds);
+
+  private:
+    c10::OptionalDeviceGuard device_;
+    c10::OptionalStreamGuard stream_;
+};
+
+/* torch.cuda.current_stream(index).cuda_stream, registered from Python. */
+void set_cuda_stream_getter(pybind11::object getter);
+/* The GPU test double (torch without CUDA): a cuda-device tensor over the
+ * double's memory at @p ptr, and the stream its collectives go on. */
+at::Tensor gpu_double_tensor(uintptr_t ptr, const std::vector<int64_t> &sizes,
+                             at::ScalarType dtype, int device);
+void gpu_double_set_stream(uintptr_t stream);
 
 /* The point-to-point worker of a process group (_tnt_torch_p2p.cpp): posts
  * libtnt sends and receives in call order on its own thread and calls each

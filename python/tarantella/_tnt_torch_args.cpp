@@ -78,9 +78,10 @@ void check_tensor(const char *op, const at::Tensor &t)
     TORCH_CHECK(!t.is_sparse(), "tnt: ", op,
                 ": sparse tensors are not supported by the tnt backend; pass "
                 "tensor.to_dense(), or use backend 'gloo' for sparse collectives");
-    TORCH_CHECK(t.device().is_cpu(), "tnt: ", op, ": ", t.device().str(),
-                " tensors are not supported by the tnt backend yet (CPU tensors only); "
-                "move the tensor to the CPU, or use backend 'nccl' for GPU tensors");
+    TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "tnt: ", op, ": ",
+                t.device().str(),
+                " tensors are not supported by the tnt backend (CPU and CUDA tensors only); "
+                "move the tensor to the CPU");
     TORCH_CHECK(t.layout() == at::kStrided, "tnt: ", op, ": tensors with layout ", t.layout(),
                 " are not supported by the tnt backend; pass a dense (strided) tensor");
     TORCH_CHECK(t.is_contiguous(), "tnt: ", op,
@@ -92,6 +93,33 @@ void check_tensors(const char *op, const std::vector<at::Tensor> &ts)
 {
     for (const auto &t : ts) {
         check_tensor(op, t);
+    }
+}
+
+void check_cpu(const char *op, const at::Tensor &t)
+{
+    check_tensor(op, t);
+    TORCH_CHECK(t.device().is_cpu(), "tnt: ", op, ": ", t.device().str(),
+                " tensors are not supported by the tnt backend in ", op,
+                " (libtnt has no device form of it yet; CUDA tensors work in all_reduce, "
+                "broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter and "
+                "reduce_scatter_tensor); move the tensors to the CPU (tensor.cpu()), or use "
+                "backend 'nccl' for this call");
+}
+
+void check_cpus(const char *op, const std::vector<at::Tensor> &ts)
+{
+    for (const auto &t : ts) {
+        check_cpu(op, t);
+    }
+}
+
+void check_device(const char *op, const std::vector<at::Tensor> &ts, const at::Tensor &ref)
+{
+    for (const auto &t : ts) {
+        TORCH_CHECK(t.device() == ref.device(), "tnt: ", op, ": tensors on ", ref.device().str(),
+                    " and ", t.device().str(),
+                    " in one call; put every tensor of the call on one device");
     }
 }
 

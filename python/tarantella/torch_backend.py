@@ -45,7 +45,16 @@ def _create(store, rank, size, timeout):
     # Errors and hang verdicts name the communicator: the default group is
     # created while torch.distributed is not initialized yet.
     name = "torch.default_pg" if not dist.is_initialized() else "torch.group%d" % size
+    _tnt_torch.set_cuda_stream_getter(_current_cuda_stream)
     return _tnt_torch.create_process_group(store, rank, size, timeout, name)
+
+
+def _current_cuda_stream(index):
+    """The cudaStream_t of torch's current stream on cuda:<index>: the
+    stream a CUDA tensor's collective is enqueued on. The backend asks only
+    when that stream is not torch's default one (whose handle is 0)."""
+    import torch
+    return torch.cuda.current_stream(index).cuda_stream
 
 
 def _allow_monitored_barrier():

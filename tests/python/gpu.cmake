@@ -23,3 +23,18 @@ add_test(NAME python.device_guard
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(python.device_guard PROPERTIES TIMEOUT 300 LABELS python
   ENVIRONMENT "TNT_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONPATH=${PROJECT_BINARY_DIR}/python;OMP_NUM_THREADS=1")
+# CUDA tensors through the tnt torch.distributed backend against the GPU TEST
+# DOUBLE (tests/gpu_double), in a torch without CUDA: 2 ranks through the
+# launcher, NCCL double and host-staged. Exits 77 (skipped) without the
+# double (TNT_WITH_CUDA off), without the backend, or with a CUDA torch.
+# Never counted as a GPU run (docs/torch-distributed.md, "CUDA tensors").
+if(NOT DEFINED TNT_GPU_DOUBLE_DIR)
+  set(TNT_GPU_DOUBLE_DIR "")
+endif()
+add_test(NAME python.tnt_backend_gpu_double
+  COMMAND ${TNT_TEST_CLEAN_ENV} ${TNT_TEST_PYTHON} -m pytest -q -p no:cacheprovider
+          ${CMAKE_CURRENT_SOURCE_DIR}/test_tnt_backend_gpu_double.py
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(python.tnt_backend_gpu_double PROPERTIES TIMEOUT 600
+  LABELS "python;gpu-double" SKIP_RETURN_CODE 77
+  ENVIRONMENT "TNT_BUILD_DIR=${PROJECT_BINARY_DIR};PYTHONPATH=${PROJECT_BINARY_DIR}/python;OMP_NUM_THREADS=1;TNT_GPU_DOUBLE_DIR=${TNT_GPU_DOUBLE_DIR};TNT_TORCH_BACKEND_BUILT=$<IF:$<BOOL:${TNT_TORCH_BACKEND_BUILT}>,ON,OFF>")

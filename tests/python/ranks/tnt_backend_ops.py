@@ -195,6 +195,49 @@ def check_async(rank, size):
     checks += 1
 
 
+def check_sequence_numbers(rank, size):
+    """pg._get_sequence_number_for_group(), as on gloo: agreed by every rank
+    when the group is made, one more per collective (barrier included), no
+    change for point-to-point and monitored_barrier; a new group has its own,
+    and _set_sequence_number_for_group() agrees on a new one. Compared
+    across ranks over a gloo group, so the comparison adds nothing to the
+    numbers it compares (torch's own sequence-number tests do the same)."""
+    global checks
+    verify = dist.new_group(backend="gloo")
+    pg = dist.distributed_c10d._get_default_group()
+
+    def agreed(group, what):
+        global checks
+        num = group._get_sequence_number_for_group()
+        nums = [None] * size
+        dist.all_gather_object(nums, num, group=verify)
+        assert len(set(nums)) == 1 and num > 0, "%s: ranks hold %s" % (what, nums)
+        checks += 1
+        return num
+
+    start = agreed(pg, "after init_process_group")
+    dist.all_reduce(torch.ones(2))
+    dist.broadcast(torch.ones(2), src=0)
+    dist.barrier()
+    work = dist.all_reduce(torch.ones(2), async_op=True)
+    assert pg._get_sequence_number_for_group() == start + 4  # counted when queued
+    work.wait()
+    reqs = [dist.isend(torch.ones(1), (rank + 1) % size),
+            dist.irecv(torch.zeros(1), (rank - 1) % size)]
+    for req in reqs:
+        req.wait()
+    dist.monitored_barrier()
+    assert agreed(pg, "after 4 collectives, send/recv and monitored_barrier") == start + 4
+    group = dist.new_group()
+    gstart = agreed(group, "a new group")
+    dist.all_reduce(torch.ones(1), group=group)
+    assert agreed(group, "a new group after a collective") == gstart + 1
+    assert pg._get_sequence_number_for_group() == start + 4
+    pg._set_sequence_number_for_group()
+    agreed(pg, "after _set_sequence_number_for_group")
+    dist.destroy_process_group(verify)
+
+
 def check_new_group(rank, size):
     last = size - 1
     # The first and the last rank; with 3 ranks rank 1 is not a member.
@@ -241,6 +284,7 @@ def main():
             dist.init_process_group("tnt", store=store, rank=rank, world_size=size)
     rank, size = dist.get_rank(), dist.get_world_size()
     assert dist.get_backend() == "tnt", dist.get_backend()
+    check_sequence_numbers(rank, size)
     check_reductions(rank, size)
     check_data_movement(rank, size)
     check_async(rank, size)
