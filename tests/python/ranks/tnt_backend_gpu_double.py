@@ -238,8 +238,9 @@ def main():
     dist.destroy_process_group()
     for buf in DeviceBuffer.buffers:
         assert cudart.cudaFree(ctypes.c_void_p(buf.ptr)) == 0
-    print("tnt_backend_gpu_double: rank %d of %d passed %d checks (transport %s)"
-          % (rank, size, checks, transport), flush=True)
+    sys.stdout.write("tnt_backend_gpu_double: rank %d of %d passed %d checks (transport %s)\n"
+                     % (rank, size, checks, transport))
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
