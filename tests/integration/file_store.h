@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,9 +147,12 @@ static inline void store_remove(const char *dir)
  * store directory /tmp/tnt-<prog>-XXXXXX; each exits with rank_main(dir,
  * rank, arg). Waits for all of them and removes the directory. Returns 0
  * when every rank exited with 0, else 1, naming each rank that did not. */
-static inline int store_fork_ranks(const char *prog, int ranks,
-                                   int (*rank_main)(const char *dir, int rank, void *arg),
-                                   void *arg)
+/* As store_fork_ranks, but rank `killed` must end by SIGKILL (a test of a
+ * rank that dies; -1: none may), and the ranks' pids are stored in pids
+ * (when not NULL; STORE_MAX_RANKS entries). */
+static inline int store_fork_ranks_killing(const char *prog, int ranks, int killed,
+                                           int (*rank_main)(const char *dir, int rank, void *arg),
+                                           void *arg, pid_t *pids_out)
 {
     char dir[256];
     pid_t pids[STORE_MAX_RANKS];
@@ -173,12 +177,21 @@ static inline int store_fork_ranks(const char *prog, int ranks,
         if (pids[started] == 0) {
             _exit(rank_main(dir, started, arg));
         }
+        if (pids_out != NULL) {
+            pids_out[started] = pids[started];
+        }
     }
     for (int r = 0; r < started; r++) {
         int wstatus;
         if (waitpid(pids[r], &wstatus, 0) != pids[r]) {
             fprintf(stderr, "%s: waitpid: %s\n", prog, strerror(errno));
             failed = 1;
+        } else if (r == killed) {
+            if (!WIFSIGNALED(wstatus) || WTERMSIG(wstatus) != SIGKILL) {
+                fprintf(stderr, "%s: rank %d should have died by SIGKILL, ended with status 0x%x\n",
+                        prog, r, wstatus);
+                failed = 1;
+            }
         } else if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
             fprintf(stderr, "%s: rank %d ended with status 0x%x\n", prog, r, wstatus);
             failed = 1;
@@ -186,6 +199,13 @@ static inline int store_fork_ranks(const char *prog, int ranks,
     }
     store_remove(dir);
     return failed;
+}
+
+static inline int store_fork_ranks(const char *prog, int ranks,
+                                   int (*rank_main)(const char *dir, int rank, void *arg),
+                                   void *arg)
+{
+    return store_fork_ranks_killing(prog, ranks, -1, rank_main, arg, NULL);
 }
 
 #endif

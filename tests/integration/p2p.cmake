@@ -33,6 +33,15 @@ tnt_p2p_test(truncate_2 60 ARGS --ranks 2 --mode truncate)
 tnt_p2p_test(unmatched_send_2 60 ENV TNT_TIMEOUT=3 ARGS --ranks 2 --mode unmatched-send)
 tnt_p2p_test(unmatched_send_2x2 60 ENV TNT_TIMEOUT=3 ARGS --ranks 2 --nodes 2 --mode unmatched-send)
 tnt_p2p_test(unmatched_recv_3 60 ENV TNT_TIMEOUT=3 ARGS --ranks 3 --mode unmatched-recv)
+# A rank killed while a message to it moves, and while its peer waits for
+# one: the peer fails with TNT_ERR_PEER_FAILED within seconds (TNT_TIMEOUT
+# is long here), on one node (the segment's robust locks) and across two
+# (UCX sees the connection break).
+foreach(_m send recv)
+  tnt_p2p_test(peer_dies_${_m}_2 90 ENV TNT_TIMEOUT=60 ARGS --ranks 2 --mode peer-dies-${_m})
+  tnt_p2p_test(peer_dies_${_m}_2x2 90 ENV TNT_TIMEOUT=60 ARGS --ranks 2 --nodes 2
+    --mode peer-dies-${_m})
+endforeach()
 # One-rank communicators serve messages to themselves in the process (no
 # UCX worker, no descriptor), with the same meaning and errors.
 tnt_p2p_test(self_1 90 ENV TNT_TIMEOUT=3 ARGS --ranks 1 --mode self)

@@ -37,6 +37,16 @@
  *               on one node a dup opens no file descriptor
  *   off-rank1   TNT_P2P=off on rank 1 only: the ranks agree on off, and the
  *               errors name rank 1 (forked ranks only)
+ *   peer-dies-send  rank 1 posts a receive for 64 MiB from rank 0 and is
+ *               killed (SIGKILL) as the message starts to move: rank 0's
+ *               send ends with TNT_OK (all of it arrived first) or
+ *               TNT_ERR_PEER_FAILED, and its next receive from rank 1 fails
+ *               with TNT_ERR_PEER_FAILED naming rank 1, both within seconds,
+ *               never waiting out TNT_TIMEOUT; later calls fail at once
+ *   peer-dies-recv  rank 0 waits in tnt_recv (by rank, then a posted
+ *               any-source receive) for rank 1, which is killed instead of
+ *               sending: the same verdicts, within seconds
+ *               (both: forked ranks only; no /dev/shm segment is left)
  *   pingpong    (a measurement, not a check) ranks 0 and 1: round-trip
  *               latency and bandwidth for 8 B .. 16 MiB, printed as a table
  */
@@ -44,6 +54,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,6 +452,95 @@ static void mode_unmatched_recv(tnt_comm_t *comm)
     barrier_after_timeouts(comm, me <= 1);
 }
 
+/* A wait that ends because its peer died: TNT_ERR_PEER_FAILED in seconds
+ * rather than after TNT_TIMEOUT (which these tests set long, so that a
+ * missed death shows as a slow failure). The first failure names the dead
+ * rank; later calls fail at once, pointing back to it. */
+static void expect_peer_failed(tnt_status_t st, double t0, int *first, const char *what)
+{
+    double took = now_s() - t0;
+    CHECK(st == TNT_ERR_PEER_FAILED, "%s after rank 1 died gave %s: %s", what,
+          tnt_status_string(st), tnt_last_error());
+    if (*first) {
+        CHECK(strstr(tnt_last_error(), "rank 1") != NULL,
+              "%s: the first failure does not name rank 1: %s", what, tnt_last_error());
+        CHECK(took < 10 && took < timeout_setting() / 2, "%s took %.1f s to see rank 1 die", what,
+              took);
+        *first = 0;
+    } else {
+        CHECK(took < 2, "%s after the first failure took %.1f s", what, took);
+    }
+}
+
+/* Rank 1 ends as a crash would: no tnt_finalize, no exit handlers. */
+static void die_now(void)
+{
+    raise(SIGKILL);
+    _exit(3);
+}
+
+/* The message starts to move, then its receiver dies. */
+static void mode_peer_dies_send(tnt_comm_t *comm)
+{
+    const size_t big = 64u << 20;
+    int me = tnt_rank(comm);
+    char hello = 'h';
+    unsigned char *buf = malloc(big);
+    CHECK(buf != NULL, "out of memory");
+    memset(buf, me + 1, big);
+    if (me == 1) {
+        tnt_request_t *req;
+        CHECK_OK(tnt_recv_post(comm, buf, big, 0, 21, NULL, &req));
+        CHECK_OK(tnt_send(comm, &hello, 1, 0, 20));
+        /* Progress the receive a little, so that rank 0's send is under
+         * way when this rank dies. */
+        for (int i = 0; i < 3 && tnt_test(req) == TNT_IN_PROGRESS; i++) {
+        }
+        die_now();
+    } else if (me == 0) {
+        CHECK_OK(tnt_recv(comm, &hello, 1, 1, 20, NULL));
+        int first = 1;
+        double t0 = now_s();
+        tnt_status_t st = tnt_send(comm, buf, big, 1, 21);
+        if (st != TNT_OK) {
+            expect_peer_failed(st, t0, &first, "a 64 MiB send");
+        }
+        t0 = now_s();
+        expect_peer_failed(tnt_recv(comm, &hello, 1, 1, 22, NULL), t0, &first,
+                           "a receive from rank 1");
+        t0 = now_s();
+        expect_peer_failed(tnt_recv(comm, &hello, 1, TNT_ANY_SOURCE, 23, NULL), t0, &first,
+                           "an any-source receive");
+    }
+    free(buf);
+}
+
+/* Rank 0 waits for a message that its dead peer will never send. */
+static void mode_peer_dies_recv(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    char hello = 'h', buf[8];
+    if (me == 1) {
+        CHECK_OK(tnt_send(comm, &hello, 1, 0, 20));
+        struct timespec ts = { 0, 300 * 1000000 };
+        nanosleep(&ts, NULL);
+        die_now();
+    } else if (me == 0) {
+        int first = 1;
+        CHECK_OK(tnt_recv(comm, &hello, 1, 1, 20, NULL));
+        double t0 = now_s();
+        expect_peer_failed(tnt_recv(comm, buf, sizeof(buf), 1, 24, NULL), t0, &first,
+                           "a receive from rank 1");
+        tnt_request_t *req;
+        t0 = now_s();
+        tnt_status_t st = tnt_recv_post(comm, buf, sizeof(buf), TNT_ANY_SOURCE, 25, NULL, &req);
+        if (st == TNT_OK) {
+            st = tnt_wait(req);
+        }
+        expect_peer_failed(st, t0, &first, "a posted any-source receive");
+    }
+}
+
 static int count_fds(void)
 {
     int n = 0;
@@ -696,6 +796,10 @@ static int run(tnt_comm_t *comm, const char *mode)
     } else if (strcmp(mode, "off-rank1") == 0) {
         g_off_rank = "its rank 1 ";
         mode_off(comm);
+    } else if (strcmp(mode, "peer-dies-send") == 0) {
+        mode_peer_dies_send(comm);
+    } else if (strcmp(mode, "peer-dies-recv") == 0) {
+        mode_peer_dies_recv(comm);
     } else if (strcmp(mode, "pingpong") == 0) {
         mode_pingpong(comm);
     } else {
@@ -736,6 +840,31 @@ static int run_forked_rank(const char *dir, int rank, void *arg)
     return run(comm, mode);
 }
 
+/* Forks the ranks of a peer-dies mode: rank 1 must die by SIGKILL, and no
+ * /dev/shm segment of the job (named after a rank's pid, "tnt-<pid>-...")
+ * may be left behind. */
+static int run_peer_dies(int ranks, int (*rank_main)(const char *, int, void *), void *arg)
+{
+    pid_t pids[STORE_MAX_RANKS];
+    int failed = store_fork_ranks_killing("p2p_check", ranks, 1, rank_main, arg, pids);
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        for (int r = 0; r < ranks; r++) {
+            char prefix[32];
+            snprintf(prefix, sizeof(prefix), "tnt-%ld-", (long)pids[r]);
+            if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+                fprintf(stderr, "p2p_check: /dev/shm/%s was left behind\n", e->d_name);
+                failed = 1;
+            }
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int ranks = 2, nodes = 1, launcher = 0;
@@ -762,7 +891,9 @@ int main(int argc, char **argv)
     CHECK(ranks >= 1 && ranks <= STORE_MAX_RANKS && nodes >= 1 && nodes <= ranks,
           "bad --ranks/--nodes");
     struct forked_args args = { .size = ranks, .nodes = nodes, .mode = mode };
-    int failed = store_fork_ranks("p2p_check", ranks, run_forked_rank, &args);
+    int failed = strncmp(mode, "peer-dies", 9) == 0
+                     ? run_peer_dies(ranks, run_forked_rank, &args)
+                     : store_fork_ranks("p2p_check", ranks, run_forked_rank, &args);
     if (!failed) {
         printf("p2p_check: %s on %d ranks, %d node(s): OK\n", mode, ranks, nodes);
     }
