@@ -30,6 +30,12 @@ tnt_comm_test(threads_3 90 ARGS --ranks 3 --mode threads)
 # A rank that never joins a collective on a split: the hang doctor's
 # verdict at TNT_TIMEOUT names the split and its own rank numbers.
 tnt_comm_test(split_hang_5 60 ENV TNT_TIMEOUT=3 ARGS --ranks 5 --mode hang)
+# A rank of a split killed in each collective of the set: the rest of its
+# communicator fail with TNT_ERR_PEER_FAILED naming the communicator within
+# seconds (TNT_TIMEOUT is long), the other communicator goes on.
+foreach(_op reduce reduce_scatter gather scatter allgatherv alltoall alltoallv)
+  tnt_comm_test(dies_${_op}_6 60 ENV TNT_TIMEOUT=60 ARGS --ranks 6 --mode dies-${_op})
+endforeach()
 # The collective set on the communicator and on a parity split of it.
 tnt_comm_test(set_1 60 ARGS --ranks 1 --mode set)
 tnt_comm_test(set_2 90 ARGS --ranks 2 --mode set)
@@ -53,4 +59,7 @@ if(TNT_WITH_UCX)
   # 5 nodes of one rank, and 3 + 2 + 2 over 3 nodes (uneven).
   tnt_comm_test(set_5x5 180 ARGS --ranks 5 --nodes 5 --mode set)
   tnt_comm_test(set_7x3 180 ARGS --ranks 7 --nodes 3 --mode set)
+  foreach(_op reduce gather alltoallv)
+    tnt_comm_test(dies_${_op}_6x2 60 ENV TNT_TIMEOUT=60 ARGS --ranks 6 --nodes 2 --mode dies-${_op})
+  endforeach()
 endif()

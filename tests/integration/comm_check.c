@@ -24,6 +24,14 @@
  *              its communicator end at TNT_TIMEOUT with a verdict that
  *              names the communicator and its rank 0 (world rank 1), and
  *              the other communicator goes on
+ *   dies-OP    on a split of 6 ranks by parity, world rank 3 (rank 1 of
+ *              oob.1) is killed (SIGKILL) as it would make its third call
+ *              of OP (reduce, reduce_scatter, gather, scatter, allgatherv,
+ *              alltoall, alltoallv; roots are rank 0): the other ranks of
+ *              oob.1 fail with TNT_ERR_PEER_FAILED naming the communicator
+ *              within seconds (TNT_TIMEOUT is long here), a rank whose
+ *              part was handed off before the death at the latest on its
+ *              next call; the other communicator goes on
  *   bad-oob    NULL allgather, rank out of range: clear errors, no hang
  *   timeout    rank N-1 never joins: the others fail with TNT_ERR_TIMEOUT
  *              within TNT_TIMEOUT (non-blocking exchange)
@@ -360,6 +368,78 @@ static void mode_hang(tnt_comm_t *world)
     _exit(0); /* the communicator is broken; its peer is gone */
 }
 
+/* One call of the collective `op` on comm, every block `count` int32s. */
+static tnt_status_t call_op(tnt_comm_t *comm, const char *op, int32_t *in, int32_t *out,
+                            size_t count)
+{
+    int n = tnt_size(comm);
+    size_t bytes = count * sizeof(int32_t), sizes[STORE_MAX_RANKS];
+    for (int r = 0; r < n; r++) {
+        sizes[r] = bytes;
+    }
+    if (strcmp(op, "reduce") == 0) {
+        return tnt_reduce(comm, in, out, count, TNT_INT32, TNT_SUM, 0);
+    } else if (strcmp(op, "reduce_scatter") == 0) {
+        return tnt_reduce_scatter(comm, in, out, count, TNT_INT32, TNT_SUM);
+    } else if (strcmp(op, "gather") == 0) {
+        return tnt_gather(comm, in, out, bytes, 0);
+    } else if (strcmp(op, "scatter") == 0) {
+        return tnt_scatter(comm, in, out, bytes, 0);
+    } else if (strcmp(op, "allgatherv") == 0) {
+        return tnt_allgatherv(comm, in, out, sizes);
+    } else if (strcmp(op, "alltoall") == 0) {
+        return tnt_alltoall(comm, in, out, bytes);
+    } else if (strcmp(op, "alltoallv") == 0) {
+        return tnt_alltoallv(comm, in, sizes, out, sizes);
+    }
+    CHECK(0, "unknown collective %s", op);
+    return TNT_ERR_INVALID_ARG;
+}
+
+static void mode_dies(tnt_comm_t *world, const char *op)
+{
+    enum { COUNT = 4096, CALLS = 6 };
+    tnt_comm_t *half = NULL;
+    int color = g_rank % 2, failed_at = -1;
+    CHECK(tnt_size(world) == 6, "dies-%s wants 6 ranks", op);
+    CHECK_OK(tnt_comm_split(world, color, g_rank, &half));
+    int32_t *in = calloc(STORE_MAX_RANKS * COUNT, sizeof(int32_t));
+    int32_t *out = calloc(STORE_MAX_RANKS * COUNT, sizeof(int32_t));
+    CHECK(in != NULL && out != NULL, "out of memory");
+    for (int call = 0; call < CALLS && failed_at < 0; call++) {
+        if (g_rank == 3 && call == 2) {
+            raise(SIGKILL);
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        tnt_status_t st = call_op(half, op, in, out, COUNT);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (color == 0 || call < 2) {
+            CHECK(st == TNT_OK, "%s #%d on oob.%d: %s: %s", op, call, color,
+                  tnt_status_string(st), st == TNT_OK ? "" : tnt_last_error());
+            continue;
+        }
+        if (st == TNT_OK) {
+            continue; /* handed off before the death; the next call must fail */
+        }
+        failed_at = call;
+        CHECK(st == TNT_ERR_PEER_FAILED, "%s after rank 1 of oob.1 died gave %s: %s", op,
+              tnt_status_string(st), tnt_last_error());
+        CHECK(strstr(tnt_last_error(), "oob.1") != NULL,
+              "%s: the verdict does not name communicator oob.1: %s", op, tnt_last_error());
+        CHECK(s < 10, "%s took %.1f s to fail after rank 1 of oob.1 died", op, s);
+    }
+    CHECK(color == 0 || failed_at == 2 || failed_at == 3,
+          "%s on oob.1: the death was not reported by call #3 (failed at #%d)", op, failed_at + 1);
+    free(in);
+    free(out);
+    if (color == 1) {
+        _exit(0); /* its communicator is broken; its peer is gone */
+    }
+    tnt_finalize(half);
+}
+
 static void mode_bad_oob(void)
 {
     tnt_comm_t *comm = NULL;
@@ -426,6 +506,8 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
         tnt_finalize(half);
     } else if (strcmp(mode, "hang") == 0) {
         mode_hang(world);
+    } else if (strncmp(mode, "dies-", 5) == 0) {
+        mode_dies(world, mode + 5);
     } else if (strcmp(mode, "cost") == 0) {
         mode_cost(world);
     } else if (strcmp(mode, "bad-color") == 0) {
@@ -471,7 +553,9 @@ int main(int argc, char **argv)
     struct forked_args args = {
         .size = ranks, .nodes = nodes, .nonblocking = nonblocking, .mode = mode
     };
-    int failed = store_fork_ranks("comm_check", ranks, run_forked_rank, &args);
+    /* In the dies-* modes world rank 3 must end by SIGKILL. */
+    int failed = store_fork_ranks_killing("comm_check", ranks, strncmp(mode, "dies-", 5) == 0 ? 3 : -1,
+                                          run_forked_rank, &args, NULL);
     if (!failed) {
         printf("comm_check: %s on %d ranks, %d node(s)%s: OK\n", mode, ranks, nodes,
                nonblocking ? ", non-blocking exchange" : "");

@@ -21,10 +21,22 @@
 
 #include <string.h>
 
+/* The end of a collective that tnt_coll_begin started: the outermost one
+ * gives back the error context it replaced. */
+static void coll_context_leave(tnt_comm_t *comm)
+{
+    if (--comm->coll_depth == 0 && comm->error_context.text != NULL) {
+        tnt_error_context_swap(comm->coll_context_outer);
+    }
+}
+
 tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
                             uint64_t bytes)
 {
     comm->coll_seq++;
+    if (comm->coll_depth++ == 0 && comm->error_context.text != NULL) {
+        comm->coll_context_outer = tnt_error_context_swap(comm->error_context);
+    }
     if (tnt_tl_enabled()) {
         comm->tl_start_ns = tnt_time_ns();
         comm->tl_bytes = bytes;
@@ -33,12 +45,15 @@ tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_
     tnt_doctor_enter(comm->doctor, comm->coll_seq, kind);
     if (comm->broken_status != TNT_OK) {
         tnt_doctor_leave(comm->doctor);
-        return tnt_error_raise(TNT_ERR_PEER_FAILED,
-                               "%s #%llu not started: %s #%llu failed before it (%s), so the "
-                               "ranks are out of step; finalize and restart the job",
-                               name, (unsigned long long)comm->coll_seq, comm->broken_name,
-                               (unsigned long long)comm->broken_seq,
-                               tnt_status_string(comm->broken_status));
+        tnt_status_t status =
+            tnt_error_raise(TNT_ERR_PEER_FAILED,
+                            "%s #%llu not started: %s #%llu failed before it (%s), so the "
+                            "ranks are out of step; finalize and restart the job",
+                            name, (unsigned long long)comm->coll_seq, comm->broken_name,
+                            (unsigned long long)comm->broken_seq,
+                            tnt_status_string(comm->broken_status));
+        coll_context_leave(comm);
+        return status;
     }
     return TNT_OK;
 }
@@ -80,6 +95,7 @@ tnt_status_t tnt_coll_terms_only(tnt_comm_t *comm, const char *name, tnt_doctor_
 tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
 {
     tnt_doctor_leave(comm->doctor);
+    coll_context_leave(comm);
     if (comm->tl_start_ns != 0) {
         if (tnt_tl_enabled()) {
             tnt_tl_event_t ev = { .start_ns = comm->tl_start_ns,

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "boot/boot.h"
+#include "util/log.h"
 #include "util/watch.h"
 
 struct tnt_shm;
@@ -132,6 +133,15 @@ struct tnt_comm {
 
     /* Collectives issued so far, for error messages ("allreduce #812"). */
     uint64_t coll_seq;
+    /* Errors raised inside this communicator's collectives name it
+     * (tnt_error_context_swap): "communicator oob.1 (rank 0 of 3)", empty
+     * for "world", whose ranks are the job's. coll_depth counts the
+     * collectives running (composed ones nest); coll_context_outer is the
+     * context to restore when the outermost ends. */
+    char error_context_text[TNT_COMM_NAME_MAX + 48];
+    tnt_error_context_t error_context;
+    int coll_depth;
+    tnt_error_context_t coll_context_outer;
     /* Set when a collective failed part-way (timeout, dead peer, transport):
      * the ranks are out of step, so later collectives fail at once with
      * TNT_ERR_PEER_FAILED instead of each waiting TNT_TIMEOUT. Only the

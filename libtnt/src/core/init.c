@@ -301,6 +301,14 @@ tnt_status_t tnt_comm_create(tnt_boot_t *boot, tnt_settings_t *settings, const c
     comm->rank = info->rank;
     comm->size = info->size;
     snprintf(comm->hostname, sizeof(comm->hostname), "%s", info->hostname);
+    if (strcmp(comm->name, "world") != 0) {
+        char *text = comm->error_context_text;
+        int name_len =
+            snprintf(text, sizeof(comm->error_context_text), "communicator %s", comm->name);
+        snprintf(text + name_len, sizeof(comm->error_context_text) - (size_t)name_len,
+                 " (rank %d of %d)", comm->rank, comm->size);
+        comm->error_context = (tnt_error_context_t){ .text = text, .name_len = (size_t)name_len };
+    }
 
     status = tnt_progress_init(comm);
     if (status != TNT_OK) {

@@ -48,6 +48,8 @@ static _Thread_local char last_error[TNT_ERROR_MSG_MAX];
  * moves between threads (tnt_error_restore), never recognised by its text:
  * two failures can have the same words. */
 static _Thread_local int last_error_printed;
+/* tnt_error_context_swap: the prefix, and how much of it is the name. */
+static _Thread_local tnt_error_context_t error_context;
 
 int tnt_log_level_parse(const char *name, tnt_log_level_t *level_p)
 {
@@ -188,6 +190,27 @@ void tnt_log_every_rank(tnt_log_level_t level, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Puts "<context>: " before msg (of a buffer of len bytes), unless msg
+ * names the context's communicator already; truncates at the end. */
+static void error_add_context(char *msg, size_t len)
+{
+    const char *ctx = error_context.text;
+    if (ctx == NULL || memmem(msg, strlen(msg), ctx, error_context.name_len) != NULL) {
+        return;
+    }
+    size_t add = strlen(ctx) + 2, have = strlen(msg);
+    if (add >= len) {
+        return;
+    }
+    if (have + add >= len) {
+        have = len - add - 1;
+    }
+    memmove(msg + add, msg, have);
+    msg[add + have] = '\0';
+    memcpy(msg, ctx, add - 2);
+    memcpy(msg + add - 2, ": ", 2);
+}
+
 /* Formats "rank R: <message>" into this thread's last-error buffer and returns
  * the part after the rank prefix (what the log line shows after its own
  * "tarantella[rank R@host]: " prefix). */
@@ -205,7 +228,15 @@ static const char *error_record(const char *fmt, va_list ap)
     if (prefix > 0 && strncmp(last_error + prefix, own, (size_t)prefix) == 0) {
         memmove(last_error, last_error + prefix, strlen(last_error + prefix) + 1);
     }
+    error_add_context(last_error + prefix, sizeof(last_error) - (size_t)prefix);
     return last_error + prefix;
+}
+
+tnt_error_context_t tnt_error_context_swap(tnt_error_context_t context)
+{
+    tnt_error_context_t before = error_context;
+    error_context = context;
+    return before;
 }
 
 tnt_status_t tnt_error_raise(tnt_status_t status, const char *fmt, ...)

@@ -57,6 +57,17 @@ tnt_status_t tnt_error_raise(tnt_status_t status, const char *fmt, ...)
 tnt_status_t tnt_error_set(tnt_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The communicator whose collective this thread runs: while set, every
+ * error this thread records begins with its text ("communicator oob.1 (rank
+ * 0 of 3)") unless the message already names the communicator (the text's
+ * first name_len bytes). text NULL: none. Returns the context it replaces,
+ * so nested collectives restore the outer one. */
+typedef struct tnt_error_context {
+    const char *text;
+    size_t name_len;
+} tnt_error_context_t;
+tnt_error_context_t tnt_error_context_swap(tnt_error_context_t context);
+
 /* This thread's last error message ("" if none); tnt_last_error() returns it. */
 const char *tnt_error_message(void);
 /* Copies a message recorded on another thread (the progress thread), or
