@@ -25,11 +25,13 @@
  *   calling thread, to ask torch for the handle of a CUDA stream other
  *   than the default one (_tnt_torch_device.cpp).
  * - CUDA tensors take libtnt's device calls on the caller's current
- *   stream; the worker waits for that stream before it completes the Work
- *   (device_done), so a completed Work means the result is in device
- *   memory. A collective that
- *   such a callback issues runs at once on the worker (enqueue), so a
- *   callback that waits for it (PowerSGD) cannot deadlock.
+ *   stream (every op; a CUDA send or receive runs on the FIFO worker,
+ *   device_point_to_point says why); the worker waits for that stream
+ *   before it completes the Work (device_done), so a completed Work means
+ *   the result is in device memory.
+ * - A collective that a future's callback issues runs at once on the
+ *   worker (enqueue), so a callback that waits for it (PowerSGD) cannot
+ *   deadlock.
  */
 #include "_tnt_torch.hpp"
 
@@ -201,7 +203,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         check_root(op, opts.rootRank, size_);
         at::Tensor t = tensors[0];
         int root = static_cast<int>(opts.rootRank);
-        DeviceStream ds = device_stream(op, t);
+        DeviceStream ds = stream_for(op, t);
         return enqueue(OpType::BROADCAST, op, opts.timeout, tensors, tensors,
                        [this, op, t, root, ds] {
                            if (ds.cuda) {
@@ -223,7 +225,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         at::Tensor t = tensors[0];
         ReduceType rt = reduce_type(op, t.scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
-        DeviceStream ds = device_stream(op, t);
+        DeviceStream ds = stream_for(op, t);
         return enqueue(OpType::ALLREDUCE, op, opts.timeout, tensors, tensors,
                        [this, op, t, rt, top, ds] {
                            DeviceScope scope(ds);
@@ -239,7 +241,6 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "allreduce_coalesced";
         TORCH_CHECK(!tensors.empty(), "tnt: ", op, ": got no tensors");
         check_tensors(op, tensors);
-        check_device(op, tensors, tensors[0]);
         for (const auto &t : tensors) {
             TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "tnt: ", op,
                         ": all tensors must have one dtype (got ",
@@ -249,7 +250,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         ReduceType rt = reduce_type(op, tensors[0].scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
         std::vector<at::Tensor> ts = tensors;
-        DeviceStream ds = device_stream(op, tensors[0]);
+        DeviceStream ds = stream_for(op, tensors[0], tensors);
         return enqueue(OpType::ALLREDUCE_COALESCED, op, opts.timeout, tensors, tensors,
                        [this, op, ts, rt, top, ds]() mutable {
                            /* One libtnt call for all: fewer collectives,
@@ -274,7 +275,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         tnt_op_t top = reduce_op(op, opts.reduceOp);
         int root = static_cast<int>(opts.rootRank);
         bool is_root = root == rank_;
-        DeviceStream ds = device_stream(op, t);
+        DeviceStream ds = stream_for(op, t);
         return enqueue(
             OpType::REDUCE, op, opts.timeout, tensors, tensors,
             [this, op, t, rt, top, root, is_root, ds]() mutable {
@@ -311,11 +312,10 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                     outs.size(), " tensors; it needs one per rank of the group (", size_, ")");
         check_tensors(op, outs);
         at::Tensor in = inputs[0];
-        check_device(op, outs, in);
         for (size_t r = 0; r < outs.size(); r++) {
             check_same(op, outs[r], in, "output tensor " + std::to_string(r), "input");
         }
-        DeviceStream ds = device_stream(op, in);
+        DeviceStream ds = stream_for(op, in, outs);
         return enqueue(
             OpType::ALLGATHER, op, opts.timeout, outs, inputs, [this, op, in, outs, ds]() mutable {
                 DeviceScope scope(ds);
@@ -347,14 +347,13 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "_allgather_base";
         check_tensor(op, output);
         check_tensor(op, input);
-        check_device(op, { output }, input);
         TORCH_CHECK(output.scalar_type() == input.scalar_type() &&
                         output.numel() == size_ * input.numel(),
                     "tnt: ", op, ": the output has ", output.numel(), " elements of ",
                     dtype_name(output.scalar_type()), "; it needs the group size (", size_,
                     ") times the input's ", input.numel(), " of ", dtype_name(input.scalar_type()));
         at::Tensor out = output, in = input;
-        DeviceStream ds = device_stream(op, in);
+        DeviceStream ds = stream_for(op, in, { out });
         return enqueue(OpType::_ALLGATHER_BASE, op, opts.timeout, { output }, { input },
                        [this, op, in, out, ds] {
                            if (ds.cuda) {
@@ -425,7 +424,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     {
         const char *op = "gather";
         check_one(op, inputs, "input");
-        check_cpus(op, inputs);
+        check_tensors(op, inputs);
         check_root(op, opts.rootRank, size_);
         int root = static_cast<int>(opts.rootRank);
         at::Tensor in = inputs[0];
@@ -435,7 +434,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         "tnt: ", op, ": the root needs one output list with one tensor per rank (",
                         size_, ")");
             outs = outputs[0];
-            check_cpus(op, outs);
+            check_tensors(op, outs);
             for (size_t r = 0; r < outs.size(); r++) {
                 check_same(op, outs[r], in, "output tensor " + std::to_string(r), "input");
             }
@@ -443,18 +442,29 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "tnt: ", op,
                         ": only the root (rank ", root, ") passes output tensors");
         }
-        return enqueue(
-            OpType::GATHER, op, opts.timeout, outs, inputs, [this, op, in, outs, root]() mutable {
-                at::Tensor flat;
-                if (rank_ == root) {
-                    flat = at::empty({ size_ * in.numel() }, in.options());
-                }
-                check(op, tnt_gather(comm_, in.data_ptr(),
-                                     flat.defined() ? flat.data_ptr() : nullptr, nbytes(in), root));
-                if (flat.defined()) {
-                    unflatten_into(flat, outs);
-                }
-            });
+        DeviceStream ds = stream_for(op, in, outs);
+        return enqueue(OpType::GATHER, op, opts.timeout, outs, inputs,
+                       [this, op, in, outs, root, ds]() mutable {
+                           DeviceScope scope(ds);
+                           bool is_root = rank_ == root;
+                           void *recv = is_root ? as_one_buffer(ds, outs, { in }, &outs[rank_])
+                                                : nullptr;
+                           at::Tensor flat;
+                           if (is_root && recv == nullptr) {
+                               flat = at::empty({ size_ * in.numel() }, in.options());
+                               recv = flat.data_ptr();
+                           }
+                           if (ds.cuda) {
+                               check(op, tnt_gather_device(comm_, in.data_ptr(), recv, nbytes(in),
+                                                           root, ds.handle));
+                           } else {
+                               check(op, tnt_gather(comm_, in.data_ptr(), recv, nbytes(in), root));
+                           }
+                           if (flat.defined()) {
+                               unflatten_into(flat, outs);
+                           }
+                           device_done(op, ds);
+                       });
     }
 
     c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor> &outputs,
@@ -463,7 +473,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     {
         const char *op = "scatter";
         check_one(op, outputs, "output");
-        check_cpus(op, outputs);
+        check_tensors(op, outputs);
         check_root(op, opts.rootRank, size_);
         int root = static_cast<int>(opts.rootRank);
         at::Tensor out = outputs[0];
@@ -473,7 +483,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         "tnt: ", op, ": the root needs one input list with one tensor per rank (",
                         size_, ")");
             ins = inputs[0];
-            check_cpus(op, ins);
+            check_tensors(op, ins);
             for (size_t r = 0; r < ins.size(); r++) {
                 check_same(op, ins[r], out, "input tensor " + std::to_string(r), "output");
             }
@@ -481,14 +491,27 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "tnt: ", op,
                         ": only the root (rank ", root, ") passes input tensors");
         }
-        return enqueue(OpType::SCATTER, op, opts.timeout, outputs, ins, [this, op, out, ins, root] {
-            at::Tensor flat;
-            if (rank_ == root) {
-                flat = flatten(ins);
-            }
-            check(op, tnt_scatter(comm_, flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(),
-                                  nbytes(out), root));
-        });
+        DeviceStream ds = stream_for(op, out, ins);
+        return enqueue(OpType::SCATTER, op, opts.timeout, outputs, ins,
+                       [this, op, out, ins, root, ds] {
+                           DeviceScope scope(ds);
+                           bool is_root = rank_ == root;
+                           void *send = is_root ? as_one_buffer(ds, ins, { out }, &ins[rank_])
+                                                : nullptr;
+                           at::Tensor flat;
+                           if (is_root && send == nullptr) {
+                               flat = flatten(ins);
+                               send = flat.data_ptr();
+                           }
+                           if (ds.cuda) {
+                               check(op, tnt_scatter_device(comm_, send, out.data_ptr(),
+                                                            nbytes(out), root, ds.handle));
+                           } else {
+                               check(op, tnt_scatter(comm_, send, out.data_ptr(), nbytes(out),
+                                                     root));
+                           }
+                           device_done(op, ds);
+                       });
     }
 
     c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
@@ -503,13 +526,12 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         check_tensors(op, inputs[0]);
         at::Tensor out = outputs[0];
         std::vector<at::Tensor> ins = inputs[0];
-        check_device(op, ins, out);
         for (size_t r = 0; r < ins.size(); r++) {
             check_same(op, ins[r], out, "input tensor " + std::to_string(r), "output");
         }
         ReduceType rt = reduce_type(op, out.scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
-        DeviceStream ds = device_stream(op, out);
+        DeviceStream ds = stream_for(op, out, ins);
         return enqueue(OpType::REDUCE_SCATTER, op, opts.timeout, outputs, ins,
                        [this, op, out, ins, rt, top, ds]() mutable {
                            DeviceScope scope(ds);
@@ -533,7 +555,6 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         const char *op = "_reduce_scatter_base";
         check_tensor(op, output);
         check_tensor(op, input);
-        check_device(op, { output }, input);
         TORCH_CHECK(
             output.scalar_type() == input.scalar_type() && input.numel() == size_ * output.numel(),
             "tnt: ", op, ": the input has ", input.numel(), " elements of ",
@@ -542,7 +563,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         ReduceType rt = reduce_type(op, output.scalar_type(), opts.reduceOp);
         tnt_op_t top = reduce_op(op, opts.reduceOp);
         at::Tensor out = output, in = input;
-        DeviceStream ds = device_stream(op, in);
+        DeviceStream ds = stream_for(op, in, { out });
         return enqueue(OpType::_REDUCE_SCATTER_BASE, op, opts.timeout, { output }, { input },
                        [this, op, in, out, rt, top, ds]() mutable {
                            DeviceScope scope(ds);
@@ -565,8 +586,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                                                  const c10d::AllToAllOptions &opts) override
     {
         const char *op = "alltoall_base";
-        check_cpu(op, output);
-        check_cpu(op, input);
+        check_tensor(op, output);
+        check_tensor(op, input);
         TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tnt: ", op,
                     ": input and output dtypes differ (", dtype_name(input.scalar_type()), ", ",
                     dtype_name(output.scalar_type()), ")");
@@ -574,8 +595,21 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         std::vector<size_t> send = split_bytes(op, "input", input, input_splits);
         std::vector<size_t> recv = split_bytes(op, "output", output, output_splits);
         at::Tensor out = output, in = input;
+        DeviceStream ds = stream_for(op, in, { out });
         return enqueue(OpType::ALLTOALL_BASE, op, opts.timeout, { output }, { input },
-                       [this, op, in, out, send, recv] {
+                       [this, op, in, out, send, recv, ds] {
+                           if (ds.cuda) {
+                               DeviceScope scope(ds);
+                               /* libtnt's device alltoallv has no in-place
+                                * form: an input that meets the output is
+                                * read from a copy. */
+                               at::Tensor src = overlaps(in, { out }) ? in.clone() : in;
+                               check(op, tnt_alltoallv_device(comm_, src.data_ptr(), send.data(),
+                                                              out.data_ptr(), recv.data(),
+                                                              ds.handle));
+                               device_done(op, ds);
+                               return;
+                           }
                            check(op, tnt_alltoallv(comm_, in.data_ptr(), send.data(),
                                                    out.data_ptr(), recv.data()));
                        });
@@ -590,8 +624,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         static_cast<int>(outputs.size()) == size_,
                     "tnt: ", op, ": takes one input and one output tensor per rank of the group (",
                     size_, "), got ", inputs.size(), " and ", outputs.size());
-        check_cpus(op, inputs);
-        check_cpus(op, outputs);
+        check_tensors(op, inputs);
+        check_tensors(op, outputs);
         std::vector<size_t> send, recv;
         for (int r = 0; r < size_; r++) {
             TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
@@ -602,17 +636,39 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             recv.push_back(nbytes(outputs[r]));
         }
         std::vector<at::Tensor> ins = inputs, outs = outputs;
+        std::vector<at::Tensor> all = inputs;
+        all.insert(all.end(), outputs.begin(), outputs.end());
+        DeviceStream ds = stream_for(op, inputs[0], all);
         return enqueue(OpType::ALLTOALL, op, opts.timeout, outputs, inputs,
-                       [this, op, ins, outs, send, recv]() mutable {
-                           at::Tensor in = flatten(ins);
-                           int64_t total = 0;
-                           for (const auto &t : outs) {
-                               total += t.numel();
+                       [this, op, ins, outs, send, recv, ds]() mutable {
+                           DeviceScope scope(ds);
+                           /* CUDA inputs (outputs) that are one buffer in
+                            * rank order are sent from (received into)
+                            * where they are; a staged input meets no
+                            * output. */
+                           void *in = as_one_buffer(ds, ins, outs, nullptr);
+                           at::Tensor in_flat = in == nullptr ? flatten(ins) : at::Tensor();
+                           void *out = as_one_buffer(ds, outs, {}, nullptr);
+                           at::Tensor flat;
+                           if (out == nullptr) {
+                               int64_t total = 0;
+                               for (const auto &t : outs) {
+                                   total += t.numel();
+                               }
+                               flat = at::empty({ total }, ins[0].options());
+                               out = flat.data_ptr();
                            }
-                           at::Tensor flat = at::empty({ total }, in.options());
-                           check(op, tnt_alltoallv(comm_, in.data_ptr(), send.data(),
-                                                   flat.data_ptr(), recv.data()));
-                           unflatten_into(flat, outs);
+                           in = in == nullptr ? in_flat.data_ptr() : in;
+                           if (ds.cuda) {
+                               check(op, tnt_alltoallv_device(comm_, in, send.data(), out,
+                                                              recv.data(), ds.handle));
+                           } else {
+                               check(op, tnt_alltoallv(comm_, in, send.data(), out, recv.data()));
+                           }
+                           if (flat.defined()) {
+                               unflatten_into(flat, outs);
+                           }
+                           device_done(op, ds);
                        });
     }
 
@@ -678,49 +734,120 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     }
 
   private:
-    /* Checks here, on the caller's thread; the message moves on the
+    /* Checks here, on the caller's thread. CPU tensors move on the
      * point-to-point worker (_tnt_torch_p2p.cpp), never on the FIFO
-     * collective worker, so a receive that waits holds up nothing else. */
+     * collective worker, so a receive that waits holds up nothing else;
+     * CUDA tensors as device_point_to_point says. */
     c10::intrusive_ptr<c10d::Work>
     point_to_point(OpType type, const char *op, std::vector<at::Tensor> &tensors, int peer, int tag)
     {
         check_one(op, tensors, "");
-        check_cpus(op, tensors);
+        check_tensors(op, tensors);
         TORCH_CHECK(peer == TNT_ANY_SOURCE || (peer >= 0 && peer < size_), "tnt: ", op, ": rank ",
                     peer, " is not in the process group (ranks 0 .. ", size_ - 1, ")");
         TORCH_CHECK(tag >= 0, "tnt: ", op, ": tag ", tag,
                     " is negative; the tnt backend takes tags 0 .. ", TNT_TAG_MAX);
         at::Tensor t = tensors[0];
         bool is_recv = type != OpType::SEND;
-        auto work = c10::make_intrusive<WorkTnt>(type, op, next_seq(), name_, timeout_,
-                                                 is_recv ? tensors : std::vector<at::Tensor>{},
-                                                 is_recv ? std::vector<at::Tensor>{} : tensors);
+        std::vector<at::Tensor> outputs = is_recv ? tensors : std::vector<at::Tensor>{};
+        std::vector<at::Tensor> inputs = is_recv ? std::vector<at::Tensor>{} : tensors;
+        if (t.is_cuda()) {
+            return device_point_to_point(type, op, t, peer, tag, outputs, inputs);
+        }
+        auto work = c10::make_intrusive<WorkTnt>(type, op, next_seq(), name_, timeout_, outputs,
+                                                 inputs);
         size_t bytes = nbytes(t);
         std::string group = name_;
         /* The closure holds the tensor, so its memory outlives the request. */
         p2p_->post(is_recv, t.data_ptr(), bytes, peer, tag,
                    [work, t, op, bytes, group, peer, tag](tnt_status_t s, const std::string &error,
                                                           int source, size_t got) {
-                       std::string why;
-                       if (s != TNT_OK) {
-                           why = std::string(tnt_status_string(s)) + ": " + error;
-                       } else if (got != bytes && source >= 0) {
-                           why = "a message of " + std::to_string(got) + " B arrived from rank " +
-                                 std::to_string(source) + " with tag " + std::to_string(tag) +
-                                 "; the tensor holds " + std::to_string(bytes) +
-                                 " B (send and receive tensors must have the same size)";
-                       }
+                       std::string why = p2p_failure(op, group, peer, tag, s, error, source, got,
+                                                     bytes);
                        if (!why.empty()) {
-                           work->fail(std::make_exception_ptr(std::runtime_error(
-                               std::string("tnt: ") + op + " (rank " + std::to_string(peer) +
-                               ", tag " + std::to_string(tag) + ") on process group '" + group +
-                               "' failed: " + why)));
+                           work->fail(std::make_exception_ptr(std::runtime_error(why)));
                            return;
                        }
                        work->set_source(source);
                        work->complete();
                    });
         return work;
+    }
+
+    /* CUDA tensors: libtnt's device messages (tnt_send_device,
+     * tnt_recv_device) block until the other side has matched them, and a
+     * process's device calls take turns (one device lock per
+     * communicator). Run on the point-to-point worker, one waiting receive
+     * would hold up every other message; run beside the FIFO worker, a
+     * message and a CUDA collective would race for that lock and could
+     * deadlock against a peer that took them in the other order. So they
+     * run on the FIFO worker, in call order with the group's collectives,
+     * as blocking calls: the Work completes once the message is through
+     * and the stream has finished it (device_done). Not counted in the
+     * sequence number (as the CPU messages). */
+    c10::intrusive_ptr<c10d::Work> device_point_to_point(OpType type, const char *op,
+                                                         const at::Tensor &t, int peer, int tag,
+                                                         std::vector<at::Tensor> outputs,
+                                                         const std::vector<at::Tensor> &inputs)
+    {
+        TORCH_CHECK(peer != rank_, "tnt: ", op, ": rank ", rank_,
+                    " cannot send a CUDA tensor to itself through the tnt backend (its device "
+                    "messages block until received); copy the tensor instead");
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            TORCH_CHECK(cuda_device_.has_value(), "tnt: ", op, ": process group '", name_,
+                        "' has run no collective on CUDA tensors yet; its first operation on "
+                        "CUDA tensors must be a collective, which sets up the device path on "
+                        "every rank together (a message cannot): call one first, e.g. "
+                        "dist.all_reduce of a CUDA tensor, or dist.barrier() after one");
+        }
+        DeviceStream ds = stream_for(op, t);
+        bool is_recv = type != OpType::SEND;
+        return enqueue_work(
+            type, op, c10d::kUnsetTimeout, std::move(outputs), inputs, false,
+            [this, op, t, peer, tag, is_recv, ds](WorkTnt &work) {
+                DeviceScope scope(ds);
+                size_t bytes = nbytes(t);
+                tnt_recv_info_t info{};
+                tnt_status_t s = is_recv ? tnt_recv_device(comm_, t.data_ptr(), bytes, peer, tag,
+                                                           &info, ds.handle)
+                                         : tnt_send_device(comm_, t.data_ptr(), bytes, peer, tag,
+                                                           ds.handle);
+                if (s == TNT_OK) {
+                    s = tnt_device_synchronize(comm_, ds.handle);
+                }
+                std::string error = s == TNT_OK ? std::string() : tnt_last_error();
+                int source = is_recv && s == TNT_OK ? info.source : -1;
+                std::string why =
+                    p2p_failure(op, name_, peer, tag, s, error, source, info.bytes, bytes);
+                if (!why.empty()) {
+                    throw std::runtime_error(why);
+                }
+                work.set_source(source);
+            });
+    }
+
+    /* A message's error, "" when it went through: a libtnt failure, or a
+     * received message (from @p source; -1: a send) of @p got bytes into a
+     * tensor of @p bytes. */
+    static std::string p2p_failure(const char *op, const std::string &group, int peer, int tag,
+                                   tnt_status_t s, const std::string &error, int source, size_t got,
+                                   size_t bytes)
+    {
+        std::string why;
+        if (s != TNT_OK) {
+            why = std::string(tnt_status_string(s)) + ": " + error;
+        } else if (got != bytes && source >= 0) {
+            why = "a message of " + std::to_string(got) + " B arrived from rank " +
+                  std::to_string(source) + " with tag " + std::to_string(tag) +
+                  "; the tensor holds " + std::to_string(bytes) +
+                  " B (send and receive tensors must have the same size)";
+        }
+        if (why.empty()) {
+            return why;
+        }
+        return std::string("tnt: ") + op + " (rank " + std::to_string(peer) + ", tag " +
+               std::to_string(tag) + ") on process group '" + group + "' failed: " + why;
     }
 
     uint64_t next_seq()
@@ -731,7 +858,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
 
     struct Entry {
         c10::intrusive_ptr<WorkTnt> work;
-        std::function<void()> run;
+        std::function<void(WorkTnt &)> run;
     };
 
     /* Only on the worker, right after the libtnt call: tnt_last_error is
@@ -754,6 +881,32 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         if (ds.cuda) {
             check(op, tnt_device_synchronize(comm_, ds.handle));
         }
+    }
+
+    /* Every op's CUDA preamble, on the calling thread, after its other
+     * checks: @p ref and @p others (every tensor the op reads or writes)
+     * are on one device, a CUDA one is this group's (the device of its
+     * first CUDA call: libtnt's device path of a communicator serves one
+     * GPU, set up on the device current at its first device call), and the
+     * caller's current stream there is captured. CPU tensors give a
+     * DeviceStream with cuda false. */
+    DeviceStream stream_for(const char *op, const at::Tensor &ref,
+                            const std::vector<at::Tensor> &others = {})
+    {
+        check_device(op, others, ref);
+        if (ref.is_cuda()) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!cuda_device_.has_value()) {
+                cuda_device_ = ref.device();
+            }
+            TORCH_CHECK(*cuda_device_ == ref.device(), "tnt: ", op, ": process group '", name_,
+                        "' runs its CUDA operations on ", cuda_device_->str(),
+                        " (the device of its first one), this call's tensors are on ",
+                        ref.device().str(),
+                        "; move them to that device, or use a process group of their own for "
+                        "this device (dist.new_group)");
+        }
+        return device_stream(op, ref);
     }
 
     /* @p ts are one run of memory, in order (each is contiguous). */
@@ -780,6 +933,33 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             }
         }
         return false;
+    }
+
+    /* Any of @p ts meets any of @p us. */
+    static bool overlaps(const std::vector<at::Tensor> &ts, const std::vector<at::Tensor> &us)
+    {
+        for (const auto &t : ts) {
+            if (overlaps(t, us)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /* Where a CUDA op's @p ts, one block per rank, are read or written:
+     * where they are, when they are one buffer in rank order that meets
+     * none of @p away (the op's other side, which libtnt's device calls do
+     * not let overlap) or only as @p own (this rank's block as libtnt's
+     * in-place form, where the call has one); otherwise NULL, and the op
+     * stages through one buffer of its own on the device. */
+    static void *as_one_buffer(const DeviceStream &ds, const std::vector<at::Tensor> &ts,
+                               const std::vector<at::Tensor> &away, const at::Tensor *own)
+    {
+        if (!ds.cuda || ts.empty() || !adjacent(ts)) {
+            return nullptr;
+        }
+        bool in_place = own != nullptr && away.size() == 1 && away[0].data_ptr() == own->data_ptr();
+        return in_place || !overlaps(away, ts) ? ts[0].data_ptr() : nullptr;
     }
 
     void allreduce_flat(const char *op, at::Tensor t, ReduceType rt, tnt_op_t top,
@@ -849,13 +1029,25 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                                            const std::vector<at::Tensor> &inputs,
                                            std::function<void()> run)
     {
+        return enqueue_work(type, op, op_timeout, std::move(outputs), inputs, true,
+                            [run = std::move(run)](WorkTnt &) { run(); });
+    }
+
+    /* Queues @p run on the worker; it gets the op's Work (to set a
+     * receive's source). @p counted: the op adds one to the sequence
+     * number (collectives do, messages do not). */
+    c10::intrusive_ptr<c10d::Work> enqueue_work(OpType type, const char *op, Millis op_timeout,
+                                                std::vector<at::Tensor> outputs,
+                                                const std::vector<at::Tensor> &inputs, bool counted,
+                                                std::function<void(WorkTnt &)> run)
+    {
         Millis timeout = op_timeout == c10d::kUnsetTimeout ? timeout_ : op_timeout;
         std::unique_lock<std::mutex> lock(mutex_);
         /* The profiler's title is a static string, as torch's own backends
          * keep them. */
         auto work = c10::make_intrusive<WorkTnt>(type, op, ++seq_, name_, timeout,
                                                  std::move(outputs), inputs);
-        if (sequenceNum_.has_value()) {
+        if (counted && sequenceNum_.has_value()) {
             sequenceNum_->increment();
         }
         if (std::this_thread::get_id() == worker_.get_id()) {
@@ -884,7 +1076,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
         at::NoGradGuard no_grad;
         std::exception_ptr err;
         try {
-            e.run();
+            e.run(*e.work);
         } catch (...) {
             err = std::current_exception();
         }
@@ -925,6 +1117,9 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     std::deque<Entry> queue_;
     bool stop_ = false;
     uint64_t seq_ = 0;
+    /* The device of the group's CUDA operations (stream_for); under
+     * mutex_. */
+    c10::optional<c10::Device> cuda_device_;
     /* Declared last: made after the worker, destroyed (joined) first. */
     std::unique_ptr<P2pWorker> p2p_;
 };

@@ -101,10 +101,9 @@ void check_cpu(const char *op, const at::Tensor &t)
     check_tensor(op, t);
     TORCH_CHECK(t.device().is_cpu(), "tnt: ", op, ": ", t.device().str(),
                 " tensors are not supported by the tnt backend in ", op,
-                " (libtnt has no device form of it yet; CUDA tensors work in all_reduce, "
-                "broadcast, reduce, all_gather, all_gather_into_tensor, reduce_scatter and "
-                "reduce_scatter_tensor); move the tensors to the CPU (tensor.cpu()), or use "
-                "backend 'nccl' for this call");
+                " (the backend has no device path for it yet; every other operation takes "
+                "CUDA tensors); move the tensors to the CPU (tensor.cpu()), or use backend "
+                "'nccl' for this call");
 }
 
 void check_cpus(const char *op, const std::vector<at::Tensor> &ts)

@@ -3,9 +3,10 @@ TEST DOUBLE only (docs/torch-distributed.md, "CUDA tensors"; never counted
 as a GPU run): 2 ranks through the launcher, on the double's NCCL (each
 rank its own device) and host-staged (both ranks on one device, 64 KiB
 chunks), run ranks/tnt_backend_gpu_double.py, which checks allreduce (every
-op, six dtypes), broadcast, reduce, allgather, reduce_scatter and their
-tensor forms against a serial reference, the caller's stream, and the
-refusal of the ops without a device call.
+op, six dtypes), broadcast, reduce, allgather, reduce_scatter, gather,
+scatter, the all-to-alls (equal and uneven splits), their tensor forms and
+send/recv (tags, any source) against a serial reference, the caller's
+stream, and what the backend refuses at the call.
 
 Exits 77 (ctest: skipped) where it cannot run: no GPU test double
 (TNT_WITH_CUDA off), the backend not built, or a torch with CUDA (the
