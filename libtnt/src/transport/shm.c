@@ -759,14 +759,6 @@ void tnt_shm_destroy(tnt_shm_t *shm)
 
 /* ---- data-movement collectives ----------------------------------------- */
 
-tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
-{
-    tnt_status_t settled = shm->broken == TNT_OK ? tnt_shm_settle(shm) : TNT_OK;
-    shm->num_collectives++;
-    shm->terms_differed = 0;
-    return settled != TNT_OK ? settled : shm->broken;
-}
-
 tnt_status_t tnt_shm_terms_only(tnt_shm_t *shm, const char *what, uint64_t count, int bad,
                                 uint64_t terms)
 {

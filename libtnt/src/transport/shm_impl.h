@@ -261,8 +261,16 @@ void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
                     unsigned op);
 
 /* Counts a collective; its status is the segment's (broken or not), or the
- * verdict on this rank's last eager send (tnt_shm_settle). */
-tnt_status_t tnt_shm_begin(struct tnt_shm *shm);
+ * verdict on this rank's last eager send (tnt_shm_settle). Inline: every
+ * collective starts here, and the settle is the rare case. */
+static inline tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
+{
+    tnt_status_t settled =
+        shm->eager_phase != 0 && shm->broken == TNT_OK ? tnt_shm_settle(shm) : TNT_OK;
+    shm->num_collectives++;
+    shm->terms_differed = 0;
+    return settled != TNT_OK ? settled : shm->broken;
+}
 
 /* Stores this rank's eager signature for the next phase (see Eager rooted
  * calls): kind, count and dtype/op as tnt_shm_expect, root in full, and
