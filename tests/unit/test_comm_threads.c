@@ -131,6 +131,9 @@ static int collectives(struct rank_ctx *ctx, tnt_comm_t *comm)
     return 0;
 }
 
+/* TNT_TIMEOUT of the ranks' communicators. */
+static double g_timeout_s = TIMEOUT_S;
+
 static void *rank_main(void *arg)
 {
     struct rank_ctx *ctx = arg;
@@ -142,7 +145,7 @@ static void *rank_main(void *arg)
         fail_rank(ctx, "settings: %s", tnt_last_error());
         return NULL;
     }
-    settings->timeout_s = TIMEOUT_S;
+    settings->timeout_s = g_timeout_s;
     settings->overlap = g_overlap;
     if (tnt_boot_threads_create(ctx->group, ctx->rank, &boot) != TNT_OK) {
         tnt_settings_destroy(settings);
@@ -806,6 +809,40 @@ static int eager_many(struct rank_ctx *ctx, tnt_comm_t *comm)
     return 0;
 }
 
+/* A receiver that never comes: the senders' next call waits for it within
+ * TNT_TIMEOUT (1 s here), then fails naming it, as any wait does. */
+static int eager_receiver_missing(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank;
+    unsigned char mine[2] = { 1, 2 }, all[2 * NUM_RANKS];
+    struct set_call c;
+    if (me == 0) {
+        struct timespec nap = { 3, 0 }; /* past the others' timeout, alive */
+        nanosleep(&nap, NULL);
+        return 0;
+    }
+    SET_CALL(c, tnt_gather(comm, mine, all, 2, 0));
+    if (c.status != TNT_OK) {
+        fail_rank(ctx, "a sender: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_barrier(comm));
+    if (c.status != TNT_ERR_TIMEOUT || c.seconds > 2.5 || strstr(c.error, "rank 0") == NULL) {
+        fail_rank(ctx, "a sender's next call: %s after %g s: %s", tnt_status_string(c.status),
+                  c.seconds, c.error);
+        return -1;
+    }
+    return 0;
+}
+
+static void test_comm_threads_eager_missing(void **state)
+{
+    (void)state;
+    g_timeout_s = 1;
+    run_thread_ranks(eager_receiver_missing);
+    g_timeout_s = TIMEOUT_S;
+}
+
 static void test_comm_threads_eager_mismatch(void **state)
 {
     (void)state;
@@ -831,6 +868,7 @@ int main(void)
         cmocka_unit_test(test_comm_threads_set_one_phase),
         cmocka_unit_test(test_comm_threads_eager_mismatch),
         cmocka_unit_test(test_comm_threads_eager_many),
+        cmocka_unit_test(test_comm_threads_eager_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
