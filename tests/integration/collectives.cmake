@@ -54,6 +54,11 @@ if(TARGET tarantella)
   tnt_collectives_test(tarantella_rank_killed 60
     ${_coll_env} ${_coll_kill}
     timeout 50 ${_coll_tnt} -n 4 -- ${_coll_check} --kill-rank 2)
+  # Between small rooted calls, whose senders return before the receivers
+  # arrive: the survivors' next call still fails at once.
+  tnt_collectives_test(tarantella_rank_killed_rooted 60
+    ${_coll_env} ${_coll_kill}
+    timeout 50 ${_coll_tnt} -n 4 -- ${_coll_check} --kill-rank-rooted 2)
 endif()
 
 find_program(TNT_MPIRUN mpirun)

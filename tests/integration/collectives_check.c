@@ -14,6 +14,11 @@
  *                    allreduce; the others must fail within a few seconds
  *                    with TNT_ERR_PEER_FAILED (exit 3) or be stopped by the
  *                    launcher
+ *     --kill-rank-rooted R  the same between small gathers and scatters
+ *                    whose roots rotate: rank R dies before its 21st
+ *                    call, as a sender that the others' next call waits
+ *                    for (eager rooted calls, docs/c-api.md); the
+ *                    survivors must fail the same way
  * Exits 0 when every check passed, prints one line per failure otherwise.
  */
 #include <signal.h>
@@ -93,7 +98,7 @@ static void check_allreduce(tnt_comm_t *comm, tnt_dtype_t dt, tnt_op_t op, size_
 
 int main(int argc, char **argv)
 {
-    int large = 0, kill_rank = -1;
+    int large = 0, kill_rank = -1, kill_rooted = 0;
     size_t large_count = (16u << 20) + 3;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--large") == 0) {
@@ -103,6 +108,9 @@ int main(int argc, char **argv)
             large_count = strtoull(argv[++i], NULL, 0);
         } else if (strcmp(argv[i], "--kill-rank") == 0 && i + 1 < argc) {
             kill_rank = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--kill-rank-rooted") == 0 && i + 1 < argc) {
+            kill_rank = atoi(argv[++i]);
+            kill_rooted = 1;
         } else {
             fprintf(stderr,
                     "usage: collectives_check [--large] [--large-count N] [--kill-rank R]\n");
@@ -119,6 +127,27 @@ int main(int argc, char **argv)
     size = tnt_size(comm);
     double t0 = now_s();
 
+    if (kill_rank >= 0 && kill_rooted) {
+        unsigned char small[8 * 64] = { 0 }, all[8 * 64];
+        for (int it = 0; it < 200 && size <= 64; it++) {
+            if (rank == kill_rank && it == 20) {
+                raise(SIGKILL);
+            }
+            double t = now_s();
+            int root = it % size;
+            tnt_status_t st = it % 2 == 0 ? tnt_gather(comm, small, all, 8, root)
+                                          : tnt_scatter(comm, all, small, 8, root);
+            if (st != TNT_OK) {
+                fprintf(stderr,
+                        "collectives_check: rank %d: rooted call %d failed after %.2f s as "
+                        "expected: %s\n",
+                        rank, it, now_s() - t, tnt_last_error());
+                return st == TNT_ERR_PEER_FAILED && now_s() - t < 5.0 && it >= 20 ? 3 : 1;
+            }
+        }
+        fprintf(stderr, "collectives_check: rank %d: no failure seen\n", rank);
+        return 1;
+    }
     if (kill_rank >= 0) {
         size_t count = 4 << 20;
         float *buf = calloc(count, sizeof *buf);

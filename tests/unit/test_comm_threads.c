@@ -131,6 +131,9 @@ static int collectives(struct rank_ctx *ctx, tnt_comm_t *comm)
     return 0;
 }
 
+/* TNT_TIMEOUT of the ranks' communicators. */
+static double g_timeout_s = TIMEOUT_S;
+
 static void *rank_main(void *arg)
 {
     struct rank_ctx *ctx = arg;
@@ -142,7 +145,7 @@ static void *rank_main(void *arg)
         fail_rank(ctx, "settings: %s", tnt_last_error());
         return NULL;
     }
-    settings->timeout_s = TIMEOUT_S;
+    settings->timeout_s = g_timeout_s;
     settings->overlap = g_overlap;
     if (tnt_boot_threads_create(ctx->group, ctx->rank, &boot) != TNT_OK) {
         tnt_settings_destroy(settings);
@@ -430,6 +433,8 @@ struct set_call {
  * on one rank and arguments that differ still fail every rank at once,
  * with the message naming the rank and the values, and the communicator
  * goes on. */
+#define BIG_BLOCK 8192 /* above TNT_SHM_EAGER_MAX */
+
 static int set_one_phase(struct rank_ctx *ctx, tnt_comm_t *comm)
 {
     const int me = ctx->rank, n = NUM_RANKS;
@@ -493,8 +498,15 @@ static int set_one_phase(struct rank_ctx *ctx, tnt_comm_t *comm)
     }
 
     /* A root out of range on rank 2 alone: an error on every rank, at
-     * once, not after TNT_TIMEOUT. */
-    SET_CALL(c, tnt_gather(comm, mine, all, 2, me == 2 ? n : 0));
+     * once, not after TNT_TIMEOUT. Above the eager size: a small gather's
+     * non-roots would have handed their bytes off and returned (see
+     * eager_mismatch for that). */
+    unsigned char *big = calloc((size_t)n + 1, BIG_BLOCK);
+    if (big == NULL) {
+        fail_rank(ctx, "out of memory");
+        return -1;
+    }
+    SET_CALL(c, tnt_gather(comm, big, big + BIG_BLOCK, BIG_BLOCK, me == 2 ? n : 0));
     if (c.status != TNT_ERR_INVALID_ARG || c.seconds > 1.0 ||
         strstr(c.error, me == 2 ? "root 4" : "rank 2") == NULL) {
         fail_rank(ctx, "a bad root on rank 2: %s after %g s: %s", tnt_status_string(c.status),
@@ -512,7 +524,8 @@ static int set_one_phase(struct rank_ctx *ctx, tnt_comm_t *comm)
         fail_rank(ctx, "counts that differ: %s: %s", tnt_status_string(c.status), c.error);
         return -1;
     }
-    SET_CALL(c, tnt_scatter(comm, mine, all, me == 1 ? 0 : 2, 0));
+    SET_CALL(c, tnt_scatter(comm, big + BIG_BLOCK, big, me == 1 ? 0 : BIG_BLOCK, 0));
+    free(big);
     if (c.status != TNT_ERR_MISMATCH || strstr(c.error, "rank 1 passes count 0") == NULL) {
         fail_rank(ctx, "an empty call beside full ones: %s: %s", tnt_status_string(c.status),
                   c.error);
@@ -635,6 +648,214 @@ static void test_comm_threads_posted_tested(void **state)
     g_overlap = TNT_SETTINGS_OVERLAP_AUTO;
 }
 
+/* ---- eager rooted calls -------------------------------------------------- */
+
+/* The receiving side of a small rooted call fails at once when the calls
+ * differ; the ranks that had handed their bytes off and returned learn it
+ * in their next call, with the same description, and the communicator is
+ * out of step on every rank from then on. */
+static int eager_mismatch(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank;
+    unsigned char mine[2] = { (unsigned char)me, 1 }, all[2 * NUM_RANKS];
+    struct set_call c;
+
+    SET_CALL(c, tnt_gather(comm, mine, all, 2, 0));
+    if (c.status != TNT_OK || c.phases != 1 || (me == 0 && all[6] != 3)) {
+        fail_rank(ctx, "gather: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    /* Rank 3 names root 1: every non-root (1, 2, 3) sends; rank 0 receives. */
+    SET_CALL(c, tnt_gather(comm, mine, all, 2, me == 3 ? 1 : 0));
+    if (me == 0 && (c.status != TNT_ERR_MISMATCH || c.seconds > 1.0 ||
+                    strstr(c.error, "rank 3 called gather #") == NULL ||
+                    strstr(c.error, " of 2 bytes per rank, root local rank 1 (sent eagerly)") == NULL)) {
+        fail_rank(ctx, "the receiver: %s after %g s: %s", tnt_status_string(c.status), c.seconds,
+                  c.error);
+        return -1;
+    }
+    if (me != 0 && c.status != TNT_OK) {
+        fail_rank(ctx, "a sender: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    /* The next call: the senders learn it now, naming the same ranks and
+     * values; the receiver's communicator is already out of step. */
+    int64_t one = 1, sum = 0;
+    SET_CALL(c, tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM));
+    if (me != 0 && (c.status != TNT_ERR_MISMATCH || c.seconds > 1.0 ||
+                    strstr(c.error, "rank 3 called gather #") == NULL ||
+                    strstr(c.error, " of 2 bytes per rank, root local rank 1 (sent eagerly)") == NULL ||
+                    strstr(c.error, "had already returned") == NULL)) {
+        fail_rank(ctx, "a sender's next call: %s after %g s: %s", tnt_status_string(c.status),
+                  c.seconds, c.error);
+        return -1;
+    }
+    if (me == 0 && (c.status == TNT_OK || strstr(c.error, "failed before it") == NULL)) {
+        fail_rank(ctx, "the receiver's next call: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_gather(comm, mine, all, 2, 0));
+    if (c.status == TNT_OK) {
+        fail_rank(ctx, "a call after the mismatch succeeded");
+        return -1;
+    }
+    return 0;
+}
+
+/* A bad argument on the receiving side while the others send: the same
+ * (the senders cannot wait for its verdict), never a hang. */
+static int eager_bad_receiver(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank;
+    float in[2] = { 1, 2 };
+    struct set_call c;
+    SET_CALL(c, tnt_reduce(comm, in, me == 2 ? NULL : in, 2, TNT_FLOAT32, TNT_SUM, 2));
+    if (me == 2 && (c.status != TNT_ERR_MISMATCH || c.seconds > 1.0 ||
+                    strstr(c.error, " of 2 float32 elements, sum, root local rank 2 (sent eagerly)") ==
+                        NULL)) {
+        fail_rank(ctx, "the bad receiver: %s after %g s: %s", tnt_status_string(c.status),
+                  c.seconds, c.error);
+        return -1;
+    }
+    if (me != 2 && c.status != TNT_OK) {
+        fail_rank(ctx, "a sender: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_barrier(comm));
+    if (me != 2 && (c.status != TNT_ERR_MISMATCH || strstr(c.error, "a bad argument") == NULL)) {
+        fail_rank(ctx, "a sender's next call: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    return 0;
+}
+
+/* Thousands of small rooted calls back to back, roots and sizes varying,
+ * blocking and posted, each checked against the serial result: slots are
+ * reused only once their receivers have read them. */
+#define EAGER_CALLS 3000
+static unsigned char eager_byte(int rank, int call, size_t i)
+{
+    return (unsigned char)(rank * 31 + call * 7 + (int)i);
+}
+
+static int eager_many(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank, n = NUM_RANKS;
+    unsigned char send[64 * NUM_RANKS], recv[64 * NUM_RANKS];
+    float fin[16], fout[16];
+    for (int k = 0; k < EAGER_CALLS; k++) {
+        const int root = (k * 7 + k / 5) % n, kind = k % 3, posted = k % 11 == 0;
+        const size_t bytes = 1 + (size_t)(k * 13) % 64, count = 1 + (size_t)k % 16;
+        tnt_request_t *req = NULL;
+        tnt_status_t st;
+        memset(recv, 0xee, sizeof recv);
+        if (kind == 0) {
+            for (size_t i = 0; i < bytes; i++) {
+                send[i] = eager_byte(me, k, i);
+            }
+            st = posted ? tnt_gather_post(comm, send, recv, bytes, root, &req)
+                        : tnt_gather(comm, send, recv, bytes, root);
+        } else if (kind == 1) {
+            for (int j = 0; j < n; j++) {
+                for (size_t i = 0; i < bytes; i++) {
+                    send[(size_t)j * bytes + i] = eager_byte(j + me * 0 + root * 100, k, i);
+                }
+            }
+            st = posted ? tnt_scatter_post(comm, send, recv, bytes, root, &req)
+                        : tnt_scatter(comm, send, recv, bytes, root);
+        } else {
+            for (size_t i = 0; i < count; i++) {
+                fin[i] = (float)((me + 1) * (k % 97) + (int)i);
+            }
+            st = posted ? tnt_reduce_post(comm, fin, fout, count, TNT_FLOAT32, TNT_SUM, root, &req)
+                        : tnt_reduce(comm, fin, fout, count, TNT_FLOAT32, TNT_SUM, root);
+        }
+        if (st == TNT_OK && req != NULL) {
+            st = tnt_wait(req);
+        }
+        if (st != TNT_OK) {
+            fail_rank(ctx, "call %d (kind %d, root %d): %s: %s", k, kind, root,
+                      tnt_status_string(st), tnt_last_error());
+            return -1;
+        }
+        for (int j = 0; kind == 0 && me == root && j < n; j++) {
+            for (size_t i = 0; i < bytes; i++) {
+                if (recv[(size_t)j * bytes + i] != eager_byte(j, k, i)) {
+                    fail_rank(ctx, "gather %d: block %d byte %zu", k, j, i);
+                    return -1;
+                }
+            }
+        }
+        for (size_t i = 0; kind == 1 && i < bytes; i++) {
+            if (recv[i] != eager_byte(me + root * 100, k, i)) {
+                fail_rank(ctx, "scatter %d: byte %zu", k, i);
+                return -1;
+            }
+        }
+        for (size_t i = 0; kind == 2 && me == root && i < count; i++) {
+            float want = (float)((n * (n + 1) / 2) * (k % 97) + n * (int)i);
+            if (fout[i] != want) {
+                fail_rank(ctx, "reduce %d: element %zu is %g, not %g", k, i, (double)fout[i],
+                          (double)want);
+                return -1;
+            }
+        }
+    }
+    int64_t one = 1, sum = 0;
+    if (tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM) != TNT_OK || sum != n) {
+        fail_rank(ctx, "allreduce after the calls: %s", tnt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* A receiver that never comes: the senders' next call waits for it within
+ * TNT_TIMEOUT (1 s here), then fails naming it, as any wait does. */
+static int eager_receiver_missing(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank;
+    unsigned char mine[2] = { 1, 2 }, all[2 * NUM_RANKS];
+    struct set_call c;
+    if (me == 0) {
+        struct timespec nap = { 3, 0 }; /* past the others' timeout, alive */
+        nanosleep(&nap, NULL);
+        return 0;
+    }
+    SET_CALL(c, tnt_gather(comm, mine, all, 2, 0));
+    if (c.status != TNT_OK) {
+        fail_rank(ctx, "a sender: %s: %s", tnt_status_string(c.status), c.error);
+        return -1;
+    }
+    SET_CALL(c, tnt_barrier(comm));
+    if (c.status != TNT_ERR_TIMEOUT || c.seconds > 2.5 || strstr(c.error, "rank 0") == NULL) {
+        fail_rank(ctx, "a sender's next call: %s after %g s: %s", tnt_status_string(c.status),
+                  c.seconds, c.error);
+        return -1;
+    }
+    return 0;
+}
+
+static void test_comm_threads_eager_missing(void **state)
+{
+    (void)state;
+    g_timeout_s = 1;
+    run_thread_ranks(eager_receiver_missing);
+    g_timeout_s = TIMEOUT_S;
+}
+
+static void test_comm_threads_eager_mismatch(void **state)
+{
+    (void)state;
+    run_thread_ranks(eager_mismatch);
+    run_thread_ranks(eager_bad_receiver);
+}
+
+static void test_comm_threads_eager_many(void **state)
+{
+    (void)state;
+    run_thread_ranks(eager_many);
+}
+
 int main(void)
 {
     setenv("TNT_LOG_LEVEL", "error", 1);
@@ -645,6 +866,9 @@ int main(void)
         cmocka_unit_test(test_comm_threads_posted_errors),
         cmocka_unit_test(test_comm_threads_posted_tested),
         cmocka_unit_test(test_comm_threads_set_one_phase),
+        cmocka_unit_test(test_comm_threads_eager_mismatch),
+        cmocka_unit_test(test_comm_threads_eager_many),
+        cmocka_unit_test(test_comm_threads_eager_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

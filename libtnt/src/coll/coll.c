@@ -75,6 +75,20 @@ int tnt_coll_terms_differed(const tnt_comm_t *comm)
     return tnt_coll_terms_fold(comm) && tnt_shm_terms_differed(comm->shm);
 }
 
+tnt_status_t tnt_coll_settle(tnt_comm_t *comm)
+{
+    if (comm->shm == NULL || comm->broken_status != TNT_OK) {
+        return TNT_OK;
+    }
+    tnt_status_t status = tnt_shm_settle(comm->shm);
+    if (status != TNT_OK) {
+        comm->broken_status = status;
+        comm->broken_seq = comm->coll_seq;
+        comm->broken_name = "eager rooted call";
+    }
+    return status;
+}
+
 tnt_status_t tnt_coll_terms_only(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
                                  uint64_t count, int bad, uint64_t terms)
 {
@@ -164,8 +178,8 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
     return tnt_coll_end(comm, "allreduce", status);
 }
 
-tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count,
-                                       tnt_dtype_t dtype, tnt_op_t op)
+tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count, tnt_dtype_t dtype,
+                                       tnt_op_t op)
 {
     if (comm->num_nodes == 1) {
         return tnt_coll_allreduce(comm, buf, buf, count, dtype, op);

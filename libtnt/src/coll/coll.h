@@ -55,6 +55,10 @@ void tnt_coll_terms_next(tnt_comm_t *comm, uint64_t terms);
 tnt_status_t tnt_coll_terms_only(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
                                  uint64_t count, int bad, uint64_t terms);
 int tnt_coll_terms_differed(const tnt_comm_t *comm);
+/* Before the communicator goes: waits for the receivers of this rank's last
+ * eager rooted call (transport/shm.h) and reports a difference they found,
+ * which this rank would otherwise learn of in its next call. */
+tnt_status_t tnt_coll_settle(tnt_comm_t *comm);
 
 /* Composed from the three above (coll/composed.c); arguments already
  * checked and agreed on by every rank (core/api_composed.c). alltoallv's

@@ -34,9 +34,20 @@ static void *scratch(size_t bytes, const char *fn)
  * a collective of a few cache lines. */
 #define SMALL_SCRATCH 512
 
+static int one_node(const tnt_comm_t *comm);
+
 tnt_status_t tnt_coll_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              tnt_dtype_t dtype, tnt_op_t op, int root)
 {
+    if (one_node(comm) && tnt_shm_reduce_eager(comm->shm, count * tnt_dtype_size(dtype))) {
+        /* Small: the non-roots hand their vector off (transport/shm.h). */
+        tnt_status_t status = tnt_coll_begin(comm, "reduce", TNT_DOCTOR_ALLREDUCE,
+                                             (uint64_t)count * tnt_dtype_size(dtype));
+        if (status == TNT_OK) {
+            status = tnt_shm_reduce(comm->shm, sendbuf, recvbuf, count, dtype, op, root);
+        }
+        return tnt_coll_end(comm, "reduce", status);
+    }
     if (comm->rank == root) {
         return tnt_coll_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
     }
@@ -62,7 +73,8 @@ tnt_status_t tnt_coll_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, voi
         total += recvcounts[r];
     }
     _Alignas(64) unsigned char small[SMALL_SCRATCH];
-    void *tmp = total * esize <= sizeof(small) ? small : scratch(total * esize, "tnt_reduce_scatter");
+    void *tmp =
+        total * esize <= sizeof(small) ? small : scratch(total * esize, "tnt_reduce_scatter");
     if (tmp == NULL) {
         return TNT_ERR_NO_MEMORY;
     }

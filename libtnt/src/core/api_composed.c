@@ -297,6 +297,7 @@ struct composed_call {
     size_t *sendcounts; /* size entries, or NULL */
     size_t *recvcounts; /* size entries, or NULL */
     size_t moved;       /* 0: nothing to move after the agreement */
+    int on_stack;       /* a blocking call's record, in its caller's frame */
     struct agreement agreement;
     tnt_status_t local; /* this rank's own check */
     int local_printed;
@@ -333,7 +334,9 @@ static void call_free(struct composed_call *c)
 {
     if (c != NULL) {
         call_free_counts(c);
-        free(c);
+        if (!c->on_stack) {
+            free(c);
+        }
     }
 }
 
@@ -380,8 +383,10 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
 /* The agreement in a signature's third word (tnt_coll_terms_next): every
  * field of it, bad included, two 32-bit fields to a word, hashed (never 0,
  * which means no terms). Arguments that differ in one field differ here
- * (see mix; but for hashes 0 and 1, which both become 1); several fields at once go unnoticed only on a 64-bit
- * collision, the risk the digest of per-rank counts already takes. */
+ * (see mix; but for hashes that differ only in the top two bits, which are
+ * cleared, or are 0 and 1, which both become 1); several fields at once go
+ * unnoticed only on a 62-bit collision, the risk the digest of per-rank
+ * counts already takes. */
 static uint64_t agreement_terms(const struct agreement *a)
 {
     uint64_t hash = TNT_FNV1A_INIT;
@@ -390,6 +395,8 @@ static uint64_t agreement_terms(const struct agreement *a)
     hash = mix(hash, (uint64_t)(uint32_t)a->root | (uint64_t)(uint32_t)a->device << 32);
     hash = mix(hash, a->count);
     hash = mix(hash, a->digest);
+    /* The top two bits mark an eager call's signature (transport/shm_impl.h). */
+    hash &= ~(UINT64_C(3) << 62);
     return hash != 0 ? hash : 1;
 }
 
@@ -690,14 +697,23 @@ static tnt_status_t call_submit(tnt_comm_t *comm, struct composed_call *c, tnt_r
     return TNT_OK;
 }
 
-/* A new record, or NULL with the error raised. Count arrays are copied. */
+/* A new record, or NULL with the error raised. Count arrays are copied.
+ * A blocking call (stack: its caller's record) allocates nothing and leaves
+ * the request part, with its kilobyte of error text, as it is: only a
+ * posted call is a request. */
 static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
-                                      const size_t *sendcounts, const size_t *recvcounts)
+                                      const size_t *sendcounts, const size_t *recvcounts,
+                                      struct composed_call *stack)
 {
     /* Zeroed up to the error text, which only needs its first byte. */
-    struct composed_call *c = malloc(sizeof(*c));
+    struct composed_call *c = stack != NULL ? stack : malloc(sizeof(*c));
     size_t bytes = (size_t)comm->size * sizeof(size_t);
-    if (c != NULL) {
+    if (c != NULL && stack != NULL) {
+        memset(&c->kind, 0,
+               offsetof(struct composed_call, local_error) - offsetof(struct composed_call, kind));
+        c->local_error[0] = '\0';
+        c->on_stack = 1;
+    } else if (c != NULL) {
         memset(c, 0, offsetof(struct composed_call, local_error));
         c->local_error[0] = '\0';
     }
@@ -722,7 +738,7 @@ static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
     }
     c->kind = kind;
     c->fn = kind_fn[kind];
-    c->request.heap_allocated = 1;
+    c->request.heap_allocated = !c->on_stack;
     c->agreement.kind = kind;
     return c;
 }
@@ -758,7 +774,9 @@ static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *rec
 {
     const char *fn = dev != NULL ? dev->fn : kind_fn[KIND_REDUCE];
     size_t bytes = 0;
-    struct composed_call *c = call_new(comm, KIND_REDUCE, NULL, NULL);
+    struct composed_call stack; /* a blocking call's record */
+    struct composed_call *c =
+        call_new(comm, KIND_REDUCE, NULL, NULL, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
@@ -803,7 +821,9 @@ static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, v
                                         const struct device_target *dev, tnt_request_t **req_p)
 {
     size_t bytes = 0, total = 0, offset = 0;
-    struct composed_call *c = call_new(comm, KIND_REDUCE_SCATTER, NULL, NULL);
+    struct composed_call stack; /* a blocking call's record */
+    struct composed_call *c =
+        call_new(comm, KIND_REDUCE_SCATTER, NULL, NULL, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
@@ -868,7 +888,8 @@ static tnt_status_t rooted_call(tnt_comm_t *comm, const void *sendbuf, void *rec
 {
     const char *fn = dev != NULL ? dev->fn : kind_fn[kind];
     size_t total = 0;
-    struct composed_call *c = call_new(comm, kind, NULL, NULL);
+    struct composed_call stack; /* a blocking call's record */
+    struct composed_call *c = call_new(comm, kind, NULL, NULL, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
@@ -913,8 +934,10 @@ static tnt_status_t allgatherv_call(tnt_comm_t *comm, const void *sendbuf, void 
     const char *fn = dev != NULL ? dev->fn : kind_fn[KIND_ALLGATHERV];
     size_t total = 0;
     tnt_status_t local = sum_counts(recvbytes, comm->size, 1, &total, fn, "recvbytes");
+    struct composed_call stack; /* a blocking call's record */
     struct composed_call *c =
-        call_new(comm, KIND_ALLGATHERV, NULL, local == TNT_OK ? recvbytes : NULL);
+        call_new(comm, KIND_ALLGATHERV, NULL, local == TNT_OK ? recvbytes : NULL,
+                 req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
@@ -961,7 +984,9 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
         }
     }
     /* The pair check needs both arrays on every rank, bad or not. */
-    struct composed_call *c = call_new(comm, KIND_ALLTOALL, NULL, NULL);
+    struct composed_call stack; /* a blocking call's record */
+    struct composed_call *c =
+        call_new(comm, KIND_ALLTOALL, NULL, NULL, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }

@@ -7,6 +7,7 @@
 #include "core/init.h"
 #include "comm/comm.h"
 
+#include "coll/coll.h"
 #include "coll/doctor.h"
 #include "coll/multinode.h"
 #include "gpu/gpu.h"
@@ -445,6 +446,12 @@ TNT_API void tnt_finalize(tnt_comm_t *comm)
                       "leaking the communicator");
         return;
     }
+    /* A rank whose last call was an eager send (a small gather or reduce
+     * off the root, a small scatter on it) learns here, having no next
+     * call, whether the receivers found the calls to differ; its error is
+     * logged where it is raised. This waits (within TNT_TIMEOUT, and
+     * stops at once on a dead peer) until every receiver has arrived. */
+    (void)tnt_coll_settle(comm);
     tnt_doctor_quiesce(comm->doctor);
     tnt_p2p_destroy(comm);
     if (comm->num_nodes > 1) {

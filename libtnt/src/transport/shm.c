@@ -196,7 +196,7 @@ static void tnt_shm_alive_stop(struct tnt_shm *shm)
 static const char *const tnt_shm_kind_names[] = {
     "?",         "barrier",        "allreduce",        "broadcast",
     "allgather", "reduce_scatter", "allgather_slices", "gather",
-    "scatter",   "alltoall",       "call checks"
+    "scatter",   "alltoall",       "call checks",      "reduce"
 };
 
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
@@ -215,6 +215,13 @@ void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
     shm->sig_pending = 1;
 }
 
+void tnt_shm_expect_eager(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
+                          unsigned dtype, unsigned op, int root, int sends)
+{
+    shm->terms_next = TNT_SHM_TERMS_EAGER | (sends ? TNT_SHM_TERMS_SENT : 0) | (uint32_t)root;
+    tnt_shm_expect(shm, kind, count, dtype, op);
+}
+
 void tnt_shm_terms_next(tnt_shm_t *shm, uint64_t terms)
 {
     shm->terms_next = terms;
@@ -230,9 +237,13 @@ static const char *const tnt_shm_dtype_names[] = { "float32",  "float64", "float
                                                    "bfloat16", "int32",   "int64" };
 static const char *const tnt_shm_op_names[] = { "sum", "prod", "min", "max", "avg" };
 
-/* "allreduce #12 of 100 float32 elements, sum" */
-static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t count)
+/* "allreduce #12 of 100 float32 elements, sum"; terms gives an eager
+ * call's root. */
+static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t count, uint64_t terms)
 {
+    const int eager = (terms & TNT_SHM_TERMS_EAGER) != 0;
+    const int sent = eager && (terms & TNT_SHM_TERMS_SENT) != 0;
+    const unsigned root = (unsigned)(uint32_t)terms;
     unsigned kind = (unsigned)(what >> 16) & 0xff;
     unsigned dtype = (unsigned)(what >> 8) & 0xff, op = (unsigned)what & 0xff;
     const char *name = kind < sizeof tnt_shm_kind_names / sizeof *tnt_shm_kind_names
@@ -253,8 +264,8 @@ static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t co
         break;
     case TNT_SHM_KIND_GATHER:
     case TNT_SHM_KIND_SCATTER:
-        snprintf(buf, len, "%s #%llu of %llu bytes per rank, root local rank %u", name, number,
-                 (unsigned long long)count, op);
+        snprintf(buf, len, "%s #%llu of %llu bytes per rank, root local rank %u%s", name, number,
+                 (unsigned long long)count, eager ? root : op, sent ? " (sent eagerly)" : "");
         break;
     case TNT_SHM_KIND_ALLTOALL:
         snprintf(buf, len, "alltoall #%llu of at most %llu bytes per pair", number,
@@ -264,40 +275,53 @@ static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t co
         snprintf(buf, len, "a collective-set call #%llu that moves nothing (count %llu%s)", number,
                  (unsigned long long)count, op ? ", a bad argument" : "");
         break;
-    default:
+    default: {
+        char rooted[48] = "";
+        if (eager) {
+            snprintf(rooted, sizeof rooted, ", root local rank %u%s", root,
+                     sent ? " (sent eagerly)" : "");
+        }
         snprintf(
-            buf, len, "%s #%llu of %llu %s elements, %s", name, number, (unsigned long long)count,
+            buf, len, "%s #%llu of %llu %s elements, %s%s", name, number, (unsigned long long)count,
             dtype < sizeof tnt_shm_dtype_names / sizeof *tnt_shm_dtype_names
                 ? tnt_shm_dtype_names[dtype]
                 : "?",
-            op < sizeof tnt_shm_op_names / sizeof *tnt_shm_op_names ? tnt_shm_op_names[op] : "?");
+            op < sizeof tnt_shm_op_names / sizeof *tnt_shm_op_names ? tnt_shm_op_names[op] : "?",
+            rooted);
         break;
+    }
     }
 }
 
 /* Every peer has reached the phase that carries the signatures: compare
  * them with this rank's. All ranks read the same words, so all of them fail
- * together, each naming the ranks that differ from local rank 0. */
-static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm)
+ * together, each naming the ranks that differ from local rank 0 (an eager
+ * sender in its next collective, or in tnt_shm_settle: late is then what
+ * it says about itself). */
+static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm, const char *late)
 {
     const int parity = (int)(shm->phase & 1);
     const struct tnt_shm_sig *mine = &shm->ctl[shm->me].sig[parity];
     const uint64_t what = atomic_load_explicit(&mine->what, memory_order_relaxed);
     const uint64_t count = atomic_load_explicit(&mine->count, memory_order_relaxed);
-    const uint64_t terms = atomic_load_explicit(&mine->terms, memory_order_relaxed);
-    int differ = 0, all_terms = 1;
+    /* An eager call's senders and receivers differ in the sent bit only. */
+    const uint64_t terms =
+        atomic_load_explicit(&mine->terms, memory_order_relaxed) & ~TNT_SHM_TERMS_SENT;
+    int differ = 0, all_terms = 1, sent = 0;
 
     for (int j = 0; j < shm->n; j++) {
         const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
         uint64_t t = atomic_load_explicit(&sig->terms, memory_order_relaxed);
         differ |= atomic_load_explicit(&sig->what, memory_order_relaxed) != what ||
-                  atomic_load_explicit(&sig->count, memory_order_relaxed) != count || t != terms;
+                  atomic_load_explicit(&sig->count, memory_order_relaxed) != count ||
+                  (t & ~TNT_SHM_TERMS_SENT) != terms;
         all_terms &= t != 0;
+        sent |= (t & TNT_SHM_TERMS_EAGER) != 0 && (t & TNT_SHM_TERMS_SENT) != 0;
     }
     if (!differ) {
         return TNT_OK;
     }
-    if (all_terms) {
+    if (all_terms && !sent) {
         /* Every rank read the same words, so every rank is here: the caller
          * that passed the terms names the difference, in its own terms. */
         shm->terms_differed = 1;
@@ -313,15 +337,17 @@ static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm)
     const struct tnt_shm_sig *first = &shm->ctl[0].sig[parity];
     uint64_t what0 = atomic_load_explicit(&first->what, memory_order_relaxed);
     uint64_t count0 = atomic_load_explicit(&first->count, memory_order_relaxed);
+    uint64_t terms0 = atomic_load_explicit(&first->terms, memory_order_relaxed) & ~TNT_SHM_TERMS_SENT;
     text[0] = '\0';
     for (int j = 0; j < shm->n && used + 1 < sizeof text; j++) {
         const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
         uint64_t w = atomic_load_explicit(&sig->what, memory_order_relaxed);
         uint64_t c = atomic_load_explicit(&sig->count, memory_order_relaxed);
-        if (j != 0 && w == what0 && c == count0) {
+        uint64_t t = atomic_load_explicit(&sig->terms, memory_order_relaxed);
+        if (j != 0 && w == what0 && c == count0 && (t & ~TNT_SHM_TERMS_SENT) == terms0) {
             continue;
         }
-        tnt_shm_sig_format(one, sizeof one, w, c);
+        tnt_shm_sig_format(one, sizeof one, w, c, t);
         int wrote = snprintf(text + used, sizeof text - used, "%srank %d called %s",
                              used ? ", " : "", shm->global_ranks[j], one);
         used += wrote > 0 ? (size_t)wrote : 0;
@@ -329,8 +355,8 @@ static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm)
     return tnt_error_raise(TNT_ERR_MISMATCH,
                            "rank %d: the ranks of this node called different collectives: %s; "
                            "every rank must call the same collectives in the same order with "
-                           "the same count, dtype and op",
-                           shm->global_ranks[shm->me], text);
+                           "the same count, dtype and op%s",
+                           shm->global_ranks[shm->me], text, late != NULL ? late : "");
 }
 
 static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t target,
@@ -433,9 +459,48 @@ static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
     }
     if (shm->sig_pending) {
         shm->sig_pending = 0;
-        return tnt_shm_check_sigs(shm);
+        return tnt_shm_check_sigs(shm, NULL);
     }
     return TNT_OK;
+}
+
+void tnt_shm_eager_send(struct tnt_shm *shm, const char *what)
+{
+    tnt_shm_signal(shm);
+    /* The signature is checked by tnt_shm_settle, against the peers' of
+     * this same phase. */
+    shm->sig_pending = 0;
+    shm->eager_phase = shm->phase;
+    shm->eager_what = what;
+}
+
+tnt_status_t tnt_shm_settle(tnt_shm_t *shm)
+{
+    if (shm->eager_phase == 0) {
+        return TNT_OK;
+    }
+    /* shm->phase is still eager_phase (nothing ran since the send), so
+     * the waits and the check below look at that phase, and
+     * num_collectives still numbers the eager call in their messages. */
+    const char *what = shm->eager_what;
+    shm->eager_phase = 0;
+    for (int j = 0; j < shm->n; j++) {
+        if (j == shm->me) {
+            continue;
+        }
+        tnt_status_t status = tnt_shm_wait_peer(shm, j, shm->phase, what);
+        if (status != TNT_OK) {
+            return status;
+        }
+    }
+    tnt_status_t status = tnt_shm_check_sigs(
+        shm, "; this rank had already returned from its eager call, which hands its data to the "
+             "shared segment without waiting for the others, and learns of the difference now");
+    if (status != TNT_OK) {
+        /* The receivers have failed and stay behind this phase. */
+        shm->broken = status;
+    }
+    return status;
 }
 
 tnt_status_t tnt_shm_phase(struct tnt_shm *shm, const char *what)
@@ -693,13 +758,6 @@ void tnt_shm_destroy(tnt_shm_t *shm)
 }
 
 /* ---- data-movement collectives ----------------------------------------- */
-
-tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
-{
-    shm->num_collectives++;
-    shm->terms_differed = 0;
-    return shm->broken;
-}
 
 tnt_status_t tnt_shm_terms_only(tnt_shm_t *shm, const char *what, uint64_t count, int bad,
                                 uint64_t terms)

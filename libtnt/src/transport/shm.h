@@ -105,6 +105,12 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
  * and sendbuf (scatter) matter on the root only. alltoallv: all_send is
  * every rank's send sizes, local rank r's row at r * local_size; blocks are
  * packed in rank order in sendbuf and recvbuf. */
+/* Gather and reduce of at most TNT_SHM_EAGER_MAX bytes (per rank, and the
+ * vector) return on the non-roots, and scatter on the root, as soon as the
+ * data is in shared memory; the receivers check every signature before
+ * they read. A difference they find reaches the senders on their next
+ * collective on this segment, or in tnt_shm_settle (shm_impl.h, "Eager
+ * rooted calls"). */
 tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                             size_t bytes_per_rank, int root_local_rank);
 tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
@@ -129,6 +135,18 @@ void tnt_shm_terms_next(tnt_shm_t *shm, uint64_t terms);
 tnt_status_t tnt_shm_terms_only(tnt_shm_t *shm, const char *what, uint64_t count, int bad,
                                 uint64_t terms);
 int tnt_shm_terms_differed(const tnt_shm_t *shm);
+
+/* Whether tnt_shm_reduce takes a vector of this many bytes (the rest go
+ * through tnt_shm_allreduce). */
+int tnt_shm_reduce_eager(const tnt_shm_t *shm, size_t bytes);
+/* The result on root_local_rank only, bitwise what tnt_shm_allreduce gives
+ * there; the others return once their vector is in shared memory. */
+tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
+                            tnt_dtype_t dtype, tnt_op_t op, int root_local_rank);
+/* Waits until every peer has reached this rank's last eager send and
+ * returns the verdict on its signatures (TNT_OK when there was none):
+ * tnt_shm_begin does it, and finalize, whose caller has no next call. */
+tnt_status_t tnt_shm_settle(tnt_shm_t *shm);
 
 /* Building blocks of the hierarchical allreduce. Slice i of a count-element
  * vector is tnt_slice(count, i, local_size) (util/slice.h).

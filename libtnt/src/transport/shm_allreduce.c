@@ -57,10 +57,9 @@ static tnt_status_t tnt_shm_check_args(struct tnt_shm *shm, const void *sendbuf,
                                        const void *recvbuf, size_t count, tnt_dtype_t dtype,
                                        tnt_op_t op, enum tnt_shm_kind kind, const char *what)
 {
-    shm->num_collectives++;
-    shm->terms_differed = 0;
-    if (shm->broken != TNT_OK) {
-        return shm->broken;
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK) {
+        return status;
     }
     if (tnt_dtype_size(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
         (count > 0 && (sendbuf == NULL || recvbuf == NULL))) {
@@ -103,6 +102,52 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
                            scale);
     tnt_status_t status = tnt_shm_phase(shm, "allreduce");
     if (status != TNT_OK) {
+        return status;
+    }
+    for (int j = 0; j < shm->n; j++) {
+        shm->srcs[j] = tnt_shm_slot(shm, j, shm->phase);
+    }
+    tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count, op == TNT_AVG ? shm->n : 1);
+    return TNT_OK;
+}
+
+/* ---- reduce (eager) ------------------------------------------------------ */
+
+int tnt_shm_reduce_eager(const tnt_shm_t *shm, size_t bytes)
+{
+    return shm->n > 1 && bytes <= TNT_SHM_EAGER_MAX && bytes <= shm->small_max;
+}
+
+/* The one-phase small allreduce seen from the root: the same slots, the
+ * same tnt_reduce_n_div over them in rank order, so the root's result is
+ * bitwise the allreduce's. The others hand their vector off and return
+ * (shm_impl.h, "Eager rooted calls"). */
+tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
+                            tnt_dtype_t dtype, tnt_op_t op, int root)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK) {
+        return status;
+    }
+    if (root < 0 || root >= shm->n || tnt_dtype_size(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
+        (count > 0 && sendbuf == NULL) ||
+        !tnt_shm_reduce_eager(shm, count * tnt_dtype_size(dtype))) {
+        return tnt_error_raise(TNT_ERR_INVALID_ARG,
+                               "rank %d: reduce: bad root local rank %d, dtype %d, op %d, count "
+                               "%zu or NULL buffer",
+                               shm->global_ranks[shm->me], root, (int)dtype, (int)op, count);
+    }
+    if (count == 0) {
+        return TNT_OK;
+    }
+    tnt_shm_expect_eager(shm, TNT_SHM_KIND_REDUCE, count, (unsigned)dtype, (unsigned)op, root,
+                         shm->me != root);
+    tnt_reduce_copy_scaled(dtype, tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, count, 1.0);
+    if (shm->me != root) {
+        tnt_shm_eager_send(shm, "reduce");
+        return TNT_OK;
+    }
+    if ((status = tnt_shm_phase(shm, "reduce")) != TNT_OK) {
         return status;
     }
     for (int j = 0; j < shm->n; j++) {

@@ -87,8 +87,36 @@ enum tnt_shm_kind {
     TNT_SHM_KIND_GATHER,
     TNT_SHM_KIND_SCATTER,
     TNT_SHM_KIND_ALLTOALL,
-    TNT_SHM_KIND_TERMS /* tnt_shm_terms_only: nothing moves; op is 1 for bad arguments */
+    TNT_SHM_KIND_TERMS, /* tnt_shm_terms_only: nothing moves; op is 1 for bad arguments */
+    TNT_SHM_KIND_REDUCE /* only as an eager send (see Eager rooted calls) */
 };
+
+/* Eager rooted calls. A small gather or reduce (the non-roots) and a small
+ * scatter (the root) hand their bytes off: the sender writes its slot and
+ * its signature for phase p, stores seq = p and returns without waiting for
+ * the others to reach p (tnt_shm_eager_send). Its next collective starts
+ * with that wait (tnt_shm_settle, from tnt_shm_begin): it waits until every
+ * peer has reached p, then checks the signatures of p as the receivers did.
+ * Slots stay safe: a rank writes slot (p + 1) & 1 only after that wait, and
+ * slot p & 1 again (phase p + 2) only after every peer signalled p + 1,
+ * which a receiver does once it has read phase p's data. The signatures of
+ * p stay intact until the settle: a peer rewrites sig[p & 1] in phase
+ * p + 2, after it saw the sender's p + 1. An eager call's signature (all
+ * ranks') has TNT_SHM_TERMS_EAGER | root for its third word instead of a
+ * digest, so that it describes the call completely, and a sender's also
+ * TNT_SHM_TERMS_SENT, which the comparison leaves out. A difference at a
+ * phase where some rank sent is named from the signatures alone (no
+ * agreement round can follow: a sender has left) and leaves the segment
+ * out of step on every rank; where nobody sent, every rank waits at that
+ * phase and the difference is handled as any other (the caller's round
+ * names it, and the segment stays in step). The calls' digests
+ * (tnt_shm_terms_next) never have either bit set. */
+#define TNT_SHM_TERMS_EAGER (UINT64_C(1) << 63)
+#define TNT_SHM_TERMS_SENT  (UINT64_C(1) << 62)
+/* Bytes up to which gather and scatter send eagerly (per rank) and reduce
+ * does (the vector): the sizes where waiting for the receiver costs as
+ * much as the copy. */
+#define TNT_SHM_EAGER_MAX 4096
 
 struct tnt_shm_sig {
     _Atomic uint64_t what;  /* number << 24 | kind << 16 | dtype << 8 | op */
@@ -199,6 +227,10 @@ struct tnt_shm {
      * that all carried terms (tnt_shm_terms_differed). */
     uint64_t terms_next;
     int terms_differed;
+    /* The phase of an eager send whose receivers this rank has not seen
+     * arrive yet (0: none), and what it was, for messages. */
+    uint64_t eager_phase;
+    const char *eager_what;
     /* The liveness thread (see Liveness): holds ctl[me].alive until
      * tnt_shm_destroy tells it to exit. */
     pthread_t alive_thread;
@@ -228,8 +260,25 @@ static inline char *tnt_shm_slot(const struct tnt_shm *shm, int rank, uint64_t p
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
                     unsigned op);
 
-/* Counts a collective; its status is the segment's (broken or not). */
-tnt_status_t tnt_shm_begin(struct tnt_shm *shm);
+/* Counts a collective; its status is the segment's (broken or not), or the
+ * verdict on this rank's last eager send (tnt_shm_settle). Inline: every
+ * collective starts here, and the settle is the rare case. */
+static inline tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
+{
+    tnt_status_t settled =
+        shm->eager_phase != 0 && shm->broken == TNT_OK ? tnt_shm_settle(shm) : TNT_OK;
+    shm->num_collectives++;
+    shm->terms_differed = 0;
+    return settled != TNT_OK ? settled : shm->broken;
+}
+
+/* Stores this rank's eager signature for the next phase (see Eager rooted
+ * calls): kind, count and dtype/op as tnt_shm_expect, root in full, and
+ * whether this rank sends (and will not wait). */
+void tnt_shm_expect_eager(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
+                          unsigned dtype, unsigned op, int root, int sends);
+/* Finishes the phase of an eager send without waiting for the peers. */
+void tnt_shm_eager_send(struct tnt_shm *shm, const char *what);
 
 /* Finishes a phase: publishes this rank's seq (release) and waits for every
  * peer to reach it (acquire). what names the collective in error messages. */

@@ -9,7 +9,10 @@
  * alltoallv  every rank publishes, side by side, a chunk of each block it
  *            sends; each copies its own chunk out of every peer's slot
  * Each phase moves at most slot_bytes per rank, so any size pipelines
- * through the same bounded segment.
+ * through the same bounded segment. Gather and scatter of at most
+ * TNT_SHM_EAGER_MAX bytes per rank are one eager phase: the non-roots of
+ * gather and the root of scatter return as soon as their bytes are in their
+ * slot (shm_impl.h, "Eager rooted calls").
  */
 #include "transport/shm_impl.h"
 
@@ -64,6 +67,25 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     if (shm->n == 1) {
         return TNT_OK;
     }
+    if (bytes_per_rank <= TNT_SHM_EAGER_MAX) {
+        tnt_shm_expect_eager(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, 0, root,
+                             shm->me != root);
+        if (shm->me != root) {
+            memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, bytes_per_rank);
+            tnt_shm_eager_send(shm, "gather");
+            return TNT_OK;
+        }
+        if ((status = tnt_shm_phase(shm, "gather")) != TNT_OK) {
+            return status;
+        }
+        for (int j = 0; j < shm->n; j++) {
+            if (j != root) {
+                memcpy((char *)recvbuf + (size_t)j * bytes_per_rank,
+                       tnt_shm_slot(shm, j, shm->phase), bytes_per_rank);
+            }
+        }
+        return TNT_OK;
+    }
     tnt_shm_expect(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, (unsigned)root);
     for (size_t done = 0; done < bytes_per_rank; done += shm->slot_bytes) {
         size_t len = min_size(bytes_per_rank - done, shm->slot_bytes);
@@ -102,8 +124,29 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     if (shm->n == 1) {
         return TNT_OK;
     }
-    tnt_shm_expect(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, (unsigned)root);
     const size_t piece = piece_bytes(shm);
+    if (bytes_per_rank <= TNT_SHM_EAGER_MAX && bytes_per_rank <= piece) {
+        tnt_shm_expect_eager(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, 0, root,
+                             shm->me == root);
+        if (shm->me == root) {
+            char *slot = tnt_shm_slot(shm, root, shm->phase + 1);
+            for (int j = 0; j < shm->n; j++) {
+                if (j != root) {
+                    memcpy(slot + (size_t)j * piece,
+                           (const char *)sendbuf + (size_t)j * bytes_per_rank, bytes_per_rank);
+                }
+            }
+            tnt_shm_eager_send(shm, "scatter");
+            return TNT_OK;
+        }
+        if ((status = tnt_shm_phase(shm, "scatter")) != TNT_OK) {
+            return status;
+        }
+        memcpy(recvbuf, tnt_shm_slot(shm, root, shm->phase) + (size_t)shm->me * piece,
+               bytes_per_rank);
+        return TNT_OK;
+    }
+    tnt_shm_expect(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, (unsigned)root);
     for (size_t done = 0; done < bytes_per_rank; done += piece) {
         size_t len = min_size(bytes_per_rank - done, piece);
         if (shm->me == root) {
