@@ -36,6 +36,10 @@ tnt_comm_test(split_hang_5 60 ENV TNT_TIMEOUT=3 ARGS --ranks 5 --mode hang)
 foreach(_op reduce reduce_scatter gather scatter allgatherv alltoall alltoallv)
   tnt_comm_test(dies_${_op}_6 60 ENV TNT_TIMEOUT=60 ARGS --ranks 6 --mode dies-${_op})
 endforeach()
+# The same with 8 B blocks, which the rooted calls hand off eagerly.
+foreach(_op reduce gather scatter)
+  tnt_comm_test(dies_small_${_op}_6 60 ENV TNT_TIMEOUT=60 ARGS --ranks 6 --mode dies-small-${_op})
+endforeach()
 # The collective set on the communicator and on a parity split of it.
 tnt_comm_test(set_1 60 ARGS --ranks 1 --mode set)
 tnt_comm_test(set_2 90 ARGS --ranks 2 --mode set)

@@ -24,10 +24,11 @@
  *              its communicator end at TNT_TIMEOUT with a verdict that
  *              names the communicator and its rank 0 (world rank 1), and
  *              the other communicator goes on
- *   dies-OP    on a split of 6 ranks by parity, world rank 3 (rank 1 of
+ *   dies-[small-]OP  on a split of 6 ranks by parity, world rank 3 (rank 1 of
  *              oob.1) is killed (SIGKILL) as it would make its third call
  *              of OP (reduce, reduce_scatter, gather, scatter, allgatherv,
- *              alltoall, alltoallv; roots are rank 0): the other ranks of
+ *              alltoall, alltoallv; roots are rank 0; 16 KiB blocks, or 8 B
+ *              with small-): the other ranks of
  *              oob.1 fail with TNT_ERR_PEER_FAILED naming the communicator
  *              within seconds (TNT_TIMEOUT is long here), a rank whose
  *              part was handed off before the death at the latest on its
@@ -398,13 +399,18 @@ static tnt_status_t call_op(tnt_comm_t *comm, const char *op, int32_t *in, int32
 
 static void mode_dies(tnt_comm_t *world, const char *op)
 {
-    enum { COUNT = 4096, CALLS = 6 };
+    enum { CALLS = 6 };
+    /* dies-small-OP: 8 B blocks, which gather, scatter and reduce send
+     * eagerly on one node (c-api.md, "Eager rooted calls"). */
+    int small = strncmp(op, "small-", 6) == 0;
+    size_t count = small ? 2 : 4096;
+    op += small ? 6 : 0;
     tnt_comm_t *half = NULL;
     int color = g_rank % 2, failed_at = -1;
     CHECK(tnt_size(world) == 6, "dies-%s wants 6 ranks", op);
     CHECK_OK(tnt_comm_split(world, color, g_rank, &half));
-    int32_t *in = calloc(STORE_MAX_RANKS * COUNT, sizeof(int32_t));
-    int32_t *out = calloc(STORE_MAX_RANKS * COUNT, sizeof(int32_t));
+    int32_t *in = calloc(STORE_MAX_RANKS * count, sizeof(int32_t));
+    int32_t *out = calloc(STORE_MAX_RANKS * count, sizeof(int32_t));
     CHECK(in != NULL && out != NULL, "out of memory");
     for (int call = 0; call < CALLS && failed_at < 0; call++) {
         if (g_rank == 3 && call == 2) {
@@ -412,7 +418,7 @@ static void mode_dies(tnt_comm_t *world, const char *op)
         }
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        tnt_status_t st = call_op(half, op, in, out, COUNT);
+        tnt_status_t st = call_op(half, op, in, out, count);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
         if (color == 0 || call < 2) {
