@@ -240,7 +240,12 @@ def test_preempted_ddp_loop_resumes_exactly_on_another_rank_count(build_dir, tmp
     # the launcher of 3 ranks stops the job after a step with status 75 and a
     # backup; the same command on 2 ranks goes on from there and ends with
     # the weights of an uninterrupted 2-rank run (float tolerance: the rank
-    # counts sum the gradients in different orders).
+    # counts sum the gradients in different orders). 200 epochs rather than
+    # the example's 40: the signal must land before the run ends, and 40
+    # epochs after step 3 took only 0.6 s on tnt (1.9 s on gloo), which a
+    # loaded machine's delay in reading the line and signalling exceeded
+    # (the job then ended with status 0).
+    epochs = ("--epochs", "200")
     if backend == "tnt" and os.environ.get("TNT_TORCH_BACKEND_BUILT") == "OFF":
         pytest.skip("configure did not build tarantella._tnt_torch")
     example = os.path.join(REPO_DIR, "python", "examples", "ddp_preemptible.py")
@@ -250,7 +255,8 @@ def test_preempted_ddp_loop_resumes_exactly_on_another_rank_count(build_dir, tmp
 
     with open(tmp_path / "stderr", "w+") as err:
         proc = subprocess.Popen([launcher, "-n", "3", "--", PYTHON, example, str(backup),
-                                 "--backend", backend], stdout=subprocess.PIPE, stderr=err,
+                                 "--backend", backend, *epochs], stdout=subprocess.PIPE,
+                                stderr=err,
                                 env=env, text=True)
         lines = queue.Queue()
         threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout] + [lines.put(None)],
@@ -273,9 +279,9 @@ def test_preempted_ddp_loop_resumes_exactly_on_another_rank_count(build_dir, tmp
     assert os.path.exists(backup / "state.pt")
 
     out = check(launch(2, example, str(backup), "--backend", backend, "--weights", final,
-                       timeout=240, env=_env()), "resume")
+                       *epochs, timeout=240, env=_env()), "resume")
     m = re.search(r"^resuming at epoch (\d+), step (\d+)$", out, re.M)
     assert m and (int(m.group(1)), int(m.group(2))) > (1, 2), out
     check(launch(2, example, str(tmp_path / "unused"), "--backend", backend, "--weights", ref,
-                 timeout=240, env=_env()), "reference")
+                 *epochs, timeout=240, env=_env()), "reference")
     np.testing.assert_allclose(np.load(final), np.load(ref), rtol=1e-5, atol=1e-6)
