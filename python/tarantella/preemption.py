@@ -162,11 +162,17 @@ def _agree():
     """Collective: the highest signal number any rank received (0: none).
     Every rank then reports that one signal."""
     global _received
-    if _size() > 1:
-        import tarantella
-        v = tarantella.allreduce(np.array([_received], dtype=np.int32), op="max", check=False)
-        _received = int(v[0])
-    return _received
+    if _size() == 1:
+        return _received
+    import tarantella
+    v = tarantella.allreduce(np.array([_received], dtype=np.int32), op="max", check=False)
+    agreed = int(v[0])
+    # A signal whose handler ran while the allreduce waited (the usual
+    # place) is not in v: storing v's 0 over it would lose it. It stays, and
+    # stops every rank at the next boundary; this one answers as all do.
+    if agreed:
+        _received = agreed
+    return agreed
 
 
 def _signal_name(signum):

@@ -211,3 +211,37 @@ def test_custom_loop_helpers(launch, tmp_path):
     a = np.load(os.path.join(out, "final.npy"))
     b = np.load(os.path.join(out, "ref", "final.npy"))
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_signal_during_the_agreement_is_not_lost(monkeypatch):
+    # A signal that lands while requested()'s allreduce runs (where the ranks
+    # spend most of a step boundary's time) must still stop the job at the
+    # next boundary. It used to be overwritten by the allreduce's result of
+    # 0 on every rank, and the job trained on to the end with status 0.
+    # Test double: a 2-rank allreduce whose other rank received nothing; the
+    # signal arrives during the call and its handler runs before the result
+    # is stored, as it does when the real call returns.
+    import tarantella as tnt
+    from tarantella import preemption
+
+    calls = []
+
+    def allreduce_double(array, op, check):
+        assert op == "max"
+        if not calls:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        calls.append(int(array[0]))
+        return array.copy()
+
+    monkeypatch.setattr(preemption, "_size", lambda: 2)
+    monkeypatch.setattr(tnt, "allreduce", allreduce_double)
+    monkeypatch.setattr(preemption, "_received", 0)
+    preemption.install(["USR1"])
+    try:
+        first = preemption.requested()  # the signal came after this rank's part was sent
+        assert preemption.requested(), "the signal received during the agreement was lost"
+    finally:
+        preemption.uninstall()
+    assert not first
+    assert calls == [0, signal.SIGUSR1]
+    assert preemption.signal_received() == signal.SIGUSR1
