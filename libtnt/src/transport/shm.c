@@ -446,7 +446,8 @@ static void tnt_shm_signal(struct tnt_shm *shm)
     atomic_store_explicit(&shm->ctl[shm->me].seq, shm->phase, memory_order_release);
 }
 
-static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
+/* Waits until every peer has reached this rank's phase. */
+static tnt_status_t tnt_shm_wait_peers(struct tnt_shm *shm, const char *what)
 {
     for (int j = 0; j < shm->n; j++) {
         if (j == shm->me) {
@@ -456,6 +457,15 @@ static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
         if (status != TNT_OK) {
             return status;
         }
+    }
+    return TNT_OK;
+}
+
+static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
+{
+    tnt_status_t status = tnt_shm_wait_peers(shm, what);
+    if (status != TNT_OK) {
+        return status;
     }
     if (shm->sig_pending) {
         shm->sig_pending = 0;
@@ -484,16 +494,11 @@ tnt_status_t tnt_shm_settle(tnt_shm_t *shm)
      * num_collectives still numbers the eager call in their messages. */
     const char *what = shm->eager_what;
     shm->eager_phase = 0;
-    for (int j = 0; j < shm->n; j++) {
-        if (j == shm->me) {
-            continue;
-        }
-        tnt_status_t status = tnt_shm_wait_peer(shm, j, shm->phase, what);
-        if (status != TNT_OK) {
-            return status;
-        }
+    tnt_status_t status = tnt_shm_wait_peers(shm, what);
+    if (status != TNT_OK) {
+        return status;
     }
-    tnt_status_t status = tnt_shm_check_sigs(
+    status = tnt_shm_check_sigs(
         shm, "; this rank had already returned from its eager call, which hands its data to the "
              "shared segment without waiting for the others, and learns of the difference now");
     if (status != TNT_OK) {
