@@ -27,6 +27,13 @@ fp16_compress_hook (torch.distributed.algorithms.ddp_comm_hooks). gloo in
 torch 1.13 has no bfloat16 allreduce ("Invalid scalar type"), so ddp with
 bf16 needs --ddp-backend tnt.
 
+Two ddp-only variants locate where a DDP step's time goes:
+--no-communication registers a comm hook that hands every bucket back
+untouched (the step without any allreduce: the floor the backend is
+measured against), and --bucket-cap-mb sets DDP's bucket size (default
+torch's 25; 200 puts mlp's 42 MB of gradients in one bucket, whose
+allreduce then starts only when the backward pass has ended).
+
 Rank 0 prints one JSON line (prefix "RESULT ") with the measurements.
 tests/bench/run_train_bench.sh alternates the two programs and repeats.
 """
@@ -170,6 +177,10 @@ def spawn_ddp(args):
             cmd.append("--grad-as-bucket-view")
         if args.compression:
             cmd += ["--compression", args.compression]
+        if args.no_communication:
+            cmd.append("--no-communication")
+        if args.bucket_cap_mb is not None:
+            cmd += ["--bucket-cap-mb", str(args.bucket_cap_mb)]
         procs.append(subprocess.Popen(cmd, env=dict(env, RANK=str(r))))
     rc = 0
     for p in procs:
@@ -188,8 +199,15 @@ def run_ddp_rank(args):
     torch.manual_seed(0)
     # broadcasts rank 0's weights; gradient_as_bucket_view saves DDP's two
     # copies of every gradient (into its buckets and back) per step
-    model = DDP(make(), gradient_as_bucket_view=args.grad_as_bucket_view)
-    if args.compression:
+    ddp_options = {} if args.bucket_cap_mb is None else {"bucket_cap_mb": args.bucket_cap_mb}
+    model = DDP(make(), gradient_as_bucket_view=args.grad_as_bucket_view, **ddp_options)
+    if args.no_communication:
+        def untouched(state, bucket):
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
+        model.register_comm_hook(None, untouched)
+    elif args.compression:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         model.register_comm_hook(None, {"bf16": default_hooks.bf16_compress_hook,
                                         "fp16": default_hooks.fp16_compress_hook}[
@@ -217,9 +235,17 @@ def run_ddp_rank(args):
             loss.backward()
             opt.step()
 
-    result = {"backend": "ddp" if args.ddp_backend == "gloo" else "ddp-tnt",
+    backend = "ddp" if args.ddp_backend == "gloo" else "ddp-tnt"
+    # The variants are reported apart from the plain runs.
+    if args.no_communication:
+        backend += "-no-communication"
+    if args.bucket_cap_mb is not None:
+        backend += "-bucket%gmb" % args.bucket_cap_mb
+    result = {"backend": backend,
               "workload": args.workload, "ranks": size, "batch": batch,
               "compression": args.compression,
+              "no_communication": args.no_communication,
+              "bucket_cap_mb": args.bucket_cap_mb,
               "blas": blas_name(), "threads": torch.get_num_threads()}
     if args.workload == "digits":
         times = []
@@ -263,7 +289,15 @@ def main():
     parser.add_argument("--compression", choices=("bf16", "fp16"), default=None,
                         help="16-bit gradients: compile(compression=) for tnt, DDP's "
                         "bf16/fp16_compress_hook for ddp")
+    parser.add_argument("--no-communication", action="store_true",
+                        help="ddp: a comm hook that returns each bucket untouched (no allreduce)")
+    parser.add_argument("--bucket-cap-mb", type=float, default=None,
+                        help="ddp: DDP(bucket_cap_mb=...) (default: torch's 25)")
     args = parser.parse_args()
+    if args.backend == "tnt" and (args.no_communication or args.bucket_cap_mb is not None):
+        parser.error("--no-communication and --bucket-cap-mb are options of the ddp runs")
+    if args.no_communication and args.compression:
+        parser.error("--no-communication and --compression exclude each other")
     if args.steps is None:
         args.steps = {"digits": 15, "mlp64": 8, "mlp2": 40, "mlp1": 40}[args.workload]
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
