@@ -30,6 +30,9 @@ tnt_comm_test(threads_3 90 ARGS --ranks 3 --mode threads)
 # A rank that never joins a collective on a split: the hang doctor's
 # verdict at TNT_TIMEOUT names the split and its own rank numbers.
 tnt_comm_test(split_hang_5 60 ENV TNT_TIMEOUT=3 ARGS --ranks 5 --mode hang)
+# The same with an eager (8 B) gather to the rank that stays away: the
+# senders' tnt_finalize ends at TNT_TIMEOUT with that verdict.
+tnt_comm_test(split_hang_eager_5 60 ENV TNT_TIMEOUT=3 ARGS --ranks 5 --mode hang-eager)
 # A rank of a split killed in each collective of the set: the rest of its
 # communicator fail with TNT_ERR_PEER_FAILED naming the communicator within
 # seconds (TNT_TIMEOUT is long), the other communicator goes on.

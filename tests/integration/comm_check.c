@@ -24,6 +24,9 @@
  *              its communicator end at TNT_TIMEOUT with a verdict that
  *              names the communicator and its rank 0 (world rank 1), and
  *              the other communicator goes on
+ *   hang-eager the same with an 8 B gather to that rank: the senders return
+ *              at once, and their tnt_finalize ends at TNT_TIMEOUT with
+ *              the verdict
  *   dies-[small-]OP  on a split of 6 ranks by parity, world rank 3 (rank 1 of
  *              oob.1) is killed (SIGKILL) as it would make its third call
  *              of OP (reduce, reduce_scatter, gather, scatter, allgatherv,
@@ -270,11 +273,17 @@ struct cost_sample {
     double t;
 };
 
-static void cost_sample(struct cost_sample *c)
+/* Seconds on the monotonic clock. */
+static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    c->t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void cost_sample(struct cost_sample *c)
+{
+    c->t = now_s();
     c->rss_kb = proc_status_value("VmRSS:");
     c->mapped_kb = proc_status_value("VmSize:");
     c->threads = proc_status_value("Threads:");
@@ -369,6 +378,39 @@ static void mode_hang(tnt_comm_t *world)
     _exit(0); /* the communicator is broken; its peer is gone */
 }
 
+/* The eager form of mode_hang: the root of an 8 B gather on a split never
+ * calls it. The senders hand their part off and return at once; their
+ * tnt_finalize then waits for the root, and must end at TNT_TIMEOUT with
+ * the hang doctor's verdict naming the split's rank 0, as a blocking call
+ * would, rather than wait without one. */
+static void mode_hang_eager(tnt_comm_t *world)
+{
+    tnt_comm_t *half = NULL;
+    int color = g_rank % 2;
+    CHECK_OK(tnt_comm_split(world, color, g_rank, &half));
+    if (color == 1 && g_rank == 1) {
+        sleep(8); /* rank 0 of oob.1, the gather's root, stays away */
+        _exit(0);
+    }
+    int32_t mine = g_rank, all[STORE_MAX_RANKS];
+    tnt_status_t st = tnt_gather(half, &mine, all, sizeof mine, 0);
+    CHECK(st == TNT_OK, "gather: %s: %s", tnt_status_string(st), tnt_last_error());
+    if (color == 0) {
+        tnt_finalize(half);
+        return;
+    }
+    double t0 = now_s();
+    tnt_finalize(half);
+    double waited = now_s() - t0;
+    CHECK(waited < 6.0, "tnt_finalize waited %.1f s for the root (TNT_TIMEOUT=3)", waited);
+    CHECK(strstr(tnt_last_error(), "communicator oob.1") != NULL &&
+              strstr(tnt_last_error(), "rank 0") != NULL &&
+              strstr(tnt_last_error(), "gather") != NULL,
+          "finalize after an eager gather whose root never came: no verdict naming "
+          "communicator oob.1, its rank 0 and the gather: %s", tnt_last_error());
+    _exit(0); /* the communicator is broken; its peer is gone */
+}
+
 /* One call of the collective `op` on comm, every block `count` int32s. */
 static tnt_status_t call_op(tnt_comm_t *comm, const char *op, int32_t *in, int32_t *out,
                             size_t count)
@@ -416,11 +458,9 @@ static void mode_dies(tnt_comm_t *world, const char *op)
         if (g_rank == 3 && call == 2) {
             raise(SIGKILL);
         }
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = now_s();
         tnt_status_t st = call_op(half, op, in, out, count);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double s = now_s() - t0;
         if (color == 0 || call < 2) {
             CHECK(st == TNT_OK, "%s #%d on oob.%d: %s: %s", op, call, color,
                   tnt_status_string(st), st == TNT_OK ? "" : tnt_last_error());
@@ -482,11 +522,9 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
                           .rank = rank,
                           .size = size };
         tnt_comm_t *comm = NULL;
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = now_s();
         tnt_status_t st = tnt_comm_create_oob(&oob, &comm);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double s = now_s() - t0;
         CHECK(st == TNT_ERR_TIMEOUT && comm == NULL, "a missing rank gave %s: %s",
               tnt_status_string(st), tnt_last_error());
         CHECK(strstr(tnt_last_error(), "TNT_TIMEOUT") != NULL,
@@ -512,6 +550,8 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
         tnt_finalize(half);
     } else if (strcmp(mode, "hang") == 0) {
         mode_hang(world);
+    } else if (strcmp(mode, "hang-eager") == 0) {
+        mode_hang_eager(world);
     } else if (strncmp(mode, "dies-", 5) == 0) {
         mode_dies(world, mode + 5);
     } else if (strcmp(mode, "cost") == 0) {

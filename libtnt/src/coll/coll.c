@@ -80,7 +80,11 @@ tnt_status_t tnt_coll_settle(tnt_comm_t *comm)
     if (comm->shm == NULL || comm->broken_status != TNT_OK) {
         return TNT_OK;
     }
+    /* Called from tnt_finalize, outside any call: the wait belongs to the
+     * eager call, so the hang doctor sees this rank waiting in it. */
+    tnt_doctor_reenter(comm->doctor);
     tnt_status_t status = tnt_shm_settle(comm->shm);
+    tnt_doctor_leave(comm->doctor);
     if (status != TNT_OK) {
         comm->broken_status = status;
         comm->broken_seq = comm->coll_seq;

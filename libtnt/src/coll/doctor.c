@@ -97,6 +97,19 @@ void tnt_doctor_enter(tnt_doctor_t *d, uint64_t seq, tnt_doctor_kind_t kind)
     atomic_store_explicit(&d->mine->info, info, memory_order_relaxed);
 }
 
+void tnt_doctor_reenter(tnt_doctor_t *d)
+{
+    if (d == NULL) {
+        return;
+    }
+    /* The slot still holds the last call's sequence number and kind. */
+    uint64_t info = atomic_load_explicit(&d->mine->info, memory_order_relaxed) | INFO_IN;
+    if (atomic_load_explicit(&d->paused, memory_order_relaxed) > 0) {
+        info |= INFO_PAUSED;
+    }
+    atomic_store_explicit(&d->mine->info, info, memory_order_relaxed);
+}
+
 void tnt_doctor_leave(tnt_doctor_t *d)
 {
     if (d == NULL) {

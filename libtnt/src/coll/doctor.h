@@ -96,6 +96,10 @@ void tnt_doctor_destroy(tnt_doctor_t *doctor);
 /* Collective bookkeeping (coll/coll.c), on the thread running collectives. */
 void tnt_doctor_enter(tnt_doctor_t *doctor, uint64_t seq, tnt_doctor_kind_t kind);
 void tnt_doctor_leave(tnt_doctor_t *doctor);
+/* Waiting again in the last collective entered (tnt_finalize settling an
+ * eager call that already returned): peers and verdicts count this rank as
+ * waiting in it, as they did while it ran. */
+void tnt_doctor_reenter(tnt_doctor_t *doctor);
 /* The fusion engine names the step and bucket of its next allreduce. */
 void tnt_doctor_note_fusion(tnt_doctor_t *doctor, uint64_t step, uint32_t bucket);
 
