@@ -119,7 +119,7 @@ tnt_bootstrap_test(tarantella_bad_staging_huge 60
   timeout 50 ${_bs_tarantella} -n 2 --python-interpreter "" -- ${_bs_check} --launcher tnt)
 tnt_bootstrap_test(tarantella_bad_choice_and_bool 60
   ${_bs_clean_env} TNT_ALLREDUCE_ALGO=fast TNT_SHM_CMA=maybe ${_bs_expect} --fail 2+
-  "error: TNT_ALLREDUCE_ALGO='fast' is not valid: expected one of auto, recursive_doubling, rd, ring|error: TNT_SHM_CMA='maybe' is not valid: expected 1 or 0" --
+  "error: TNT_ALLREDUCE_ALGO='fast' is not valid: expected one of auto, recursive_doubling, rd, ring|error: TNT_SHM_CMA='maybe' is not valid: expected one of auto, on, 1" --
   timeout 50 ${_bs_tarantella} -n 2 --python-interpreter "" -- ${_bs_check} --launcher tnt)
 if(TNT_WITH_UCX)
   tnt_bootstrap_test(tarantella_nodes2 60

@@ -31,7 +31,10 @@ if(TARGET tarantella)
     tnt_collectives_test(tarantella_large_np${_np} 180
       ${_coll_env} timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)
   endforeach()
-  # The single-copy CMA algorithm (off by default).
+  # Every single-copy CMA algorithm (by default only mid-sized blocks of
+  # allgather, gather, scatter and alltoall take one), and none at all.
+  tnt_collectives_test(tarantella_no_cma_np3 120
+    ${_coll_env} TNT_SHM_CMA=off timeout 110 ${_coll_tnt} -n 3 -- ${_coll_check})
   foreach(_np 3 8)
     tnt_collectives_test(tarantella_cma_np${_np} 180
       ${_coll_env} TNT_SHM_CMA=1 timeout 170 ${_coll_tnt} -n ${_np} -- ${_coll_check} --large)

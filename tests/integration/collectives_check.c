@@ -215,16 +215,22 @@ int main(int argc, char **argv)
     }
     free(bbuf);
 
-    /* allgather */
-    static const size_t gsizes[] = { 0, 1, 4099 };
-    for (size_t s = 0; s < 3; s++) {
-        size_t b = gsizes[s];
-        unsigned char *all = malloc(b * (size_t)size + 1);
-        for (size_t i = 0; i < b; i++) {
-            send[i] = (char)(i + (size_t)rank * 5);
+    /* allgather; 50001 B blocks are read from the peers' buffers where CMA
+     * works (TNT_SHM_CMA), and also go in place. */
+    static const size_t gsizes[] = { 0, 1, 4099, 50001 };
+    for (size_t s = 0; s < 2 * sizeof gsizes / sizeof gsizes[0]; s++) {
+        size_t b = gsizes[s / 2];
+        int in_place = s % 2;
+        if (in_place && b < 50001) {
+            continue;
         }
-        if (tnt_allgather(comm, send, all, b) != TNT_OK) {
-            FAIL("allgather %zu: %s", b, tnt_last_error());
+        unsigned char *all = malloc(b * (size_t)size + 1);
+        unsigned char *mine = in_place ? all + (size_t)rank * b : (unsigned char *)send;
+        for (size_t i = 0; i < b; i++) {
+            mine[i] = (unsigned char)(i + (size_t)rank * 5);
+        }
+        if (tnt_allgather(comm, mine, all, b) != TNT_OK) {
+            FAIL("allgather %zu%s: %s", b, in_place ? " in place" : "", tnt_last_error());
         } else {
             for (int r = 0; r < size; r++) {
                 for (size_t i = 0; i < b; i++) {

@@ -77,7 +77,7 @@ static void test_defaults(void **state)
     assert_int_equal(settings.fusion_threshold_bytes, TNT_FUSION_THRESHOLD_DEFAULT_BYTES);
     assert_int_equal(settings.shm_staging_bytes, 4096 * 1024);
     assert_int_equal(settings.shm_small_bytes, TNT_SETTINGS_BY_LAYOUT);
-    assert_int_equal(settings.shm_cma, 0);
+    assert_int_equal(settings.shm_cma, TNT_SETTINGS_CMA_AUTO);
     assert_int_equal(settings.allreduce_algo, TNT_SETTINGS_ALGO_AUTO);
     assert_int_equal(settings.multinode_rd_max_bytes, TNT_SETTINGS_BY_LAYOUT);
     assert_int_equal(settings.multinode_chunk_bytes, 1024 * 1024);
@@ -260,14 +260,19 @@ static void test_bool(void **state)
     static const char *yes[] = { "1", "true", "YES", "on" };
     static const char *no[] = { "0", "false", "no", "Off" };
     for (size_t i = 0; i < 4; i++) {
-        assert_int_equal(parse("TNT_SHM_CMA", yes[i], &s), TNT_OK);
-        assert_int_equal(s.shm_cma, 1);
         assert_int_equal(parse("TNT_LOG_ON_ALL_DEVICES", yes[i], &s), TNT_OK);
         assert_int_equal(s.log_on_all_ranks, 1);
+        assert_int_equal(parse("TNT_LOG_ON_ALL_DEVICES", no[i], &s), TNT_OK);
+        assert_int_equal(s.log_on_all_ranks, 0);
+        /* TNT_SHM_CMA was a boolean before it had auto: its words still work. */
+        assert_int_equal(parse("TNT_SHM_CMA", yes[i], &s), TNT_OK);
+        assert_int_equal(s.shm_cma, TNT_SETTINGS_CMA_ON);
         assert_int_equal(parse("TNT_SHM_CMA", no[i], &s), TNT_OK);
-        assert_int_equal(s.shm_cma, 0);
+        assert_int_equal(s.shm_cma, TNT_SETTINGS_CMA_OFF);
     }
-    expect_rejected("TNT_SHM_CMA", "2", "is not valid: expected 1 or 0");
+    assert_int_equal(parse("TNT_SHM_CMA", "auto", &s), TNT_OK);
+    assert_int_equal(s.shm_cma, TNT_SETTINGS_CMA_AUTO);
+    expect_rejected("TNT_SHM_CMA", "2", "is not valid: expected one of auto, on, 1");
     expect_rejected("TNT_LOG_ON_ALL_DEVICES", "all", "1 or 0 (also true/false, yes/no, on/off)");
 }
 

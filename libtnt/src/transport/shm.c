@@ -522,10 +522,50 @@ tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const cha
     shm->broken = tnt_error_raise(
         TNT_ERR_TRANSPORT,
         "rank %d: reading local rank %d's buffer (rank %d) with process_vm_readv failed "
-        "during %s #%llu: %s; unset TNT_SHM_CMA to copy through shared memory instead",
+        "during %s #%llu: %s; set TNT_SHM_CMA=off to copy through shared memory instead",
         shm->global_ranks[shm->me], peer, shm->global_ranks[peer], what,
         (unsigned long long)shm->num_collectives, strerror(err));
     return shm->broken;
+}
+
+tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local, uint64_t remote,
+                              size_t bytes, const char *what)
+{
+    struct iovec liov = { local, bytes };
+    struct iovec riov = { (void *)(uintptr_t)remote, bytes };
+    ssize_t got = process_vm_readv(shm->pids[peer], &liov, 1, &riov, 1, 0);
+    if (got == (ssize_t)bytes) {
+        return TNT_OK;
+    }
+    return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
+}
+
+tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void *local, uint64_t remote,
+                               size_t bytes, const char *what)
+{
+    struct iovec liov = { (void *)local, bytes };
+    struct iovec riov = { (void *)(uintptr_t)remote, bytes };
+    ssize_t got = process_vm_writev(shm->pids[peer], &liov, 1, &riov, 1, 0);
+    if (got == (ssize_t)bytes) {
+        return TNT_OK;
+    }
+    return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
+}
+
+void tnt_shm_publish(struct tnt_shm *shm, const void *sendbuf, const void *recvbuf)
+{
+    /* Relaxed: ordered before the peers' reads by the next phase's
+     * release store / acquire load of seq. */
+    atomic_store_explicit(&shm->ctl[shm->me].sendbuf, (uint64_t)(uintptr_t)sendbuf,
+                          memory_order_relaxed);
+    atomic_store_explicit(&shm->ctl[shm->me].recvbuf, (uint64_t)(uintptr_t)recvbuf,
+                          memory_order_relaxed);
+}
+
+uint64_t tnt_shm_peer_buf(const struct tnt_shm *shm, int peer, int recv)
+{
+    return atomic_load_explicit(recv ? &shm->ctl[peer].recvbuf : &shm->ctl[peer].sendbuf,
+                                memory_order_relaxed);
 }
 
 /* Every rank reads a word of every peer with process_vm_readv; CMA is used
@@ -574,7 +614,7 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     shm->n = params->local_size;
     shm->timeout_s = params->timeout_s;
     shm->watch = params->watch;
-    shm->cma_allowed = params->settings->shm_cma;
+    shm->cma_allowed = params->settings->shm_cma != TNT_SETTINGS_CMA_OFF;
     shm->probe_word = TNT_SHM_MAGIC;
     shm->global_ranks = calloc((size_t)shm->n, sizeof *shm->global_ranks);
     shm->pids = calloc((size_t)shm->n, sizeof *shm->pids);
@@ -713,6 +753,7 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     for (int j = 0; j < shm->n; j++) {
         shm->use_cma &= atomic_load_explicit(&shm->ctl[j].cma_ok, memory_order_relaxed) != 0;
     }
+    shm->cma_all = shm->use_cma && params->settings->shm_cma == TNT_SETTINGS_CMA_ON;
     /* Phase 3: nobody reads probe words any more (they live in this struct). */
     status = tnt_shm_phase(shm, "shared-memory setup");
     if (status != TNT_OK) {
@@ -721,7 +762,8 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
 
     tnt_log_debug("shm %s: %d local ranks, %zu KiB staging per rank, CMA %s, streaming %s from "
                   "%zu KiB (%s)",
-                  shm->name, shm->n, 2 * shm->slot_bytes / 1024, shm->use_cma ? "on" : "off",
+                  shm->name, shm->n, 2 * shm->slot_bytes / 1024,
+                  shm->cma_all ? "on" : shm->use_cma ? "auto" : "off",
                   shm->stream_mode == TNT_SETTINGS_STREAM_AUTO ? "auto"
                   : shm->stream_mode == TNT_SETTINGS_STREAM_ON ? "on"
                                                                : "off",
@@ -791,22 +833,15 @@ tnt_status_t tnt_shm_barrier(tnt_shm_t *shm)
 static tnt_status_t tnt_shm_broadcast_cma(struct tnt_shm *shm, void *buf, size_t bytes, int root)
 {
     if (shm->me == root) {
-        atomic_store_explicit(&shm->ctl[root].sendbuf, (uint64_t)(uintptr_t)buf,
-                              memory_order_relaxed);
+        tnt_shm_publish(shm, buf, NULL);
     }
     tnt_status_t status = tnt_shm_phase(shm, "broadcast");
+    if (status == TNT_OK && shm->me != root) {
+        status = tnt_shm_cma_read(shm, root, buf, tnt_shm_peer_buf(shm, root, 0), bytes,
+                                  "broadcast");
+    }
     if (status != TNT_OK) {
         return status;
-    }
-    if (shm->me != root) {
-        struct iovec local = { buf, bytes };
-        struct iovec remote = { (void *)(uintptr_t)atomic_load_explicit(&shm->ctl[root].sendbuf,
-                                                                        memory_order_relaxed),
-                                bytes };
-        ssize_t got = process_vm_readv(shm->pids[root], &local, 1, &remote, 1, 0);
-        if (got != (ssize_t)bytes) {
-            return tnt_shm_cma_error(shm, root, got < 0 ? errno : EIO, "broadcast");
-        }
     }
     return tnt_shm_phase(shm, "broadcast");
 }
@@ -831,7 +866,7 @@ tnt_status_t tnt_shm_broadcast(tnt_shm_t *shm, void *buf, size_t bytes, int root
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_BROADCAST, bytes, 0, (unsigned)root);
-    if (shm->use_cma && bytes >= TNT_SHM_BCAST_CMA_MIN) {
+    if (shm->cma_all && bytes >= TNT_SHM_BCAST_CMA_MIN) {
         return tnt_shm_broadcast_cma(shm, buf, bytes, root);
     }
 
@@ -871,6 +906,22 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_ALLGATHER, bytes_per_rank, 0, 0);
+    if (tnt_shm_block_cma(shm, bytes_per_rank)) {
+        /* Single copy: each rank reads every peer's block out of the peer's
+         * sendbuf, which nobody writes during the call (in place, it is the
+         * peer's own block of its recvbuf); the second phase keeps those
+         * blocks until all have read. */
+        tnt_shm_publish(shm, sendbuf, NULL);
+        status = tnt_shm_phase(shm, "allgather");
+        for (int j = 0; status == TNT_OK && j < shm->n; j++) {
+            if (j != shm->me) {
+                status = tnt_shm_cma_read(shm, j, (char *)recvbuf + (size_t)j * bytes_per_rank,
+                                          tnt_shm_peer_buf(shm, j, 0), bytes_per_rank,
+                                          "allgather");
+            }
+        }
+        return status == TNT_OK ? tnt_shm_phase(shm, "allgather") : status;
+    }
 
     /* Each rank publishes a chunk of its block per phase; everyone copies
      * all blocks' chunks out. (The own block is already in place, which

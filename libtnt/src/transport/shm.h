@@ -54,9 +54,9 @@ typedef struct {
     /* Local rank 0 takes the staging size (TNT_SHM_STAGING_KB) and the
      * one-phase allreduce limit (TNT_SHM_SMALL_KB; by layout: 512 KiB for
      * 2 local ranks, 128 up to 4, 16 above) from here and publishes them;
-     * every rank takes TNT_SHM_CMA (single-copy process_vm_readv/writev for
-     * messages >= 256 KiB when all local ranks can use it; default off, see
-     * docs/tuning.md, "CMA block size"). Required. */
+     * every rank takes TNT_SHM_CMA (single-copy process_vm_readv/writev
+     * when all local ranks can use it: by default for the personalized
+     * calls' mid-sized blocks only, see docs/tuning.md, "CMA"). Required. */
     const tnt_settings_t *settings;
     /* The hang doctor: polled from slow waits, and then it, not timeout_s,
      * decides when a wait fails (util/watch.h). NULL: timeout_s does. */

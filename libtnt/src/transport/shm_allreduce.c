@@ -45,9 +45,7 @@
 #include "util/log.h"
 #include "util/wait.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/uio.h>
 
 /* From this many bytes on CMA is used when available (below it the staged
  * copies are cheaper than the system calls and the extra phases). */
@@ -364,46 +362,6 @@ static void tnt_shm_stream_learn(struct tnt_shm *shm, enum tnt_shm_stream_op op,
 
 /* ---- CMA --------------------------------------------------------------- */
 
-static tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local, uint64_t remote,
-                                     size_t bytes, const char *what)
-{
-    struct iovec liov = { local, bytes };
-    struct iovec riov = { (void *)(uintptr_t)remote, bytes };
-    ssize_t got = process_vm_readv(shm->pids[peer], &liov, 1, &riov, 1, 0);
-    if (got == (ssize_t)bytes) {
-        return TNT_OK;
-    }
-    return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
-}
-
-static tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void *local,
-                                      uint64_t remote, size_t bytes, const char *what)
-{
-    struct iovec liov = { (void *)local, bytes };
-    struct iovec riov = { (void *)(uintptr_t)remote, bytes };
-    ssize_t got = process_vm_writev(shm->pids[peer], &liov, 1, &riov, 1, 0);
-    if (got == (ssize_t)bytes) {
-        return TNT_OK;
-    }
-    return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
-}
-
-static void tnt_shm_publish(struct tnt_shm *shm, const void *sendbuf, const void *recvbuf)
-{
-    /* Relaxed: ordered before the peers' reads by the next phase's
-     * release store / acquire load of seq. */
-    atomic_store_explicit(&shm->ctl[shm->me].sendbuf, (uint64_t)(uintptr_t)sendbuf,
-                          memory_order_relaxed);
-    atomic_store_explicit(&shm->ctl[shm->me].recvbuf, (uint64_t)(uintptr_t)recvbuf,
-                          memory_order_relaxed);
-}
-
-static uint64_t tnt_shm_peer_buf(const struct tnt_shm *shm, int peer, int recv)
-{
-    return atomic_load_explicit(recv ? &shm->ctl[peer].recvbuf : &shm->ctl[peer].sendbuf,
-                                memory_order_relaxed);
-}
-
 /* Every rank reads the other ranks' slices from their buffers (published
  * recvbuf addresses) into its own buf; one final phase keeps each buffer
  * alive and unchanged until every peer has read it. */
@@ -513,7 +471,7 @@ tnt_status_t tnt_shm_allreduce_scaled(tnt_shm_t *shm, const void *sendbuf, void 
     if (bytes <= shm->small_max && bytes <= shm->slot_bytes) {
         return tnt_shm_allreduce_small(shm, sendbuf, recvbuf, count, dtype, op, scale);
     }
-    if (shm->use_cma && bytes >= TNT_SHM_CMA_MIN) {
+    if (shm->cma_all && bytes >= TNT_SHM_CMA_MIN) {
         /* CMA reads the peers' buffers directly, so there is no copy to
          * scale on: scale into recvbuf first and reduce that in place. */
         if (scale != 1.0) {
@@ -555,7 +513,7 @@ tnt_status_t tnt_shm_reduce_scatter(tnt_shm_t *shm, const void *sendbuf, void *r
         }
         return TNT_OK;
     }
-    if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN) {
+    if (shm->cma_all && count * es >= TNT_SHM_CMA_MIN) {
         return tnt_shm_reduce_cma(shm, sendbuf, recvbuf, count, dtype, op, 0, "reduce_scatter");
     }
     const int kind = tnt_shm_stream_kind(shm, TNT_SHM_STREAM_REDUCE_SCATTER, count * es);
@@ -580,7 +538,7 @@ tnt_status_t tnt_shm_allgather_slices(tnt_shm_t *shm, void *buf, size_t count, t
     }
     const size_t es = tnt_dtype_size(dtype);
     char *b = buf;
-    if (shm->use_cma && count * es >= TNT_SHM_CMA_MIN) {
+    if (shm->cma_all && count * es >= TNT_SHM_CMA_MIN) {
         tnt_shm_publish(shm, buf, buf);
         if ((status = tnt_shm_phase(shm, "allgather_slices")) != TNT_OK) {
             return status;

@@ -117,6 +117,15 @@ enum tnt_shm_kind {
  * does (the vector): the sizes where waiting for the receiver costs as
  * much as the copy. */
 #define TNT_SHM_EAGER_MAX 4096
+/* Blocks (per rank and peer) from which allgather, gather, scatter and
+ * alltoall(v) copy once, from the sender's buffer into the receiver's with
+ * CMA, instead of twice through the slots: two phases and one system call
+ * per peer, which the saved copy repays from here ... */
+#define TNT_SHM_BLOCK_CMA_MIN (16 * 1024)
+/* ... and up to which they do so by default (TNT_SHM_CMA=auto): above it
+ * the staged copies measured as fast in some runs and twice as fast in
+ * others (docs/benchmarks.md, "Single copies for mid-sized blocks"). */
+#define TNT_SHM_BLOCK_CMA_AUTO_MAX (1024 * 1024)
 
 struct tnt_shm_sig {
     _Atomic uint64_t what;  /* number << 24 | kind << 16 | dtype << 8 | op */
@@ -197,13 +206,16 @@ struct tnt_shm {
     tnt_status_t broken;      /* sticky error after a peer failed */
     uint64_t spin_ns;         /* nonzero: a core per local rank, pause between yields */
     size_t small_max;         /* bytes: up to here every rank reduces all */
-    /* TNT_SHM_CMA: single-copy process_vm_readv/writev for large messages,
-     * used when every local rank can reach every other (tested at create).
-     * Off by default because the staged copies measured faster, probably
-     * since pinning the peers' pages costs more under virtualisation than a
-     * copy through L3 (docs/tuning.md, "CMA block size"). */
+    /* TNT_SHM_CMA: single-copy process_vm_readv/writev, used when every
+     * local rank can reach every other (tested at create). By default
+     * (auto) only the blocks of allgather, gather, scatter and alltoall(v)
+     * from TNT_SHM_BLOCK_CMA_MIN to TNT_SHM_BLOCK_CMA_AUTO_MAX bytes take
+     * it: there it measured faster; for allreduce and broadcast the staged
+     * copies did (docs/tuning.md, "CMA"), so those, and larger blocks, take
+     * it only with TNT_SHM_CMA=on (cma_all). */
     int cma_allowed;
-    int use_cma;            /* cma_allowed and the probe succeeded on every local rank */
+    int use_cma; /* cma_allowed and the probe succeeded on every local rank */
+    int cma_all; /* use_cma and TNT_SHM_CMA=on */
     size_t cma_block_bytes; /* per peer, in cma_tmp */
     char *cma_tmp;          /* (n) * cma_block_bytes, private */
     const void **srcs;      /* n entries, scratch for tnt_reduce_n */
@@ -285,6 +297,26 @@ void tnt_shm_eager_send(struct tnt_shm *shm, const char *what);
 tnt_status_t tnt_shm_phase(struct tnt_shm *shm, const char *what);
 /* Turns a failed process_vm_readv into the right error. */
 tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const char *what);
+/* Single copies between this rank and a peer's buffer (CMA, when use_cma):
+ * bytes to or from the address remote in peer's memory, errors named by
+ * tnt_shm_cma_error. */
+tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local, uint64_t remote,
+                              size_t bytes, const char *what);
+tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void *local, uint64_t remote,
+                               size_t bytes, const char *what);
+/* Whether allgather, gather, scatter and alltoall(v) move blocks of this
+ * many bytes with CMA (same on every rank: the sizes are agreed). */
+static inline int tnt_shm_block_cma(const struct tnt_shm *shm, size_t block_bytes)
+{
+    return shm->use_cma && block_bytes >= TNT_SHM_BLOCK_CMA_MIN &&
+           (shm->cma_all || block_bytes <= TNT_SHM_BLOCK_CMA_AUTO_MAX);
+}
+/* Publishes this rank's buffers for the peers' CMA calls; they may use them
+ * after the next phase, and this rank must keep them until every peer has
+ * signalled the phase after that. */
+void tnt_shm_publish(struct tnt_shm *shm, const void *sendbuf, const void *recvbuf);
+/* A peer's published sendbuf (recv 0) or recvbuf (recv 1). */
+uint64_t tnt_shm_peer_buf(const struct tnt_shm *shm, int peer, int recv);
 
 /* The segment's life cycle (shm_segment.c), for tnt_shm_create/destroy. */
 size_t tnt_shm_layout(int n, size_t slot_bytes, size_t extra_bytes, size_t *slots_off_p,

@@ -12,7 +12,11 @@
  * through the same bounded segment. Gather and scatter of at most
  * TNT_SHM_EAGER_MAX bytes per rank are one eager phase: the non-roots of
  * gather and the root of scatter return as soon as their bytes are in their
- * slot (shm_impl.h, "Eager rooted calls").
+ * slot (shm_impl.h, "Eager rooted calls"). From TNT_SHM_BLOCK_CMA_MIN
+ * bytes per block, with CMA, each block is copied once instead: the ranks
+ * publish their buffers, the receivers read their blocks straight out of
+ * the senders' (process_vm_readv), and a second phase keeps the senders'
+ * buffers untouched until every receiver has read.
  */
 #include "transport/shm_impl.h"
 
@@ -46,6 +50,60 @@ static tnt_status_t check_root(const struct tnt_shm *shm, int root, const char *
                                shm->global_ranks[shm->me], what, root);
     }
     return TNT_OK;
+}
+
+/* The first phase has published every rank's buffers; the second keeps the
+ * senders' intact until the receivers have read. */
+static tnt_status_t gather_cma(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
+                               size_t bytes_per_rank, int root)
+{
+    tnt_shm_publish(shm, sendbuf, NULL);
+    tnt_status_t status = tnt_shm_phase(shm, "gather");
+    for (int j = 0; status == TNT_OK && shm->me == root && j < shm->n; j++) {
+        if (j != root) {
+            status = tnt_shm_cma_read(shm, j, (char *)recvbuf + (size_t)j * bytes_per_rank,
+                                      tnt_shm_peer_buf(shm, j, 0), bytes_per_rank, "gather");
+        }
+    }
+    return status == TNT_OK ? tnt_shm_phase(shm, "gather") : status;
+}
+
+static tnt_status_t scatter_cma(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
+                                size_t bytes_per_rank, int root)
+{
+    tnt_shm_publish(shm, sendbuf, NULL);
+    tnt_status_t status = tnt_shm_phase(shm, "scatter");
+    if (status == TNT_OK && shm->me != root) {
+        status = tnt_shm_cma_read(shm, root, recvbuf,
+                                  tnt_shm_peer_buf(shm, root, 0) +
+                                      (uint64_t)shm->me * bytes_per_rank,
+                                  bytes_per_rank, "scatter");
+    }
+    return status == TNT_OK ? tnt_shm_phase(shm, "scatter") : status;
+}
+
+/* Every rank reads, from each peer r's sendbuf, the block r sends it: at
+ * the offset of r's blocks to the ranks before it (all_send is agreed). */
+static tnt_status_t alltoallv_cma(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
+                                  const size_t *all_send)
+{
+    const int n = shm->n, me = shm->me;
+    tnt_shm_publish(shm, sendbuf, NULL);
+    tnt_status_t status = tnt_shm_phase(shm, "alltoall");
+    size_t rdispl = 0;
+    for (int r = 0; status == TNT_OK && r < n; r++) {
+        const size_t *from = all_send + (size_t)r * (size_t)n;
+        if (r != me && from[me] > 0) {
+            uint64_t sdispl = 0;
+            for (int j = 0; j < me; j++) {
+                sdispl += from[j];
+            }
+            status = tnt_shm_cma_read(shm, r, (char *)recvbuf + rdispl,
+                                      tnt_shm_peer_buf(shm, r, 0) + sdispl, from[me], "alltoall");
+        }
+        rdispl += from[me];
+    }
+    return status == TNT_OK ? tnt_shm_phase(shm, "alltoall") : status;
 }
 
 tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
@@ -87,6 +145,9 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, (unsigned)root);
+    if (tnt_shm_block_cma(shm, bytes_per_rank)) {
+        return gather_cma(shm, sendbuf, recvbuf, bytes_per_rank, root);
+    }
     for (size_t done = 0; done < bytes_per_rank; done += shm->slot_bytes) {
         size_t len = min_size(bytes_per_rank - done, shm->slot_bytes);
         if (shm->me != root) {
@@ -147,6 +208,9 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, (unsigned)root);
+    if (tnt_shm_block_cma(shm, bytes_per_rank)) {
+        return scatter_cma(shm, sendbuf, recvbuf, bytes_per_rank, root);
+    }
     for (size_t done = 0; done < bytes_per_rank; done += piece) {
         size_t len = min_size(bytes_per_rank - done, piece);
         if (shm->me == root) {
@@ -195,6 +259,9 @@ tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbu
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_ALLTOALL, largest, 0, 0);
+    if (tnt_shm_block_cma(shm, largest)) {
+        return alltoallv_cma(shm, sendbuf, recvbuf, all_send);
+    }
     const size_t piece = piece_bytes(shm);
     for (size_t off = 0; off < largest; off += piece) {
         char *slot = tnt_shm_slot(shm, me, shm->phase + 1);

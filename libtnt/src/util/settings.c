@@ -84,6 +84,15 @@ static const setting_choice_t stream_choices[] = {
     { NULL, 0 },
 };
 
+/* With every word the setting took when it was a boolean. */
+static const setting_choice_t cma_choices[] = {
+    { "auto", TNT_SETTINGS_CMA_AUTO }, { "on", TNT_SETTINGS_CMA_ON },
+    { "1", TNT_SETTINGS_CMA_ON },      { "true", TNT_SETTINGS_CMA_ON },
+    { "yes", TNT_SETTINGS_CMA_ON },    { "off", TNT_SETTINGS_CMA_OFF },
+    { "0", TNT_SETTINGS_CMA_OFF },     { "false", TNT_SETTINGS_CMA_OFF },
+    { "no", TNT_SETTINGS_CMA_OFF },    { NULL, 0 },
+};
+
 static const setting_choice_t arrival_choices[] = {
     { "auto", TNT_SETTINGS_ARRIVAL_AUTO },
     { "on", TNT_SETTINGS_ARRIVAL_ON },
@@ -147,7 +156,7 @@ static const setting_desc_t settings_table[] = {
     { "TNT_SHM_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(shm_staging_bytes),
       NULL },
     { "TNT_SHM_SMALL_KB", SETTING_SIZE_KB, NULL, 0, 1048576, NULL, FIELD(shm_small_bytes), NULL },
-    { "TNT_SHM_CMA", SETTING_BOOL, "0", 0, 0, NULL, FIELD(shm_cma), NULL },
+    { "TNT_SHM_CMA", SETTING_CHOICE, "auto", 0, 0, cma_choices, FIELD(shm_cma), NULL },
     { "TNT_SHM_STREAM", SETTING_CHOICE, "auto", 0, 0, stream_choices, FIELD(shm_stream), NULL },
     { "TNT_SHM_STREAM_KB", SETTING_SIZE_KB, "1024", 0, 1073741824, NULL, FIELD(shm_stream_bytes),
       "0 = every staged message" },

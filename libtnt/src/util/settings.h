@@ -62,6 +62,14 @@ typedef enum {
     TNT_SETTINGS_STREAM_OFF
 } tnt_settings_stream_t;
 
+/* TNT_SHM_CMA: where single copies between local ranks' buffers
+ * (process_vm_readv/writev) replace the staged ones (transport/shm.h). */
+typedef enum {
+    TNT_SETTINGS_CMA_AUTO, /* gather, scatter, alltoall(v), where they measured faster */
+    TNT_SETTINGS_CMA_ON,   /* also allreduce, broadcast and allgather, at every size it can */
+    TNT_SETTINGS_CMA_OFF
+} tnt_settings_cma_t;
+
 /* TNT_OVERLAP: whether posted operations run in the background (comm/). */
 typedef enum {
     TNT_SETTINGS_OVERLAP_AUTO,
@@ -87,7 +95,7 @@ typedef struct tnt_settings {
     tnt_settings_p2p_t p2p;             /* TNT_P2P */
     size_t shm_staging_bytes;           /* TNT_SHM_STAGING_KB */
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
-    int shm_cma;                        /* TNT_SHM_CMA */
+    int shm_cma;                        /* TNT_SHM_CMA (tnt_settings_cma_t) */
     size_t shm_stream_bytes;            /* TNT_SHM_STREAM_KB */
     tnt_settings_stream_t shm_stream;   /* TNT_SHM_STREAM */
     tnt_settings_algo_t allreduce_algo; /* TNT_ALLREDUCE_ALGO */
