@@ -7,7 +7,7 @@
  * claim different hostnames, so one machine holds several "nodes" and the
  * communicators use UCX between them.
  *
- *   comm_check --ranks N [--nodes K] [--nonblocking] --mode M
+ *   comm_check --ranks N [--nodes K] [--cyclic] [--nonblocking] --mode M
  *
  * Modes:
  *   basic      create, check layout, allreduce / allgather / broadcast
@@ -59,10 +59,15 @@ static int g_rank = -1;
 #include "collective_set.h"
 #include "file_store.h"
 
+/* --cyclic: rank r on node r % nodes (a node's ranks are not consecutive),
+ * else blocks of consecutive ranks. */
+static int g_cyclic;
+
 static tnt_comm_t *create(struct file_store *store, int nodes, int nonblocking)
 {
     char host[64];
-    snprintf(host, sizeof(host), "oob-node%d", store->rank * nodes / store->size);
+    snprintf(host, sizeof(host), "oob-node%d",
+             g_cyclic ? store->rank % nodes : store->rank * nodes / store->size);
     tnt_oob_t oob = {
         .allgather = nonblocking ? store_allgather_nb : store_allgather,
         .test = nonblocking ? store_test : NULL,
@@ -547,6 +552,8 @@ int main(int argc, char **argv)
             nodes = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--nonblocking") == 0) {
             nonblocking = 1;
+        } else if (strcmp(argv[i], "--cyclic") == 0) {
+            g_cyclic = 1; /* inherited by the forked ranks */
         } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
             mode = argv[++i];
         } else {
@@ -563,8 +570,8 @@ int main(int argc, char **argv)
     int failed = store_fork_ranks_killing("comm_check", ranks, strncmp(mode, "dies-", 5) == 0 ? 3 : -1,
                                           run_forked_rank, &args, NULL);
     if (!failed) {
-        printf("comm_check: %s on %d ranks, %d node(s)%s: OK\n", mode, ranks, nodes,
-               nonblocking ? ", non-blocking exchange" : "");
+        printf("comm_check: %s on %d ranks, %d node(s)%s%s: OK\n", mode, ranks, nodes,
+               g_cyclic ? " (cyclic)" : "", nonblocking ? ", non-blocking exchange" : "");
     }
     return failed;
 }
