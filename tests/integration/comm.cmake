@@ -70,6 +70,13 @@ if(TNT_WITH_UCX)
   tnt_comm_test(set_4x2 180 ARGS --ranks 4 --nodes 2 --mode set)
   tnt_comm_test(set_6x3_cyclic 180 ARGS --ranks 6 --nodes 3 --cyclic --mode set)
   tnt_comm_test(set_7x3_cyclic 180 ARGS --ranks 7 --nodes 3 --cyclic --mode set)
+  # A rank of a split across 2 nodes (3 + 2) that never joins the
+  # multi-node gather, scatter or alltoall: the hang doctor's verdict at
+  # TNT_TIMEOUT names the split and its rank, as for an allreduce.
+  foreach(_op gather scatter alltoall)
+    tnt_comm_test(split_hang_${_op}_5x2 60 ENV TNT_TIMEOUT=3
+                  ARGS --ranks 5 --nodes 2 --mode hang-${_op})
+  endforeach()
   foreach(_op reduce gather scatter alltoall alltoallv)
     tnt_comm_test(dies_${_op}_6x2 60 ENV TNT_TIMEOUT=60 ARGS --ranks 6 --nodes 2 --mode dies-${_op})
   endforeach()

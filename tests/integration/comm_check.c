@@ -20,10 +20,10 @@
  *              costs a rank: creation time, memory, descriptors, threads,
  *              for dups of the whole communicator and one-rank splits
  *   bad-color  rank 1 passes color -5: every rank fails, naming rank 1
- *   hang       on a split, rank 1 never joins an allreduce: the others of
- *              its communicator end at TNT_TIMEOUT with a verdict that
- *              names the communicator and its rank 0 (world rank 1), and
- *              the other communicator goes on
+ *   hang[-OP]  on a split, rank 1 never joins an allreduce (or OP, as in
+ *              dies-OP): the others of its communicator end at TNT_TIMEOUT
+ *              with a verdict that names the communicator and its rank 0
+ *              (world rank 1), and the other communicator goes on
  *   dies-[small-]OP  on a split of 6 ranks by parity, world rank 3 (rank 1 of
  *              oob.1) is killed (SIGKILL) as it would make its third call
  *              of OP (reduce, reduce_scatter, gather, scatter, allgatherv,
@@ -347,7 +347,11 @@ static void mode_bad_color(tnt_comm_t *world)
     check_collectives(world, all, "after a bad color");
 }
 
-static void mode_hang(tnt_comm_t *world)
+static tnt_status_t call_op(tnt_comm_t *comm, const char *op, int32_t *in, int32_t *out,
+                            size_t count);
+
+/* op NULL: an allreduce. */
+static void mode_hang(tnt_comm_t *world, const char *op)
 {
     tnt_comm_t *half = NULL;
     int color = g_rank % 2;
@@ -359,15 +363,20 @@ static void mode_hang(tnt_comm_t *world)
         _exit(0);
     }
     int64_t one = 1, sum = 0;
-    tnt_status_t st = tnt_allreduce(half, &one, &sum, 1, TNT_INT64, TNT_SUM);
+    int32_t in[STORE_MAX_RANKS * 16] = { 0 }, out[STORE_MAX_RANKS * 16];
+    tnt_status_t st = op == NULL ? tnt_allreduce(half, &one, &sum, 1, TNT_INT64, TNT_SUM)
+                                 : call_op(half, op, in, out, 16);
+    if (op != NULL && st == TNT_OK) {
+        sum = tnt_size(half);
+    }
     if (color == 0) {
         CHECK(st == TNT_OK && sum == tnt_size(half), "the other communicator: %s, sum %lld",
               tnt_status_string(st), (long long)sum);
         tnt_finalize(half);
         return;
     }
-    CHECK(st == TNT_ERR_TIMEOUT, "a rank that never joins gave %s: %s", tnt_status_string(st),
-          tnt_last_error());
+    CHECK(st == TNT_ERR_TIMEOUT, "a rank that never joins %s gave %s: %s",
+          op != NULL ? op : "allreduce", tnt_status_string(st), tnt_last_error());
     CHECK(strstr(tnt_last_error(), "communicator oob.1") != NULL &&
               strstr(tnt_last_error(), "rank 0") != NULL,
           "the verdict does not name communicator oob.1 and its rank 0: %s", tnt_last_error());
@@ -516,7 +525,9 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
         check_collective_set(half);
         tnt_finalize(half);
     } else if (strcmp(mode, "hang") == 0) {
-        mode_hang(world);
+        mode_hang(world, NULL);
+    } else if (strncmp(mode, "hang-", 5) == 0) {
+        mode_hang(world, mode + 5);
     } else if (strncmp(mode, "dies-", 5) == 0) {
         mode_dies(world, mode + 5);
     } else if (strcmp(mode, "cost") == 0) {
