@@ -70,6 +70,11 @@ if(TNT_WITH_UCX)
   tnt_comm_test(set_4x2 180 ARGS --ranks 4 --nodes 2 --mode set)
   tnt_comm_test(set_6x3_cyclic 180 ARGS --ranks 6 --nodes 3 --cyclic --mode set)
   tnt_comm_test(set_7x3_cyclic 180 ARGS --ranks 7 --nodes 3 --cyclic --mode set)
+  # Past the windows of coll/multinode/multinode_impl.h: 18 ranks take 17
+  # pairwise alltoall steps (16 in flight), and a root of 34 nodes receives
+  # or sends 33 node messages (32 in flight).
+  tnt_comm_test(set_18x3 180 ARGS --ranks 18 --nodes 3 --mode set)
+  tnt_comm_test(set_34x34 240 ARGS --ranks 34 --nodes 34 --mode set)
   # A rank of a split across 2 nodes (3 + 2) that never joins the
   # multi-node gather, scatter or alltoall: the hang doctor's verdict at
   # TNT_TIMEOUT names the split and its rank, as for an allreduce.
