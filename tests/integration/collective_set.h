@@ -341,6 +341,71 @@ static void check_collective_set(tnt_comm_t *comm)
         free(br);
     }
 
+    /* In place at the root (gather: its block of recvbuf; scatter: its
+     * block of sendbuf), and alltoall, with blocks above UCX's rendezvous
+     * size over TCP (256 KiB) when the communicator spans nodes: a node's
+     * blocks then cross as one large message. */
+    {
+        const size_t ib = tnt_num_nodes(comm) > 1 ? 300001 : 4099;
+        unsigned char *whole = malloc(ib * (size_t)size), *own = malloc(ib);
+        unsigned char *other = malloc(ib * (size_t)size);
+        CHECK(whole != NULL && own != NULL && other != NULL, "malloc");
+#define IP_BYTE(src, dst, i) ((unsigned char)((src)*37 + (dst)*11 + (int)((i) % 241)))
+        for (int root = 0; root<size; root += size> 2 ? size - 1 : 1) {
+            for (size_t i = 0; i < ib; i++) {
+                own[i] = IP_BYTE(me, root, i);
+            }
+            if (me == root) {
+                memset(whole, 0, ib * (size_t)size);
+                memcpy(whole + (size_t)root * ib, own, ib);
+                CHECK_OK(tnt_gather(comm, whole + (size_t)root * ib, whole, ib, root));
+                for (int r = 0; r < size; r++) {
+                    for (size_t i = 0; i < ib; i++) {
+                        CHECK(whole[(size_t)r * ib + i] == IP_BYTE(r, root, i),
+                              "in-place gather to %d: rank %d byte %zu", root, r, i);
+                    }
+                }
+                for (int j = 0; j < size; j++) {
+                    for (size_t i = 0; i < ib; i++) {
+                        whole[(size_t)j * ib + i] = IP_BYTE(root, j, i);
+                    }
+                }
+                CHECK_OK(tnt_scatter(comm, whole, whole + (size_t)root * ib, ib, root));
+                for (int j = 0; j < size; j++) {
+                    for (size_t i = 0; i < ib; i++) {
+                        CHECK(whole[(size_t)j * ib + i] == IP_BYTE(root, j, i),
+                              "in-place scatter from %d changed block %d byte %zu", root, j, i);
+                    }
+                }
+            } else {
+                CHECK_OK(tnt_gather(comm, own, NULL, ib, root));
+                memset(own, 0, ib);
+                CHECK_OK(tnt_scatter(comm, NULL, own, ib, root));
+                for (size_t i = 0; i < ib; i++) {
+                    CHECK(own[i] == IP_BYTE(root, me, i), "in-place scatter from %d: byte %zu",
+                          root, i);
+                }
+            }
+        }
+        for (int j = 0; j < size; j++) {
+            for (size_t i = 0; i < ib; i++) {
+                whole[(size_t)j * ib + i] = IP_BYTE(me, j, i);
+            }
+        }
+        memset(other, 0, ib * (size_t)size);
+        CHECK_OK(tnt_alltoall(comm, whole, other, ib));
+        for (int r = 0; r < size; r++) {
+            for (size_t i = 0; i < ib; i++) {
+                CHECK(other[(size_t)r * ib + i] == IP_BYTE(r, me, i),
+                      "large alltoall: from rank %d byte %zu", r, i);
+            }
+        }
+#undef IP_BYTE
+        free(whole);
+        free(own);
+        free(other);
+    }
+
     /* Posted forms: four at once, waited for in reverse order; they run in
      * posting order whatever the waits do. */
     {

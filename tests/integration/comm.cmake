@@ -70,7 +70,26 @@ if(TNT_WITH_UCX)
   # 5 nodes of one rank, and 3 + 2 + 2 over 3 nodes (uneven).
   tnt_comm_test(set_5x5 180 ARGS --ranks 5 --nodes 5 --mode set)
   tnt_comm_test(set_7x3 180 ARGS --ranks 7 --nodes 3 --mode set)
-  foreach(_op reduce gather alltoallv)
+  # 2 nodes of 2 ranks; and ranks dealt to the nodes in turn (--cyclic), so
+  # a node's ranks are not consecutive: the multi-node gather, scatter and
+  # alltoall(v) then move each node's blocks through an iov or a packed copy
+  # (coll/multinode/gather.c), evenly (6 over 3) and unevenly (7 over 3).
+  tnt_comm_test(set_4x2 180 ARGS --ranks 4 --nodes 2 --mode set)
+  tnt_comm_test(set_6x3_cyclic 180 ARGS --ranks 6 --nodes 3 --cyclic --mode set)
+  tnt_comm_test(set_7x3_cyclic 180 ARGS --ranks 7 --nodes 3 --cyclic --mode set)
+  # Past the windows of coll/multinode/multinode_impl.h: 18 ranks take 17
+  # pairwise alltoall steps (16 in flight), and a root of 34 nodes receives
+  # or sends 33 node messages (32 in flight).
+  tnt_comm_test(set_18x3 180 ARGS --ranks 18 --nodes 3 --mode set)
+  tnt_comm_test(set_34x34 240 ARGS --ranks 34 --nodes 34 --mode set)
+  # A rank of a split across 2 nodes (3 + 2) that never joins the
+  # multi-node gather, scatter or alltoall: the hang doctor's verdict at
+  # TNT_TIMEOUT names the split and its rank, as for an allreduce.
+  foreach(_op gather scatter alltoall)
+    tnt_comm_test(split_hang_${_op}_5x2 60 ENV TNT_TIMEOUT=3
+                  ARGS --ranks 5 --nodes 2 --mode hang-${_op})
+  endforeach()
+  foreach(_op reduce gather scatter alltoall alltoallv)
     tnt_comm_test(dies_${_op}_6x2 60 ENV TNT_TIMEOUT=60 ARGS --ranks 6 --nodes 2 --mode dies-${_op})
   endforeach()
 endif()

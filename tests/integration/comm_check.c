@@ -7,7 +7,7 @@
  * claim different hostnames, so one machine holds several "nodes" and the
  * communicators use UCX between them.
  *
- *   comm_check --ranks N [--nodes K] [--nonblocking] --mode M
+ *   comm_check --ranks N [--nodes K] [--cyclic] [--nonblocking] --mode M
  *
  * Modes:
  *   basic      create, check layout, allreduce / allgather / broadcast
@@ -20,10 +20,10 @@
  *              costs a rank: creation time, memory, descriptors, threads,
  *              for dups of the whole communicator and one-rank splits
  *   bad-color  rank 1 passes color -5: every rank fails, naming rank 1
- *   hang       on a split, rank 1 never joins an allreduce: the others of
- *              its communicator end at TNT_TIMEOUT with a verdict that
- *              names the communicator and its rank 0 (world rank 1), and
- *              the other communicator goes on
+ *   hang[-OP]  on a split, rank 1 never joins an allreduce (or OP, as in
+ *              dies-OP): the others of its communicator end at TNT_TIMEOUT
+ *              with a verdict that names the communicator and its rank 0
+ *              (world rank 1), and the other communicator goes on
  *   hang-eager the same with an 8 B gather to that rank: the senders return
  *              at once, and their tnt_finalize ends at TNT_TIMEOUT with
  *              the verdict
@@ -62,10 +62,15 @@ static int g_rank = -1;
 #include "collective_set.h"
 #include "file_store.h"
 
+/* --cyclic: rank r on node r % nodes (a node's ranks are not consecutive),
+ * else blocks of consecutive ranks. */
+static int g_cyclic;
+
 static tnt_comm_t *create(struct file_store *store, int nodes, int nonblocking)
 {
     char host[64];
-    snprintf(host, sizeof(host), "oob-node%d", store->rank * nodes / store->size);
+    snprintf(host, sizeof(host), "oob-node%d",
+             g_cyclic ? store->rank % nodes : store->rank * nodes / store->size);
     tnt_oob_t oob = {
         .allgather = nonblocking ? store_allgather_nb : store_allgather,
         .test = nonblocking ? store_test : NULL,
@@ -351,7 +356,11 @@ static void mode_bad_color(tnt_comm_t *world)
     check_collectives(world, all, "after a bad color");
 }
 
-static void mode_hang(tnt_comm_t *world)
+static tnt_status_t call_op(tnt_comm_t *comm, const char *op, int32_t *in, int32_t *out,
+                            size_t count);
+
+/* op NULL: an allreduce. */
+static void mode_hang(tnt_comm_t *world, const char *op)
 {
     tnt_comm_t *half = NULL;
     int color = g_rank % 2;
@@ -363,15 +372,20 @@ static void mode_hang(tnt_comm_t *world)
         _exit(0);
     }
     int64_t one = 1, sum = 0;
-    tnt_status_t st = tnt_allreduce(half, &one, &sum, 1, TNT_INT64, TNT_SUM);
+    int32_t in[STORE_MAX_RANKS * 16] = { 0 }, out[STORE_MAX_RANKS * 16];
+    tnt_status_t st = op == NULL ? tnt_allreduce(half, &one, &sum, 1, TNT_INT64, TNT_SUM)
+                                 : call_op(half, op, in, out, 16);
+    if (op != NULL && st == TNT_OK) {
+        sum = tnt_size(half);
+    }
     if (color == 0) {
         CHECK(st == TNT_OK && sum == tnt_size(half), "the other communicator: %s, sum %lld",
               tnt_status_string(st), (long long)sum);
         tnt_finalize(half);
         return;
     }
-    CHECK(st == TNT_ERR_TIMEOUT, "a rank that never joins gave %s: %s", tnt_status_string(st),
-          tnt_last_error());
+    CHECK(st == TNT_ERR_TIMEOUT, "a rank that never joins %s gave %s: %s",
+          op != NULL ? op : "allreduce", tnt_status_string(st), tnt_last_error());
     CHECK(strstr(tnt_last_error(), "communicator oob.1") != NULL &&
               strstr(tnt_last_error(), "rank 0") != NULL,
           "the verdict does not name communicator oob.1 and its rank 0: %s", tnt_last_error());
@@ -549,9 +563,11 @@ static int run_rank(const char *dir, int rank, int size, int nodes, int nonblock
         check_collective_set(half);
         tnt_finalize(half);
     } else if (strcmp(mode, "hang") == 0) {
-        mode_hang(world);
+        mode_hang(world, NULL);
     } else if (strcmp(mode, "hang-eager") == 0) {
         mode_hang_eager(world);
+    } else if (strncmp(mode, "hang-", 5) == 0) {
+        mode_hang(world, mode + 5);
     } else if (strncmp(mode, "dies-", 5) == 0) {
         mode_dies(world, mode + 5);
     } else if (strcmp(mode, "cost") == 0) {
@@ -587,6 +603,8 @@ int main(int argc, char **argv)
             nodes = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--nonblocking") == 0) {
             nonblocking = 1;
+        } else if (strcmp(argv[i], "--cyclic") == 0) {
+            g_cyclic = 1; /* inherited by the forked ranks */
         } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
             mode = argv[++i];
         } else {
@@ -603,8 +621,8 @@ int main(int argc, char **argv)
     int failed = store_fork_ranks_killing("comm_check", ranks, strncmp(mode, "dies-", 5) == 0 ? 3 : -1,
                                           run_forked_rank, &args, NULL);
     if (!failed) {
-        printf("comm_check: %s on %d ranks, %d node(s)%s: OK\n", mode, ranks, nodes,
-               nonblocking ? ", non-blocking exchange" : "");
+        printf("comm_check: %s on %d ranks, %d node(s)%s%s: OK\n", mode, ranks, nodes,
+               g_cyclic ? " (cyclic)" : "", nonblocking ? ", non-blocking exchange" : "");
     }
     return failed;
 }

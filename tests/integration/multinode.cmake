@@ -59,9 +59,12 @@ if(TNT_WITH_UCX)
                      --mode allgather --mode barrier --mode fusion --mode set --transport tcp)
   # The collective set (reduce, reduce_scatter(v), gather, scatter,
   # allgatherv, alltoall(v)) against serial references, with its bad inputs,
-  # under the launcher: one node of 4 ranks, and 3 nodes of one rank.
+  # under the launcher: one node of 4 ranks, 3 nodes of one rank, and 2 nodes
+  # of 2 (the multi-node gather, scatter and alltoall with shared memory
+  # inside each node).
   tnt_multinode_test(set_4x1node 4 1 90 ARGS --mode set)
   tnt_multinode_test(set_3x1 3 3 90 ARGS --mode set --transport tcp)
+  tnt_multinode_test(set_2x2 4 2 90 ARGS --mode set --transport tcp)
   # Every inter-node algorithm forced once (auto mixes them by size).
   foreach(_algo recursive_doubling rabenseifner ring tree)
     tnt_multinode_test(algo_${_algo}_3x2 6 3 90 ENV TNT_ALLREDUCE_ALGO=${_algo}

@@ -28,6 +28,11 @@ foreach(_np 3 4 8)
 endforeach()
 # UCX over TCP only (what separate hosts without RDMA use), 3 nodes.
 tnt_p2p_test(all_6x3_tcp 180 ENV UCX_TLS=tcp,self ARGS --ranks 6 --nodes 3 --mode all)
+# User messages (tags 0 and 1, by rank and any-source) in flight while the
+# multi-node gather, scatter and alltoall(v) run: neither matches the
+# other's; 2 nodes of 2 ranks, and 3 nodes of one over TCP.
+tnt_p2p_test(coll_mix_4x2 120 ARGS --ranks 4 --nodes 2 --mode coll-mix)
+tnt_p2p_test(coll_mix_3x3_tcp 120 ENV UCX_TLS=tcp,self ARGS --ranks 3 --nodes 3 --mode coll-mix)
 tnt_p2p_test(bad_args_3 60 ARGS --ranks 3 --mode bad-args)
 tnt_p2p_test(truncate_2 60 ARGS --ranks 2 --mode truncate)
 tnt_p2p_test(unmatched_send_2 60 ENV TNT_TIMEOUT=3 ARGS --ranks 2 --mode unmatched-send)

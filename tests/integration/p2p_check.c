@@ -47,6 +47,13 @@
  *               any-source receive) for rank 1, which is killed instead of
  *               sending: the same verdicts, within seconds
  *               (both: forked ranks only; no /dev/shm segment is left)
+ *   coll-mix    user messages in flight (posted by rank and any-source
+ *               receives, tags 0 and 1, one of them as long as the
+ *               collectives' blocks) while gather, scatter, alltoall and
+ *               alltoallv run, across nodes with --nodes: every message
+ *               and every collective result is exact, so neither took the
+ *               other's bytes; then messages sent before the collectives
+ *               and received only after them
  *   pingpong    (a measurement, not a check) ranks 0 and 1: round-trip
  *               latency and bandwidth for 8 B .. 16 MiB, printed as a table
  */
@@ -320,6 +327,111 @@ static void mode_all(tnt_comm_t *world)
     }
     CHECK_OK(tnt_barrier(world));
     tnt_finalize(half);
+}
+
+/* The collectives of coll-mix, each result checked: gather and scatter
+ * rooted at `root`, alltoall and alltoallv, blocks of `bytes`. */
+static void mix_collectives(tnt_comm_t *comm, size_t bytes, int root)
+{
+    int me = tnt_rank(comm), n = tnt_size(comm);
+    unsigned char *whole = malloc(bytes * (size_t)n), *other = malloc(bytes * (size_t)n);
+    unsigned char *mine = malloc(bytes);
+    size_t sb[STORE_MAX_RANKS], rb[STORE_MAX_RANKS], at = 0;
+    CHECK(whole != NULL && other != NULL && mine != NULL, "out of memory");
+    /* The collectives' blocks use tags 200 + k in pattern(), which no user
+     * message uses. */
+    fill(mine, bytes, me, root, 200);
+    CHECK_OK(tnt_gather(comm, mine, me == root ? whole : NULL, bytes, root));
+    for (int r = 0; me == root && r < n; r++) {
+        expect_pattern(whole + (size_t)r * bytes, bytes, r, root, 200, "coll-mix gather");
+    }
+    for (int j = 0; me == root && j < n; j++) {
+        fill(whole + (size_t)j * bytes, bytes, root, j, 201);
+    }
+    CHECK_OK(tnt_scatter(comm, me == root ? whole : NULL, mine, bytes, root));
+    expect_pattern(mine, bytes, root, me, 201, "coll-mix scatter");
+    for (int j = 0; j < n; j++) {
+        fill(whole + (size_t)j * bytes, bytes, me, j, 202);
+    }
+    CHECK_OK(tnt_alltoall(comm, whole, other, bytes));
+    for (int r = 0; r < n; r++) {
+        expect_pattern(other + (size_t)r * bytes, bytes, r, me, 202, "coll-mix alltoall");
+    }
+    /* alltoallv: rank r sends bytes - (r + j) % 3 to rank j. */
+    for (int j = 0; j < n; j++) {
+        sb[j] = bytes - (size_t)((me + j) % 3);
+        rb[j] = bytes - (size_t)((j + me) % 3);
+        fill(whole + at, sb[j], me, j, 203);
+        at += sb[j];
+    }
+    CHECK_OK(tnt_alltoallv(comm, whole, sb, other, rb));
+    at = 0;
+    for (int r = 0; r < n; r++) {
+        expect_pattern(other + at, rb[r], r, me, 203, "coll-mix alltoallv");
+        at += rb[r];
+    }
+    free(whole);
+    free(other);
+    free(mine);
+}
+
+/* User messages with tags 0 and 1 in flight around the personalized
+ * collectives: neither side may match the other's messages. */
+static void mode_coll_mix(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm), n = tnt_size(comm);
+    int next = (me + 1) % n, prev = (me + n - 1) % n;
+    const size_t big = 300001, small = 777;
+    unsigned char *in_any = malloc(big + 64), *in_prev = malloc(big), *out_big = malloc(big);
+    unsigned char out_small[777];
+    tnt_recv_info_t info_any, info_prev;
+    tnt_request_t *r_any, *r_prev, *s_big, *s_small;
+    CHECK(in_any != NULL && in_prev != NULL && out_big != NULL, "out of memory");
+    CHECK(n >= 2, "coll-mix wants 2 ranks or more");
+
+    /* Round 1: receives posted (an any-source one for tag 0, one from the
+     * previous rank for tag 1), the sends posted, then the collectives,
+     * then the waits. The tag-1 message is as long as the collectives'
+     * blocks. */
+    fill(out_small, small, me, next, 0);
+    fill(out_big, big, me, next, 1);
+    CHECK_OK(tnt_recv_post(comm, in_any, big + 64, TNT_ANY_SOURCE, 0, &info_any, &r_any));
+    CHECK_OK(tnt_recv_post(comm, in_prev, big, prev, 1, &info_prev, &r_prev));
+    CHECK_OK(tnt_barrier(comm)); /* every receive is posted */
+    CHECK_OK(tnt_send_post(comm, out_small, small, next, 0, &s_small));
+    CHECK_OK(tnt_send_post(comm, out_big, big, next, 1, &s_big));
+    mix_collectives(comm, big, 0);
+    mix_collectives(comm, 64, n - 1);
+    CHECK_OK(tnt_wait(r_any));
+    CHECK_OK(tnt_wait(r_prev));
+    CHECK_OK(tnt_wait(s_small));
+    CHECK_OK(tnt_wait(s_big));
+    CHECK(info_any.source == prev && info_any.tag == 0 && info_any.bytes == small,
+          "the any-source receive got %zu B from rank %d tag %d", info_any.bytes, info_any.source,
+          info_any.tag);
+    expect_pattern(in_any, small, prev, me, 0, "coll-mix any-source");
+    CHECK(info_prev.source == prev && info_prev.tag == 1 && info_prev.bytes == big,
+          "the receive from rank %d got %zu B tag %d", prev, info_prev.bytes, info_prev.tag);
+    expect_pattern(in_prev, big, prev, me, 1, "coll-mix by rank");
+
+    /* Round 2: the sends first, received only after the collectives ran
+     * (the messages wait unexpected on the point-to-point transport). */
+    CHECK_OK(tnt_send_post(comm, out_small, small, next, 0, &s_small));
+    CHECK_OK(tnt_send_post(comm, out_big, big, next, 1, &s_big));
+    mix_collectives(comm, 64, 0);
+    mix_collectives(comm, big, n - 1);
+    CHECK_OK(tnt_recv(comm, in_any, big + 64, TNT_ANY_SOURCE, 0, &info_any));
+    CHECK_OK(tnt_recv(comm, in_prev, big, prev, 1, &info_prev));
+    CHECK_OK(tnt_wait(s_small));
+    CHECK_OK(tnt_wait(s_big));
+    CHECK(info_any.source == prev && info_any.bytes == small, "round 2 any-source: %zu B from %d",
+          info_any.bytes, info_any.source);
+    expect_pattern(in_any, small, prev, me, 0, "coll-mix round 2 any-source");
+    expect_pattern(in_prev, big, prev, me, 1, "coll-mix round 2 by rank");
+    CHECK_OK(tnt_barrier(comm));
+    free(in_any);
+    free(in_prev);
+    free(out_big);
 }
 
 static void expect_invalid(tnt_status_t st, const char *needle, const char *what)
@@ -800,6 +912,8 @@ static int run(tnt_comm_t *comm, const char *mode)
         mode_peer_dies_send(comm);
     } else if (strcmp(mode, "peer-dies-recv") == 0) {
         mode_peer_dies_recv(comm);
+    } else if (strcmp(mode, "coll-mix") == 0) {
+        mode_coll_mix(comm);
     } else if (strcmp(mode, "pingpong") == 0) {
         mode_pingpong(comm);
     } else {

@@ -1,20 +1,23 @@
 /*
- * The collectives beyond allreduce, broadcast and allgather. On one node,
- * gather, scatter and alltoall(v) have shared-memory algorithms of their
- * own (transport/shm_personalized.c: each rank copies only what is
- * addressed to it). Everything else is composed from those three
- * (coll.c), which keeps their guarantees for free: the transports, the
- * hierarchy across nodes, bitwise identical reductions on every rank, the
- * hang doctor and fail-fast. Composition moves more bytes than a dedicated
- * algorithm would (docs/c-api.md has the cost of each, and
- * docs/benchmarks.md the measured figures); dedicated UCX algorithms can
- * replace them one at a time behind the same calls.
+ * The collectives beyond allreduce, broadcast and allgather. Gather,
+ * scatter and alltoall(v) have algorithms of their own, in which each rank
+ * moves only what is addressed to it: on one node through shared memory
+ * (transport/shm_personalized.c), across nodes through shared memory
+ * within each node and the collectives' UCX transport between them
+ * (coll/multinode/gather.c, scatter.c, alltoallv.c). Everything else is
+ * composed from allreduce and allgather (coll.c), which keeps their
+ * guarantees for free: the transports, the hierarchy across nodes, bitwise
+ * identical reductions on every rank, the hang doctor and fail-fast.
+ * Composition moves more bytes than a dedicated algorithm would
+ * (docs/c-api.md has the cost of each, and docs/benchmarks.md the measured
+ * figures).
  *
  * Arguments and agreement across ranks are checked by core/api_composed.c
  * before these run.
  */
 #include "coll/coll.h"
 
+#include "coll/multinode.h"
 #include "transport/shm.h"
 #include "util/log.h"
 
@@ -95,55 +98,52 @@ static int one_node(const tnt_comm_t *comm)
     return comm->num_nodes == 1 && comm->size > 1;
 }
 
+/* gather and scatter of one rank: its block is the whole buffer. */
+static void own_block(const void *from, void *to, size_t bytes)
+{
+    if (from != to && bytes > 0) {
+        memmove(to, from, bytes);
+    }
+}
+
+/* One node: the shared-memory algorithm. Across nodes: each block crosses
+ * once, to the root's node only (coll/multinode/gather.c). */
 tnt_status_t tnt_coll_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                              size_t bytes_per_rank, int root)
 {
-    if (one_node(comm)) {
-        tnt_status_t status = tnt_coll_begin(comm, "gather", TNT_DOCTOR_GATHER,
-                                             bytes_per_rank * (uint64_t)comm->size);
-        if (status == TNT_OK) {
-            status = tnt_shm_gather(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
-        }
-        return tnt_coll_end(comm, "gather", status);
+    tnt_status_t status =
+        tnt_coll_begin(comm, "gather", TNT_DOCTOR_GATHER, bytes_per_rank * (uint64_t)comm->size);
+    if (status != TNT_OK) {
+        return status;
     }
-    if (comm->rank == root) {
-        return tnt_coll_allgather(comm, sendbuf, recvbuf, bytes_per_rank);
+    if (comm->size == 1) {
+        own_block(sendbuf, recvbuf, bytes_per_rank);
+    } else if (one_node(comm)) {
+        status = tnt_shm_gather(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
+    } else {
+        status = tnt_multinode_gather(comm, sendbuf, recvbuf, bytes_per_rank, root);
     }
-    void *tmp = scratch(bytes_per_rank * (size_t)comm->size, "tnt_gather");
-    if (tmp == NULL) {
-        return TNT_ERR_NO_MEMORY;
-    }
-    tnt_status_t status = tnt_coll_allgather(comm, sendbuf, tmp, bytes_per_rank);
-    free(tmp);
-    return status;
+    return tnt_coll_end(comm, "gather", status);
 }
 
+/* One node: the shared-memory algorithm. Across nodes: each node gets only
+ * its own blocks (coll/multinode/scatter.c). */
 tnt_status_t tnt_coll_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t bytes_per_rank, int root)
 {
-    if (one_node(comm)) {
-        tnt_status_t status = tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER,
-                                             bytes_per_rank * (uint64_t)comm->size);
-        if (status == TNT_OK) {
-            status = tnt_shm_scatter(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
-        }
-        return tnt_coll_end(comm, "scatter", status);
+    tnt_status_t status = tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER,
+                                         bytes_per_rank * (uint64_t)comm->size);
+    if (status != TNT_OK) {
+        return status;
     }
-    size_t total = bytes_per_rank * (size_t)comm->size;
-    void *tmp = comm->rank == root ? (void *)sendbuf : scratch(total, "tnt_scatter");
-    if (tmp == NULL) {
-        return TNT_ERR_NO_MEMORY;
+    if (comm->size == 1) {
+        own_block(sendbuf, recvbuf, bytes_per_rank);
+    } else if (one_node(comm)) {
+        status = tnt_shm_scatter(comm->shm, sendbuf, recvbuf, bytes_per_rank, root);
+    } else {
+        status = tnt_multinode_scatter(comm, sendbuf, recvbuf, bytes_per_rank, root);
     }
-    /* The root's buffer is only read: broadcast never writes the root's. */
-    tnt_status_t status = tnt_coll_broadcast(comm, tmp, total, root);
-    const char *mine = (const char *)tmp + (size_t)comm->rank * bytes_per_rank;
-    if (status == TNT_OK && (const void *)mine != recvbuf) {
-        memmove(recvbuf, mine, bytes_per_rank);
-    }
-    if (comm->rank != root) {
-        free(tmp);
-    }
-    return status;
+    return tnt_coll_end(comm, "scatter", status);
 }
 
 /* Every rank's block padded to the largest, then packed. */
@@ -178,57 +178,37 @@ tnt_status_t tnt_coll_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *re
     return status;
 }
 
-/* Every rank's whole send buffer to every rank (padded to the largest),
- * each keeping the blocks addressed to it: size times the bytes a
- * pairwise exchange moves, in one collective. */
+/* One node: the shared-memory exchange. Across nodes: shared memory for
+ * the node's own pairs, a pairwise UCX exchange for the rest
+ * (coll/multinode/alltoallv.c); each block moves once, from its sender to
+ * its receiver. */
 tnt_status_t tnt_coll_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
                                 void *recvbuf, const size_t *all_sendbytes)
 {
-    if (one_node(comm)) {
-        uint64_t bytes = 0;
-        for (int j = 0; j < comm->size; j++) {
-            bytes += sendbytes[j];
+    uint64_t bytes = 0;
+    for (int j = 0; j < comm->size; j++) {
+        bytes += sendbytes[j];
+    }
+    if (!one_node(comm)) {
+        /* As the composed form did: nothing to move, no collective. */
+        uint64_t moved = 0;
+        for (size_t i = 0; i < (size_t)comm->size * (size_t)comm->size; i++) {
+            moved |= all_sendbytes[i];
         }
-        tnt_status_t status = tnt_coll_begin(comm, "alltoall", TNT_DOCTOR_ALLTOALL, bytes);
-        if (status == TNT_OK) {
-            status = tnt_shm_alltoallv(comm->shm, sendbuf, recvbuf, all_sendbytes);
+        if (moved == 0) {
+            return TNT_OK; /* every block of every rank is empty, which every rank knows */
         }
-        return tnt_coll_end(comm, "alltoall", status);
     }
-    const int size = comm->size;
-    size_t max = 0, mine = 0;
-    for (int r = 0; r < size; r++) {
-        size_t total = 0;
-        for (int j = 0; j < size; j++) {
-            total += all_sendbytes[(size_t)r * (size_t)size + (size_t)j];
-        }
-        max = total > max ? total : max;
+    tnt_status_t status = tnt_coll_begin(comm, "alltoall", TNT_DOCTOR_ALLTOALL, bytes);
+    if (status != TNT_OK) {
+        return status;
     }
-    for (int j = 0; j < size; j++) {
-        mine += sendbytes[j];
+    if (comm->size == 1) {
+        own_block(sendbuf, recvbuf, sendbytes[0]);
+    } else if (one_node(comm)) {
+        status = tnt_shm_alltoallv(comm->shm, sendbuf, recvbuf, all_sendbytes);
+    } else {
+        status = tnt_multinode_alltoallv(comm, sendbuf, sendbytes, recvbuf, all_sendbytes);
     }
-    if (max == 0) {
-        return TNT_OK; /* every block of every rank is empty */
-    }
-    char *tmp = scratch(max * (size_t)size, "tnt_alltoall");
-    char *padded = scratch(max, "tnt_alltoall");
-    tnt_status_t status = TNT_ERR_NO_MEMORY;
-    if (tmp != NULL && padded != NULL) {
-        memcpy(padded, sendbuf, mine);
-        memset(padded + mine, 0, max - mine);
-        status = tnt_coll_allgather(comm, padded, tmp, max);
-    }
-    size_t out = 0;
-    for (int r = 0; status == TNT_OK && r < size; r++) {
-        const size_t *row = all_sendbytes + (size_t)r * (size_t)size;
-        size_t offset = 0;
-        for (int j = 0; j < comm->rank; j++) {
-            offset += row[j];
-        }
-        memcpy((char *)recvbuf + out, tmp + (size_t)r * max + offset, row[comm->rank]);
-        out += row[comm->rank];
-    }
-    free(tmp);
-    free(padded);
-    return status;
+    return tnt_coll_end(comm, "alltoall", status);
 }

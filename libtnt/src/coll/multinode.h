@@ -29,6 +29,21 @@ tnt_status_t tnt_multinode_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, 
 tnt_status_t tnt_multinode_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                      size_t bytes_per_rank);
 tnt_status_t tnt_multinode_barrier(tnt_comm_t *comm);
+/* The personalized collectives (coll/composed.c calls them with the
+ * arguments checked and agreed on by every rank, core/api_composed.c):
+ * each block crosses between nodes once, from its sender to the node of its
+ * receiver, over the collectives' own UCX transport. In place as the public
+ * calls allow it: gather's sendbuf may be the root's block of recvbuf,
+ * scatter's recvbuf the root's block of sendbuf. alltoallv: blocks packed in
+ * rank order, sendbytes this rank's row of all_send (rank r's row at
+ * r * size). */
+tnt_status_t tnt_multinode_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t bytes_per_rank, int root);
+tnt_status_t tnt_multinode_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes_per_rank, int root);
+tnt_status_t tnt_multinode_alltoallv(tnt_comm_t *comm, const void *sendbuf,
+                                     const size_t *sendbytes, void *recvbuf,
+                                     const size_t *all_send);
 
 /* The hang doctor's messages to ranks on other nodes (transport/ucx/ucx.h
  * side messages): send returns 0 or -1 (skipped), recv the length of one

@@ -54,6 +54,25 @@ tnt_status_t tnt_multinode_barrier(tnt_comm_t *comm)
     return unsupported(comm);
 }
 
+tnt_status_t tnt_multinode_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                  size_t bytes_per_rank, int root)
+{
+    return unsupported(comm);
+}
+
+tnt_status_t tnt_multinode_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                   size_t bytes_per_rank, int root)
+{
+    return unsupported(comm);
+}
+
+tnt_status_t tnt_multinode_alltoallv(tnt_comm_t *comm, const void *sendbuf,
+                                     const size_t *sendbytes, void *recvbuf,
+                                     const size_t *all_send)
+{
+    return unsupported(comm);
+}
+
 int tnt_multinode_side_send(tnt_comm_t *comm, int peer, const void *buf, size_t bytes)
 {
     (void)comm;

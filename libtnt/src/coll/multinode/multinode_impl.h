@@ -20,6 +20,10 @@
  *                                   them (no copy into staging first)
  *   cost_model.c                    the alpha-beta-gamma model that selects
  *   broadcast.c, allgather.c, barrier.c
+ *   gather.c, scatter.c             rooted: shm within the node, one message
+ *                                   per node between its leader and the root
+ *   alltoallv.c                     shm within the node, pairwise UCX
+ *                                   exchange between nodes
  *   multinode.c                     init/finalize, layout tables
  */
 #ifndef TNT_COLL_MULTINODE_IMPL_H
@@ -200,6 +204,21 @@ static inline int tnt_mn_fold_real(int v, int rem)
 {
     return v < rem ? 2 * v + 1 : v + rem;
 }
+
+/* Messages in flight at once: the root of a gather or scatter (one per
+ * other node), and alltoall(v)'s pairwise steps (a send and a receive
+ * each). Both stay far below the transport's pool (TNT_UCX_POOL_SLOTS),
+ * which the hang doctor's side messages share. */
+#define TNT_MN_ROOTED_WINDOW   32
+#define TNT_MN_PAIRWISE_WINDOW 16
+
+/* Node n's blocks of bytes each, at rank * bytes from base, as an iov in
+ * local rank order, consecutive ranks merged into one entry; iov has room
+ * for node_sizes[n] entries. Returns the entries used. (gather.c) */
+size_t tnt_mn_node_iov(const tnt_net_t *net, int node, unsigned char *base, size_t bytes,
+                       tnt_ucx_iov_t *iov);
+/* 1 when node n's ranks are consecutive (its blocks are one span). */
+int tnt_mn_node_contiguous(const tnt_net_t *net, int node);
 
 /* Local rank l of node n. */
 static inline int tnt_mn_rank_at(const tnt_net_t *net, int node, int local)
