@@ -381,7 +381,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                         const c10d::AllgatherOptions &opts) override
     {
         const char *op = "allgather_coalesced";
-        check_cpus(op, inputs);
+        TORCH_CHECK(!inputs.empty(), "tnt: ", op, ": got no input tensors");
+        check_tensors(op, inputs);
         TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "tnt: ", op,
                     ": takes one output list per rank of the group (", size_, "), got ",
                     outputs.size());
@@ -390,7 +391,7 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             TORCH_CHECK(outputs[r].size() == inputs.size(), "tnt: ", op, ": output list ", r,
                         " has ", outputs[r].size(), " tensors; it needs one per input tensor (",
                         inputs.size(), ")");
-            check_cpus(op, outputs[r]);
+            check_tensors(op, outputs[r]);
             for (size_t i = 0; i < inputs.size(); i++) {
                 check_same(op, outputs[r][i], inputs[i],
                            "output tensor " + std::to_string(i) + " of rank " + std::to_string(r),
@@ -398,23 +399,54 @@ class ProcessGroupTnt : public c10d::ProcessGroup
                 outs.push_back(outputs[r][i]);
             }
         }
-        std::vector<at::Tensor> ins = inputs;
+        std::vector<at::Tensor> ins = inputs, every = outs;
+        every.insert(every.end(), inputs.begin() + 1, inputs.end());
+        DeviceStream ds = stream_for(op, inputs[0], every);
         return enqueue(OpType::ALLGATHER_COALESCED, op, opts.timeout, outs, inputs,
-                       [this, op, ins, outs]() mutable {
-                           std::vector<at::Tensor> bytes;
+                       [this, op, ins, outs, ds]() mutable {
+                           DeviceScope scope(ds);
+                           /* Inputs that already lie one after the other
+                            * are sent where they are, and outputs that
+                            * form one buffer in rank order (meeting no
+                            * input) are received where they are; the rest
+                            * go through a byte buffer on the tensors'
+                            * device. */
+                           size_t block = 0;
                            for (const auto &t : ins) {
-                               bytes.push_back(t.reshape({ -1 }).view(at::kByte));
+                               block += nbytes(t);
                            }
-                           at::Tensor block = at::cat(bytes);
-                           at::Tensor flat = at::empty({ size_ * block.numel() }, block.options());
-                           check(op, tnt_allgather(comm_, block.data_ptr(), flat.data_ptr(),
-                                                   static_cast<size_t>(block.numel())));
-                           int64_t off = 0;
-                           for (auto &t : outs) {
-                               int64_t n = static_cast<int64_t>(nbytes(t));
-                               t.reshape({ -1 }).view(at::kByte).copy_(flat.narrow(0, off, n));
-                               off += n;
+                           at::Tensor send_block, flat;
+                           const void *send = adjacent(ins) ? ins[0].data_ptr() : nullptr;
+                           if (send == nullptr) {
+                               std::vector<at::Tensor> bytes;
+                               for (const auto &t : ins) {
+                                   bytes.push_back(t.reshape({ -1 }).view(at::kByte));
+                               }
+                               send_block = at::cat(bytes);
+                               send = send_block.data_ptr();
                            }
+                           void *recv = adjacent(outs) && !overlaps(ins, outs)
+                                            ? outs[0].data_ptr()
+                                            : nullptr;
+                           if (recv == nullptr) {
+                               flat = at::empty({ static_cast<int64_t>(size_ * block) },
+                                                ins[0].options().dtype(at::kByte));
+                               recv = flat.data_ptr();
+                           }
+                           if (ds.cuda) {
+                               check(op, tnt_allgather_device(comm_, send, recv, block, ds.handle));
+                           } else {
+                               check(op, tnt_allgather(comm_, send, recv, block));
+                           }
+                           if (flat.defined()) {
+                               int64_t off = 0;
+                               for (auto &t : outs) {
+                                   int64_t n = static_cast<int64_t>(nbytes(t));
+                                   t.reshape({ -1 }).view(at::kByte).copy_(flat.narrow(0, off, n));
+                                   off += n;
+                               }
+                           }
+                           device_done(op, ds);
                        });
     }
 

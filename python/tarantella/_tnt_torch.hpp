@@ -59,10 +59,6 @@ const char *op_name(c10d::ReduceOp rop);
 /* A dense contiguous tensor on the CPU or on a CUDA device. */
 void check_tensor(const char *op, const at::Tensor &t);
 void check_tensors(const char *op, const std::vector<at::Tensor> &ts);
-/* The same, and on the CPU: for the ops without a device path
- * (allgather_coalesced). */
-void check_cpu(const char *op, const at::Tensor &t);
-void check_cpus(const char *op, const std::vector<at::Tensor> &ts);
 /* Every tensor of @p ts on the device of @p ref. */
 void check_device(const char *op, const std::vector<at::Tensor> &ts, const at::Tensor &ref);
 void check_one(const char *op, const std::vector<at::Tensor> &ts, const char *what);

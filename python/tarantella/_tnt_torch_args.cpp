@@ -96,23 +96,6 @@ void check_tensors(const char *op, const std::vector<at::Tensor> &ts)
     }
 }
 
-void check_cpu(const char *op, const at::Tensor &t)
-{
-    check_tensor(op, t);
-    TORCH_CHECK(t.device().is_cpu(), "tnt: ", op, ": ", t.device().str(),
-                " tensors are not supported by the tnt backend in ", op,
-                " (the backend has no device path for it yet; every other operation takes "
-                "CUDA tensors); move the tensors to the CPU (tensor.cpu()), or use backend "
-                "'nccl' for this call");
-}
-
-void check_cpus(const char *op, const std::vector<at::Tensor> &ts)
-{
-    for (const auto &t : ts) {
-        check_cpu(op, t);
-    }
-}
-
 void check_device(const char *op, const std::vector<at::Tensor> &ts, const at::Tensor &ref)
 {
     for (const auto &t : ts) {

@@ -13,7 +13,8 @@ CUDA can describe such a tensor, but has no CUDA kernels to run on it).
 The results are read back through a CPU view of the same memory and
 compared with a serial reference that every rank computes from every
 rank's input: allreduce, broadcast, reduce, allgather and reduce-scatter
-(check_allreduce, check_movement), gather and scatter to and from every
+(check_allreduce, check_movement), all_gather_coalesced (check_coalesced),
+gather and scatter to and from every
 root, all_to_all_single with equal and uneven splits and all_to_all
 (check_exchange), and send/recv with tags and from any source (check_p2p,
 2 ranks). Also checked: the op goes on the stream the caller set (a
@@ -163,6 +164,33 @@ def check_movement(rank, size):
         want = (reference([value(r, n, dtype, salt=root) for r in range(size)], R.SUM, dtype)
                 if rank == root else value(rank, n, dtype, salt=root))
         expect(b.cpu, want, "reduce to %d" % root)
+
+
+def check_coalesced(rank, size):
+    """all_gather_coalesced of CUDA tensors that are views of one buffer on
+    each side (the double runs no torch kernels, so only the form that
+    sends and receives where the tensors lie can run here; the staged form
+    is the CPU path's, checked in tnt_backend_ops.py), blocking and async,
+    over several sizes and dtypes; the sizes reach past the host-staged
+    path's first chunk."""
+    for dtype, sizes in ((torch.float32, (1, 11, 3)), (torch.int64, (5,)),
+                         (torch.float16, (2, 3)), (torch.uint8, (70001, 7)),
+                         (torch.bfloat16, (33,))):
+        block = sum(sizes)
+        src = DeviceBuffer(block, dtype)
+        src.cpu.copy_(torch.cat([value(rank, n, dtype, salt=i) for i, n in enumerate(sizes)]))
+        for async_op in (False, True):
+            out = DeviceBuffer(size * block, dtype)
+            outs = out.blocks(list(sizes) * size)
+            work = dist.all_gather_coalesced(
+                [outs[r * len(sizes):(r + 1) * len(sizes)] for r in range(size)],
+                src.blocks(sizes), async_op=async_op)
+            if async_op:
+                work.wait()
+            want = torch.cat([value(r, n, dtype, salt=i) for r in range(size)
+                              for i, n in enumerate(sizes)])
+            expect(out.cpu, want, "all_gather_coalesced %s sizes %s%s"
+                   % (dtype, sizes, " (async)" if async_op else ""))
 
 
 def on_late_stream(buf, data, call):
@@ -383,15 +411,13 @@ def refused(what, call, *needles):
 
 def check_refused(rank, size):
     """What the backend refuses at the call, naming the op and the way out:
-    the op without a device path, tensors on two devices in one call, a
+    tensors on two devices in one call, a
     device other than the group's, a CUDA message to oneself, and a CUDA
     message on a group that has run no CUDA collective yet."""
     b = DeviceBuffer(4, torch.float32)
-    refused("all_gather_coalesced of CUDA tensors", lambda: dist.all_gather_coalesced(
-        [[b.dev] for _ in range(size)], [b.dev]),
-        "tnt: allgather_coalesced: cuda:0 tensors are not supported by the tnt backend in "
-        "allgather_coalesced", "backend 'nccl'")
     two = ("tensors on cuda:0 and cpu in one call", "put every tensor of the call on one device")
+    refused("all_gather_coalesced on two devices", lambda: dist.all_gather_coalesced(
+        [[torch.zeros(4)] for _ in range(size)], [b.dev]), "tnt: allgather_coalesced: ", *two)
     refused("_allgather_base on two devices",
             lambda: dist.all_gather_into_tensor(torch.zeros(4 * size), b.dev),
             "tnt: _allgather_base: ", *two)
@@ -429,6 +455,7 @@ def main():
     rank, size = dist.get_rank(), dist.get_world_size()
     check_allreduce(rank, size)
     check_movement(rank, size)
+    check_coalesced(rank, size)
     check_exchange(rank, size)
     check_p2p(rank, size)
     check_stream_order(rank, size)

@@ -175,6 +175,46 @@ def check_data_movement(rank, size):
             expect(outs[r], rows(r, rank).reshape(-1), "all_to_all[%d] %s" % (r, tag))
 
 
+def check_allgather_coalesced(rank, size):
+    """all_gather_coalesced of tensors of several sizes (torch's Python API
+    takes one dtype per call), with separate tensors everywhere (staged
+    through one byte block), with inputs and outputs that are views of one
+    buffer each in order (sent and received where they lie), with the
+    inputs inside that output buffer (FSDP's in-place form), and with this
+    rank's outputs being its inputs: what the op reads must not be received
+    into before it is sent."""
+    sizes = (1, N, 3)
+    for dtype in (torch.float32, torch.int64, torch.float16, torch.bool):
+        def mine(r):
+            return [value(r, n, dtype, salt=i) for i, n in enumerate(sizes)]
+
+        def zeros():
+            return [torch.zeros(n, dtype=dtype) for n in sizes]
+
+        def views(flat):
+            return list(torch.split(flat, list(sizes) * (flat.numel() // sum(sizes))))
+
+        layouts = {"separate tensors": (mine(rank), [zeros() for _ in range(size)])}
+        ins = views(torch.cat(mine(rank)))
+        out = views(torch.zeros(size * sum(sizes), dtype=dtype))
+        layouts["views of one buffer"] = (ins, [out[r * 3:(r + 1) * 3] for r in range(size)])
+        out = views(torch.zeros(size * sum(sizes), dtype=dtype))
+        for t, v in zip(out[rank * 3:(rank + 1) * 3], mine(rank)):
+            t.copy_(v)
+        layouts["inputs inside one output buffer"] = (
+            out[rank * 3:(rank + 1) * 3], [out[r * 3:(r + 1) * 3] for r in range(size)])
+        own = mine(rank)
+        layouts["this rank's outputs are its inputs"] = (
+            own, [own if r == rank else zeros() for r in range(size)])
+        for what, (ins, outs) in layouts.items():
+            work = dist.all_gather_coalesced(outs, ins, async_op=True)
+            work.wait()
+            for r in range(size):
+                for i, (got, want) in enumerate(zip(outs[r], mine(r))):
+                    expect(got, want, "all_gather_coalesced %s, %s: rank %d's tensor %d"
+                           % (dtype, what, r, i))
+
+
 def check_async(rank, size):
     """Futures complete without anyone calling wait (DDP's autograd threads
     only look at futures), with the output tensors as their value."""
@@ -288,6 +328,7 @@ def main():
     check_sequence_numbers(rank, size)
     check_reductions(rank, size)
     check_data_movement(rank, size)
+    check_allgather_coalesced(rank, size)
     check_async(rank, size)
     check_new_group(rank, size)
     dist.barrier()
