@@ -50,18 +50,24 @@ int tnt_mn_node_contiguous(const tnt_net_t *net, int node)
     return tnt_mn_rank_at(net, node, L - 1) - tnt_mn_rank_at(net, node, 0) == L - 1;
 }
 
-/* The root: receives from the other nodes' leaders, in node order starting
- * after its own, with at most TNT_MN_ROOTED_WINDOW in flight; between the
- * first window and the rest, its own node's gather. */
-static tnt_status_t gather_root_node(tnt_comm_t *comm, const void *sendbuf, unsigned char *out,
-                                     size_t bytes);
+unsigned char *tnt_mn_alloc_blocks(tnt_net_t *net, int count, size_t bytes)
+{
+    unsigned char *blocks = malloc((size_t)count * bytes);
+    if (blocks == NULL) {
+        tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %zu bytes", net->what,
+                        count, bytes);
+    }
+    return blocks;
+}
 
-static tnt_status_t gather_root(tnt_comm_t *comm, const void *sendbuf, unsigned char *out,
-                                size_t bytes, uint32_t seq)
+tnt_status_t tnt_mn_rooted_root(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t bytes,
+                                uint32_t seq, int receive, tnt_mn_own_node_fn own_node)
 {
     tnt_net_t *net = comm->net;
     const int N = comm->num_nodes, v = comm->node_id;
     const int W = N - 1 < TNT_MN_ROOTED_WINDOW ? N - 1 : TNT_MN_ROOTED_WINDOW;
+    /* A send only reads its blocks (the cast is UCX's iov type). */
+    unsigned char *base = receive ? recvbuf : (unsigned char *)sendbuf;
     tnt_ucx_op_t *ops[TNT_MN_ROOTED_WINDOW];
     tnt_ucx_iov_t *iov = malloc((size_t)comm->size * sizeof(*iov));
     tnt_status_t status = TNT_OK;
@@ -73,23 +79,26 @@ static tnt_status_t gather_root(tnt_comm_t *comm, const void *sendbuf, unsigned 
     for (int i = 0; i < TNT_MN_ROOTED_WINDOW; i++) {
         ops[i] = NULL;
     }
-    /* Message i comes from node (v + 1 + i) % N; its iov sits at that
-     * node's offset in the layout table, so in-flight iovs never overlap. */
+    /* Message i is node (v + 1 + i) % N's; its iov sits at that node's
+     * offset in the layout table, so in-flight iovs never overlap. */
     for (int i = 0; i < N - 1 && status == TNT_OK; i++) {
         int node = (v + 1 + i) % N;
-        int from = tnt_mn_rank_at(net, node, 0);
+        int leader = tnt_mn_rank_at(net, node, 0);
         tnt_ucx_iov_t *mine = iov + net->node_offset[node];
-        size_t n = tnt_mn_node_iov(net, node, out, bytes, mine);
+        size_t n = tnt_mn_node_iov(net, node, base, bytes, mine);
 
         if (i >= W) {
             status = tnt_ucx_wait(net->ucx, &ops[i % W], net->what);
         }
-        if (status == TNT_OK) {
-            status = tnt_ucx_irecvv(net->ucx, from, tnt_ucx_tag(seq, from, 0), mine, n,
+        if (status == TNT_OK && receive) {
+            status = tnt_ucx_irecvv(net->ucx, leader, tnt_ucx_tag(seq, leader, 0), mine, n,
+                                    &ops[i % W]);
+        } else if (status == TNT_OK) {
+            status = tnt_ucx_isendv(net->ucx, leader, tnt_ucx_tag(seq, comm->rank, 0), mine, n,
                                     &ops[i % W]);
         }
         if (status == TNT_OK && i == W - 1) {
-            status = gather_root_node(comm, sendbuf, out, bytes);
+            status = own_node(comm, sendbuf, recvbuf, bytes);
         }
     }
     if (status == TNT_OK) {
@@ -101,11 +110,12 @@ static tnt_status_t gather_root(tnt_comm_t *comm, const void *sendbuf, unsigned 
     return status;
 }
 
-/* The root's own node: its blocks into place in out. */
-static tnt_status_t gather_root_node(tnt_comm_t *comm, const void *sendbuf, unsigned char *out,
+/* The root's own node: its blocks into place in recvbuf. */
+static tnt_status_t gather_root_node(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                      size_t bytes)
 {
     tnt_net_t *net = comm->net;
+    unsigned char *out = recvbuf;
     const int v = comm->node_id, L = comm->local_size;
     const int first = tnt_mn_rank_at(net, v, 0);
     tnt_status_t status;
@@ -122,10 +132,9 @@ static tnt_status_t gather_root_node(tnt_comm_t *comm, const void *sendbuf, unsi
         return tnt_shm_gather(comm->shm, sendbuf, out + (size_t)first * bytes, bytes,
                               comm->local_rank);
     }
-    unsigned char *tmp = malloc((size_t)L * bytes);
+    unsigned char *tmp = tnt_mn_alloc_blocks(net, L, bytes);
     if (tmp == NULL) {
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %zu bytes",
-                               net->what, L, bytes);
+        return TNT_ERR_NO_MEMORY;
     }
     status = tnt_shm_gather(comm->shm, sendbuf, tmp, bytes, comm->local_rank);
     for (int l = 0; status == TNT_OK && l < L; l++) {
@@ -153,7 +162,7 @@ tnt_status_t tnt_multinode_gather(tnt_comm_t *comm, const void *sendbuf, void *r
     snprintf(net->what, sizeof(net->what), "gather #%llu (root %d, across nodes)",
              (unsigned long long)comm->coll_seq, root);
     if (comm->rank == root) {
-        return gather_root(comm, sendbuf, recvbuf, bytes, seq);
+        return tnt_mn_rooted_root(comm, sendbuf, recvbuf, bytes, seq, 1, gather_root_node);
     }
     if (comm->node_id == root_node) {
         return tnt_shm_gather(comm->shm, sendbuf, NULL, bytes, comm->local_rank_of_rank[root]);
@@ -164,10 +173,9 @@ tnt_status_t tnt_multinode_gather(tnt_comm_t *comm, const void *sendbuf, void *r
     /* A non-root node's leader: its node's blocks, then one message. */
     unsigned char *block = (unsigned char *)sendbuf;
     if (L > 1) {
-        block = malloc((size_t)L * bytes);
+        block = tnt_mn_alloc_blocks(net, L, bytes);
         if (block == NULL) {
-            return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %zu bytes",
-                                   net->what, L, bytes);
+            return TNT_ERR_NO_MEMORY;
         }
         status = tnt_shm_gather(comm->shm, sendbuf, block, bytes, 0);
         if (status != TNT_OK) {

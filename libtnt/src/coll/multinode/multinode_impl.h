@@ -219,6 +219,20 @@ size_t tnt_mn_node_iov(const tnt_net_t *net, int node, unsigned char *base, size
                        tnt_ucx_iov_t *iov);
 /* 1 when node n's ranks are consecutive (its blocks are one span). */
 int tnt_mn_node_contiguous(const tnt_net_t *net, int node);
+/* Room for count blocks of bytes each; NULL (the error raised, naming the
+ * call in net->what) when there is none. (gather.c) */
+unsigned char *tnt_mn_alloc_blocks(tnt_net_t *net, int count, size_t bytes);
+/* The root's side of a gather (receive nonzero) or scatter across nodes:
+ * one message from or to each other node's leader, in node order starting
+ * after the root's own, over that node's blocks where they lie in recvbuf
+ * (gather) or sendbuf (scatter), at most TNT_MN_ROOTED_WINDOW in flight;
+ * once the first window is posted, own_node(comm, sendbuf, recvbuf, bytes)
+ * does the root's own node, so the messages move while it runs.
+ * (gather.c) */
+typedef tnt_status_t (*tnt_mn_own_node_fn)(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
+                                           size_t bytes);
+tnt_status_t tnt_mn_rooted_root(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t bytes,
+                                uint32_t seq, int receive, tnt_mn_own_node_fn own_node);
 
 /* Local rank l of node n. */
 static inline int tnt_mn_rank_at(const tnt_net_t *net, int node, int local)

@@ -21,11 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The root's own node: its blocks from their places in in. */
-static tnt_status_t scatter_root_node(tnt_comm_t *comm, const unsigned char *in, void *recvbuf,
+/* The root's own node: its blocks from their places in sendbuf. */
+static tnt_status_t scatter_root_node(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                       size_t bytes)
 {
     tnt_net_t *net = comm->net;
+    const unsigned char *in = sendbuf;
     const int v = comm->node_id, L = comm->local_size;
     const int first = tnt_mn_rank_at(net, v, 0);
     tnt_status_t status;
@@ -42,62 +43,15 @@ static tnt_status_t scatter_root_node(tnt_comm_t *comm, const unsigned char *in,
         return tnt_shm_scatter(comm->shm, in + (size_t)first * bytes, recvbuf, bytes,
                                comm->local_rank);
     }
-    unsigned char *tmp = malloc((size_t)L * bytes);
+    unsigned char *tmp = tnt_mn_alloc_blocks(net, L, bytes);
     if (tmp == NULL) {
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %zu bytes",
-                               net->what, L, bytes);
+        return TNT_ERR_NO_MEMORY;
     }
     for (int l = 0; l < L; l++) {
         memcpy(tmp + (size_t)l * bytes, in + (size_t)tnt_mn_rank_at(net, v, l) * bytes, bytes);
     }
     status = tnt_shm_scatter(comm->shm, tmp, recvbuf, bytes, comm->local_rank);
     free(tmp);
-    return status;
-}
-
-static tnt_status_t scatter_root(tnt_comm_t *comm, const unsigned char *in, void *recvbuf,
-                                 size_t bytes, uint32_t seq)
-{
-    tnt_net_t *net = comm->net;
-    const int N = comm->num_nodes, v = comm->node_id;
-    const int W = N - 1 < TNT_MN_ROOTED_WINDOW ? N - 1 : TNT_MN_ROOTED_WINDOW;
-    tnt_ucx_op_t *ops[TNT_MN_ROOTED_WINDOW];
-    tnt_ucx_iov_t *iov = malloc((size_t)comm->size * sizeof(*iov));
-    tnt_status_t status = TNT_OK;
-
-    if (iov == NULL) {
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d ranks", net->what,
-                               comm->size);
-    }
-    for (int i = 0; i < TNT_MN_ROOTED_WINDOW; i++) {
-        ops[i] = NULL;
-    }
-    /* Message i goes to node (v + 1 + i) % N; its iov sits at that node's
-     * offset in the layout table, so in-flight iovs never overlap. The
-     * send only reads sendbuf (the cast is UCX's iov type). */
-    for (int i = 0; i < N - 1 && status == TNT_OK; i++) {
-        int node = (v + 1 + i) % N;
-        int to = tnt_mn_rank_at(net, node, 0);
-        tnt_ucx_iov_t *mine = iov + net->node_offset[node];
-        size_t n = tnt_mn_node_iov(net, node, (unsigned char *)in, bytes, mine);
-
-        if (i >= W) {
-            status = tnt_ucx_wait(net->ucx, &ops[i % W], net->what);
-        }
-        if (status == TNT_OK) {
-            status = tnt_ucx_isendv(net->ucx, to, tnt_ucx_tag(seq, comm->rank, 0), mine, n,
-                                    &ops[i % W]);
-        }
-        if (status == TNT_OK && i == W - 1) {
-            status = scatter_root_node(comm, in, recvbuf, bytes);
-        }
-    }
-    if (status == TNT_OK) {
-        status = tnt_ucx_waitall(net->ucx, ops, W, net->what);
-    } else {
-        tnt_ucx_waitall(net->ucx, ops, W, net->what);
-    }
-    free(iov);
     return status;
 }
 
@@ -116,7 +70,7 @@ tnt_status_t tnt_multinode_scatter(tnt_comm_t *comm, const void *sendbuf, void *
     snprintf(net->what, sizeof(net->what), "scatter #%llu (root %d, across nodes)",
              (unsigned long long)comm->coll_seq, root);
     if (comm->rank == root) {
-        return scatter_root(comm, sendbuf, recvbuf, bytes, seq);
+        return tnt_mn_rooted_root(comm, sendbuf, recvbuf, bytes, seq, 0, scatter_root_node);
     }
     if (comm->node_id == root_node) {
         return tnt_shm_scatter(comm->shm, NULL, recvbuf, bytes, comm->local_rank_of_rank[root]);
@@ -127,10 +81,9 @@ tnt_status_t tnt_multinode_scatter(tnt_comm_t *comm, const void *sendbuf, void *
     /* A non-root node's leader: its node's blocks in one message. */
     unsigned char *block = recvbuf;
     if (L > 1) {
-        block = malloc((size_t)L * bytes);
+        block = tnt_mn_alloc_blocks(net, L, bytes);
         if (block == NULL) {
-            return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %zu bytes",
-                                   net->what, L, bytes);
+            return TNT_ERR_NO_MEMORY;
         }
     }
     tnt_ucx_op_t *op = NULL;
