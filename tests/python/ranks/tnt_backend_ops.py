@@ -307,6 +307,21 @@ def check_new_group(rank, size):
     expect(t, torch.full((2,), float(size)), "all_reduce in new_group()")
     # Each group's communicator is named after it in errors and verdicts.
     assert everyone.comm_name == "torch.group%d" % size, everyone.comm_name
+    # dist.new_subgroups(group_size=1): torch 1.13 refuses it without CUDA,
+    # so make the calls it makes, every rank creating every subgroup in
+    # order; each rank then runs collectives in its own one-rank group, and
+    # the world's still work between them.
+    subgroups = [dist.new_group([r]) for r in range(size)]
+    mine = subgroups[rank]
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t, group=mine)
+    expect(t, torch.tensor([float(rank + 1)]), "all_reduce in a one-rank subgroup")
+    outs = [torch.zeros(1)]
+    dist.all_gather(outs, t, group=mine)
+    expect(outs[0], t, "all_gather in a one-rank subgroup")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    expect(t, torch.full((1,), float(size)), "all_reduce in the world after the subgroups")
     assert dist.distributed_c10d._get_default_group().comm_name == "torch.default_pg"
 
 
