@@ -12,7 +12,7 @@ packages=(
   munge slurmctld slurmd slurm-client libslurm-dev
   openmpi-bin libopenmpi-dev
   python3-dev python3-venv python3-torch python3-numpy python3-sklearn python3-pytest
-  python3-torchvision
+  python3-torchvision python3-matplotlib
   libtorch-dev pybind11-dev
   iproute2 procps util-linux
 )

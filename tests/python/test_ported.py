@@ -39,17 +39,22 @@ def _test_lines(out):
 def test_mnist_digits_one_and_two_ranks(launch, run_single):
     pytest.importorskip("torchvision")
     pytest.importorskip("sklearn")
-    two = _test_lines(check(launch(2, MNIST, "--epochs", 1, timeout=300), "mnist on 2 ranks"))
-    one = _test_lines(check(run_single(MNIST, "--epochs", 1, timeout=300), "mnist on 1 rank"))
-    # Every rank evaluates the whole test set, as the original does: the two
-    # ranks' lines are equal only when their weights are (broadcast initial
-    # weights, every step's gradients averaged).
-    assert len(two) == 2 and two[0] == two[1], two
-    assert len(one) == 1, one
-    # Trained, not guessing (10%): one epoch reaches about 65% here; a port
-    # that mixes up data or labels stays near 10%.
+    two = _test_lines(check(launch(2, MNIST, "--epochs", 2, timeout=300), "mnist on 2 ranks"))
+    one = _test_lines(check(run_single(MNIST, "--epochs", 2, timeout=300), "mnist on 1 rank"))
+    # Every rank evaluates the whole test set after every epoch, as the
+    # original does: the two ranks' lines are equal only when their weights
+    # are (broadcast initial weights, every step's gradients averaged).
+    pairs = sorted(two)
+    assert len(two) == 4 and pairs[0] == pairs[1] and pairs[2] == pairs[3], two
+    assert len(one) == 2, one
+    # Trained, not guessing (10%); a port that mixes up data or labels stays
+    # near 10%.
     for loss, correct in one + two:
         assert correct >= 144, (one, two)  # 40% of 360
     # With dropout, 1 and 2 ranks agree in distribution, not bit for bit
-    # (docs/reproducibility.md): the same accuracy within 15 points.
-    assert abs(one[0][1] - two[0][1]) <= 54, (one, two)
+    # (docs/reproducibility.md): the same best accuracy within 15 points.
+    # Two epochs, because after one the accuracy is still on the steep part
+    # of its curve, where the machine's float rounding alone moved it from
+    # about 65% to 56% on one rank (75% on two).
+    best_one, best_two = max(c for _, c in one), max(c for _, c in two)
+    assert abs(best_one - best_two) <= 54, (one, two)
