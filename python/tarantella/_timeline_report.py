@@ -242,6 +242,15 @@ def main(argv):
     p.add_argument("--max-steps", type=int, default=20,
                    help="steps to print (default 20; 0 = all)")
     args = parser.parse_args(argv)
+    if args.png:
+        try:
+            import matplotlib  # noqa: F401  (write_png draws with it)
+        except ImportError as e:
+            sys.stderr.write("timeline: --png needs matplotlib, which this Python cannot import "
+                             "(%s); install it (Debian: apt install python3-matplotlib; "
+                             "otherwise: pip install matplotlib), or leave out --png for the "
+                             "summary alone\n" % e)
+            return 2
     try:
         tl = Timeline(args.file)
     except (OSError, ValueError) as e:

@@ -3,7 +3,7 @@ TNT_TIMELINE and a custom loop inside ``with tnt.timeline(path)`` on 2
 ranks leave one file with both ranks' steps, fusion buckets and
 synchronize waits; ``python3 -m tarantella.timeline summary`` breaks each
 step down into figures that add up and draws a PNG; an unwritable path
-fails at the start."""
+fails at the start; --png without matplotlib says how to get it."""
 import json
 import os
 import re
@@ -102,3 +102,20 @@ def test_summary_of_a_bad_file(tmp_path):
     bad.write_text("{not json")
     p = summary(bad)
     assert p.returncode == 2 and "cannot read" in p.stderr, p.stderr
+
+
+def test_png_without_matplotlib_says_what_to_install(tmp_path):
+    # A test double of a Python without matplotlib: a package of that name
+    # first on the path, whose import fails as a missing one does.
+    double = tmp_path / "no_matplotlib"
+    (double / "matplotlib").mkdir(parents=True)
+    (double / "matplotlib" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'matplotlib' (test double)\")\n")
+    png = tmp_path / "gantt.png"
+    path = os.pathsep.join([str(double), tnt_env()["PYTHONPATH"]])
+    p = summary(tmp_path / "run.json", "--png", png, env={"PYTHONPATH": path})
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert "--png needs matplotlib" in p.stderr and "apt install python3-matplotlib" in p.stderr, \
+        p.stderr
+    assert "leave out --png" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert not png.exists()
