@@ -639,7 +639,7 @@ static tnt_status_t tnt_shm_ring_free(struct tnt_shm *shm, uint64_t q, const cha
 }
 
 tnt_status_t tnt_shm_eager_claim(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
-                                 unsigned dtype, unsigned op, int root, int sends,
+                                 unsigned dtype, unsigned op, int root, int sends, size_t bytes,
                                  const char *what, unsigned char **data_p)
 {
     const uint64_t q = shm->phase + 1;
@@ -666,7 +666,7 @@ tnt_status_t tnt_shm_eager_claim(struct tnt_shm *shm, enum tnt_shm_kind kind, ui
                           memory_order_relaxed);
     shm->terms_next = 0;
     shm->terms_differed = 0;
-    *data_p = e->data;
+    *data_p = tnt_shm_ring_data(shm, shm->me, q, bytes);
     return TNT_OK;
 }
 

@@ -143,8 +143,9 @@ tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, 
     }
     const int sends = shm->me != root;
     unsigned char *data;
+    const size_t bytes = count * tnt_dtype_size(dtype);
     status = tnt_shm_eager_claim(shm, TNT_SHM_KIND_REDUCE, count, (unsigned)dtype, (unsigned)op,
-                                 root, sends, "reduce", &data);
+                                 root, sends, bytes, "reduce", &data);
     if (status != TNT_OK) {
         return status;
     }
@@ -153,7 +154,7 @@ tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, 
         return status;
     }
     for (int j = 0; j < shm->n; j++) {
-        shm->srcs[j] = tnt_shm_ring(shm, j, shm->phase)->data;
+        shm->srcs[j] = tnt_shm_ring_data(shm, j, shm->phase, bytes);
     }
     tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count, op == TNT_AVG ? shm->n : 1);
     return TNT_OK;

@@ -97,9 +97,10 @@ enum tnt_shm_kind {
  * entry of its eager ring for phase p, stores seq = p and returns without
  * waiting for the others (tnt_shm_eager_claim, tnt_shm_eager_publish). Each
  * rank has TNT_SHM_RING entries of TNT_SHM_RING_BYTES, used for phase p in
- * entry p % TNT_SHM_RING: the first line holds the phase that wrote it
- * (tag), the call's signature, and the first 32 bytes of data, so that a
- * message of up to 32 bytes moves in the same line as its header. Every
+ * entry p % TNT_SHM_RING: a header line holds the phase that wrote it
+ * (tag) and the call's signature, and also the data where it has at most
+ * 32 bytes, so that such a message moves in the same line as its header;
+ * a rank's header lines are adjacent, its larger data in blocks after them. Every
  * rank of an eager call, receivers too, stores its signature in its own
  * entry (ctl.sig is for the other collectives); the receivers wait for
  * every peer's phase p (polling the tag, then seq), check all the
@@ -148,12 +149,15 @@ enum tnt_shm_kind {
  * much as the copy. A scatter does so only while all its blocks fit one
  * ring entry. */
 #define TNT_SHM_EAGER_MAX 4096
-/* Entries of each rank's eager ring, and the bytes of each: a header of
- * 32 bytes, then the data (TNT_SHM_RING_DATA), whose first 32 bytes share
- * the header's line. */
-#define TNT_SHM_RING       8
-#define TNT_SHM_RING_BYTES (2 * TNT_SHM_EAGER_MAX)
-#define TNT_SHM_RING_DATA  (TNT_SHM_RING_BYTES - 32)
+/* Entries of each rank's eager ring, and the bytes each takes: a header
+ * line (tag, signature and up to TNT_SHM_RING_INLINE bytes of data) and a
+ * block for larger data (TNT_SHM_RING_DATA). The header lines of a rank's
+ * entries lie side by side, so that a receiver reading small messages in
+ * order reads consecutive lines, which the hardware prefetches. */
+#define TNT_SHM_RING        8
+#define TNT_SHM_RING_BYTES  (2 * TNT_SHM_EAGER_MAX)
+#define TNT_SHM_RING_INLINE 32
+#define TNT_SHM_RING_DATA   (TNT_SHM_RING_BYTES - TNT_SHM_CACHE_LINE)
 /* Blocks (per rank and peer) from which allgather, gather, scatter and
  * alltoall(v) copy once, from the sender's buffer into the receiver's with
  * CMA, instead of twice through the slots: two phases and one system call
@@ -170,17 +174,15 @@ struct tnt_shm_sig {
     _Atomic uint64_t terms; /* the caller's digest of its arguments, or 0 */
 };
 
-/* One entry of an eager ring (see Eager rooted calls): written only by its
- * owner, tag last with release order. */
+/* The header line of an entry of an eager ring (see Eager rooted calls):
+ * written only by its owner, tag last with release order. */
 struct tnt_shm_ring_entry {
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint64_t tag; /* the phase that wrote it */
     struct tnt_shm_sig sig;
-    unsigned char data[TNT_SHM_RING_DATA];
+    unsigned char data[TNT_SHM_RING_INLINE];
 };
-_Static_assert(sizeof(struct tnt_shm_ring_entry) == TNT_SHM_RING_BYTES,
-               "a ring entry is its header and its data");
-_Static_assert(offsetof(struct tnt_shm_ring_entry, data) == 32,
-               "the first 32 bytes of data share the header's line");
+_Static_assert(sizeof(struct tnt_shm_ring_entry) == TNT_SHM_CACHE_LINE,
+               "a ring entry's header, and small data, take one cache line");
 
 struct tnt_shm_header {
     /* Written by local rank 0 before it publishes magic with release order;
@@ -328,12 +330,27 @@ static inline char *tnt_shm_slot(const struct tnt_shm *shm, int rank, uint64_t p
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
                     unsigned op);
 
+/* A rank's ring: its TNT_SHM_RING header lines, then the entries' data
+ * blocks. */
 static inline struct tnt_shm_ring_entry *tnt_shm_ring(const struct tnt_shm *shm, int rank,
                                                       uint64_t phase)
 {
     return (struct tnt_shm_ring_entry *)(shm->ring +
-                                         ((size_t)rank * TNT_SHM_RING + phase % TNT_SHM_RING) *
-                                             TNT_SHM_RING_BYTES);
+                                         (size_t)rank * TNT_SHM_RING * TNT_SHM_RING_BYTES) +
+           phase % TNT_SHM_RING;
+}
+
+/* Where the data of an entry of bytes bytes lies: in the header's line up
+ * to TNT_SHM_RING_INLINE bytes, else in the entry's block. Every rank of a
+ * call derives it from the same (agreed) size. */
+static inline unsigned char *tnt_shm_ring_data(const struct tnt_shm *shm, int rank,
+                                               uint64_t phase, size_t bytes)
+{
+    if (bytes <= TNT_SHM_RING_INLINE) {
+        return tnt_shm_ring(shm, rank, phase)->data;
+    }
+    return (unsigned char *)shm->ring + (size_t)rank * TNT_SHM_RING * TNT_SHM_RING_BYTES +
+           TNT_SHM_RING * TNT_SHM_CACHE_LINE + (phase % TNT_SHM_RING) * TNT_SHM_RING_DATA;
 }
 
 /* Counts a collective; its status is the segment's (broken or not), or,
@@ -360,10 +377,10 @@ static inline tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
  * sure this rank's ring entry for the next phase is free (waiting, and
  * checking its own older sends, where it must) and stores its signature
  * there (kind, count and dtype/op as tnt_shm_expect, root in full, and
- * whether this rank sends). *data_p: the entry's data, TNT_SHM_RING_DATA
- * bytes, for the caller to fill. */
+ * whether this rank sends). *data_p: where the entry's data of bytes bytes
+ * (at most TNT_SHM_RING_DATA) goes, for the caller to fill. */
 tnt_status_t tnt_shm_eager_claim(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
-                                 unsigned dtype, unsigned op, int root, int sends,
+                                 unsigned dtype, unsigned op, int root, int sends, size_t bytes,
                                  const char *what, unsigned char **data_p);
 /* The second half: publishes the entry and the phase. A sender returns at
  * once; a receiver waits for every peer, checks every signature of the

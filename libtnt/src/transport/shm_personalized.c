@@ -132,7 +132,7 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         const int sends = shm->me != root;
         unsigned char *data;
         status = tnt_shm_eager_claim(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, 0, root, sends,
-                                     "gather", &data);
+                                     bytes_per_rank, "gather", &data);
         if (status != TNT_OK) {
             return status;
         }
@@ -145,7 +145,7 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         for (int j = 0; j < shm->n; j++) {
             if (j != root) {
                 memcpy((char *)recvbuf + (size_t)j * bytes_per_rank,
-                       tnt_shm_ring(shm, j, shm->phase)->data, bytes_per_rank);
+                       tnt_shm_ring_data(shm, j, shm->phase, bytes_per_rank), bytes_per_rank);
             }
         }
         return TNT_OK;
@@ -198,20 +198,22 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     if (eager) {
         const int sends = shm->me == root;
         unsigned char *data;
+        const size_t all = (size_t)shm->n * bytes_per_rank;
         status = tnt_shm_eager_claim(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, 0, root, sends,
-                                     "scatter", &data);
+                                     all, "scatter", &data);
         if (status != TNT_OK) {
             return status;
         }
         if (sends) {
             /* The blocks to the others as they lie in sendbuf: one copy
              * (the root's own block travels along unread). */
-            memcpy(data, sendbuf, (size_t)shm->n * bytes_per_rank);
+            memcpy(data, sendbuf, all);
         }
         if ((status = tnt_shm_eager_publish(shm, sends, "scatter")) != TNT_OK || sends) {
             return status;
         }
-        memcpy(recvbuf, tnt_shm_ring(shm, root, shm->phase)->data + (size_t)shm->me * bytes_per_rank,
+        memcpy(recvbuf,
+               tnt_shm_ring_data(shm, root, shm->phase, all) + (size_t)shm->me * bytes_per_rank,
                bytes_per_rank);
         return TNT_OK;
     }
