@@ -844,6 +844,7 @@ static int eager_receiver_missing(struct rank_ctx *ctx, tnt_comm_t *comm)
 #define AHEAD_CALLS 6 /* fewer than TNT_SHM_RING */
 #define AHEAD_NAP_NS 300000000L
 #define SLOW_CALLS 600
+#define SLOW_BYTES 40 /* gather and scatter blocks: 1 to 40 bytes, inline and not */
 
 static int eager_ahead(struct rank_ctx *ctx, tnt_comm_t *comm)
 {
@@ -898,28 +899,29 @@ static int eager_ahead(struct rank_ctx *ctx, tnt_comm_t *comm)
         }
     }
 
+    unsigned char sbuf[SLOW_BYTES * NUM_RANKS], rbuf[SLOW_BYTES * NUM_RANKS];
     for (int k = 0; k < SLOW_CALLS; k++) {
         const int root = (k / 3 + k / 17) % n, kind = k % 3;
-        const size_t bytes = 1 + (size_t)(k * 5) % 40, count = 1 + (size_t)k % 9;
+        const size_t bytes = 1 + (size_t)(k * 5) % SLOW_BYTES, count = 1 + (size_t)k % 9;
         const int receives = kind == 1 ? me != root : me == root;
         tnt_status_t st;
         if (receives && k % 4 != 0) {
             struct timespec nap = { 0, 50000L * (k % 5) };
             nanosleep(&nap, NULL);
         }
-        memset(recv[0], 0xee, sizeof recv[0]);
+        memset(rbuf, 0xee, sizeof rbuf);
         if (kind == 0) {
             for (size_t i = 0; i < bytes; i++) {
-                send[i] = eager_byte(me, k, i);
+                sbuf[i] = eager_byte(me, k, i);
             }
-            st = tnt_gather(comm, send, recv[0], bytes, root);
+            st = tnt_gather(comm, sbuf, rbuf, bytes, root);
         } else if (kind == 1) {
             for (int j = 0; j < n; j++) {
                 for (size_t i = 0; i < bytes; i++) {
-                    send[(size_t)j * bytes + i] = eager_byte(j + root * 100, k, i);
+                    sbuf[(size_t)j * bytes + i] = eager_byte(j + root * 100, k, i);
                 }
             }
-            st = tnt_scatter(comm, send, recv[0], bytes, root);
+            st = tnt_scatter(comm, sbuf, rbuf, bytes, root);
         } else {
             float vin[9], vout[9];
             for (size_t i = 0; i < count; i++) {
@@ -942,14 +944,14 @@ static int eager_ahead(struct rank_ctx *ctx, tnt_comm_t *comm)
         }
         for (int j = 0; kind == 0 && me == root && j < n; j++) {
             for (size_t i = 0; i < bytes; i++) {
-                if (recv[0][(size_t)j * bytes + i] != eager_byte(j, k, i)) {
+                if (rbuf[(size_t)j * bytes + i] != eager_byte(j, k, i)) {
                     fail_rank(ctx, "slow gather %d: block %d byte %zu", k, j, i);
                     return -1;
                 }
             }
         }
         for (size_t i = 0; kind == 1 && i < bytes; i++) {
-            if (recv[0][i] != eager_byte(me + root * 100, k, i)) {
+            if (rbuf[i] != eager_byte(me + root * 100, k, i)) {
                 fail_rank(ctx, "slow scatter %d: byte %zu", k, i);
                 return -1;
             }
