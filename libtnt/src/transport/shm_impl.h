@@ -100,10 +100,10 @@ enum tnt_shm_kind {
  * entry p % TNT_SHM_RING: a header line holds the phase that wrote it
  * (tag) and the call's signature, and also the data where it has at most
  * 32 bytes, so that such a message moves in the same line as its header;
- * a rank's header lines are adjacent, its larger data in blocks after them. Every
- * rank of an eager call, receivers too, stores its signature in its own
- * entry (ctl.sig is for the other collectives); the receivers wait for
- * every peer's phase p (polling the tag, then seq), check all the
+ * a rank's header lines are adjacent, its larger data in blocks after
+ * them. Every rank of an eager call, receivers too, stores its signature
+ * in its own entry (ctl.sig is for the other collectives); the receivers
+ * wait for every peer's phase p (polling the tag, then seq), check all the
  * signatures of p and read the data.
  *
  * A sender thus runs up to TNT_SHM_RING - 1 calls ahead of its slowest
@@ -123,7 +123,8 @@ enum tnt_shm_kind {
  * both, which see release stores made after those reads (ring_clear caches
  * what a rank has seen). A rank that saw every peer reach p also knows, by
  * the invariant above, that the entries up to p - TNT_SHM_RING + 1 are
- * free, so a receiver never waits for it. Slots and ctl.sig are untouched by
+ * free, so a rank that has just received rewrites its next entry without
+ * looking at the peers again. Slots and ctl.sig are untouched by
  * eager calls; a rank settles all its sends before any other collective,
  * which then finds every peer past them, as the phase protocol expects.
  *
