@@ -835,6 +835,195 @@ static int eager_receiver_missing(struct rank_ctx *ctx, tnt_comm_t *comm)
     return 0;
 }
 
+/* Senders run ahead of a receiver that comes late: the non-roots of
+ * AHEAD_CALLS small gathers and reduces to rank 0 return from all of them
+ * while rank 0 still sleeps (each call's bytes wait in the sender's eager
+ * ring), and rank 0 then receives every one of them right. After that,
+ * thousands of rooted calls in which the receivers sleep a little before
+ * each call, roots and kinds varying, each checked. */
+#define AHEAD_CALLS 6 /* fewer than TNT_SHM_RING */
+#define AHEAD_NAP_NS 300000000L
+#define SLOW_CALLS 600
+#define SLOW_BYTES 40 /* gather and scatter blocks: 1 to 40 bytes, inline and not */
+
+static int eager_ahead(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank, n = NUM_RANKS;
+    unsigned char send[8 * NUM_RANKS], recv[AHEAD_CALLS][8 * NUM_RANKS];
+    float fin[3], fout[AHEAD_CALLS][3];
+    if (me == 0) {
+        struct timespec nap = { 0, AHEAD_NAP_NS };
+        nanosleep(&nap, NULL);
+    }
+    uint64_t t0 = tnt_time_ns();
+    for (int k = 0; k < AHEAD_CALLS; k++) {
+        tnt_status_t st;
+        if (k % 2 == 0) {
+            for (size_t i = 0; i < 8; i++) {
+                send[i] = eager_byte(me, k, i);
+            }
+            st = tnt_gather(comm, send, recv[k], 8, 0);
+        } else {
+            for (int i = 0; i < 3; i++) {
+                fin[i] = (float)((me + 1) * k + i);
+            }
+            st = tnt_reduce(comm, fin, fout[k], 3, TNT_FLOAT32, TNT_SUM, 0);
+        }
+        if (st != TNT_OK) {
+            fail_rank(ctx, "ahead call %d: %s: %s", k, tnt_status_string(st), tnt_last_error());
+            return -1;
+        }
+    }
+    double ahead_s = (double)(tnt_time_ns() - t0) / 1e9;
+    if (me != 0 && ahead_s > (double)AHEAD_NAP_NS / 2e9) {
+        fail_rank(ctx, "a sender took %g s for %d eager calls: it waited for the receiver", ahead_s,
+                  AHEAD_CALLS);
+        return -1;
+    }
+    for (int k = 0; me == 0 && k < AHEAD_CALLS; k++) {
+        for (int j = 0; k % 2 == 0 && j < n; j++) {
+            for (size_t i = 0; i < 8; i++) {
+                if (recv[k][(size_t)j * 8 + i] != eager_byte(j, k, i)) {
+                    fail_rank(ctx, "ahead gather %d: block %d byte %zu", k, j, i);
+                    return -1;
+                }
+            }
+        }
+        for (int i = 0; k % 2 == 1 && i < 3; i++) {
+            float want = (float)((n * (n + 1) / 2) * k + n * i);
+            if (fout[k][i] != want) {
+                fail_rank(ctx, "ahead reduce %d: element %d is %g, not %g", k, i,
+                          (double)fout[k][i], (double)want);
+                return -1;
+            }
+        }
+    }
+
+    unsigned char sbuf[SLOW_BYTES * NUM_RANKS], rbuf[SLOW_BYTES * NUM_RANKS];
+    for (int k = 0; k < SLOW_CALLS; k++) {
+        const int root = (k / 3 + k / 17) % n, kind = k % 3;
+        const size_t bytes = 1 + (size_t)(k * 5) % SLOW_BYTES, count = 1 + (size_t)k % 9;
+        const int receives = kind == 1 ? me != root : me == root;
+        tnt_status_t st;
+        if (receives && k % 4 != 0) {
+            struct timespec nap = { 0, 50000L * (k % 5) };
+            nanosleep(&nap, NULL);
+        }
+        memset(rbuf, 0xee, sizeof rbuf);
+        if (kind == 0) {
+            for (size_t i = 0; i < bytes; i++) {
+                sbuf[i] = eager_byte(me, k, i);
+            }
+            st = tnt_gather(comm, sbuf, rbuf, bytes, root);
+        } else if (kind == 1) {
+            for (int j = 0; j < n; j++) {
+                for (size_t i = 0; i < bytes; i++) {
+                    sbuf[(size_t)j * bytes + i] = eager_byte(j + root * 100, k, i);
+                }
+            }
+            st = tnt_scatter(comm, sbuf, rbuf, bytes, root);
+        } else {
+            float vin[9], vout[9];
+            for (size_t i = 0; i < count; i++) {
+                vin[i] = (float)((me + 1) * (k % 89) + (int)i);
+            }
+            st = tnt_reduce(comm, vin, vout, count, TNT_FLOAT32, TNT_SUM, root);
+            for (size_t i = 0; st == TNT_OK && me == root && i < count; i++) {
+                float want = (float)((n * (n + 1) / 2) * (k % 89) + n * (int)i);
+                if (vout[i] != want) {
+                    fail_rank(ctx, "slow reduce %d: element %zu is %g, not %g", k, i,
+                              (double)vout[i], (double)want);
+                    return -1;
+                }
+            }
+        }
+        if (st != TNT_OK) {
+            fail_rank(ctx, "slow call %d (kind %d, root %d): %s: %s", k, kind, root,
+                      tnt_status_string(st), tnt_last_error());
+            return -1;
+        }
+        for (int j = 0; kind == 0 && me == root && j < n; j++) {
+            for (size_t i = 0; i < bytes; i++) {
+                if (rbuf[(size_t)j * bytes + i] != eager_byte(j, k, i)) {
+                    fail_rank(ctx, "slow gather %d: block %d byte %zu", k, j, i);
+                    return -1;
+                }
+            }
+        }
+        for (size_t i = 0; kind == 1 && i < bytes; i++) {
+            if (rbuf[i] != eager_byte(me + root * 100, k, i)) {
+                fail_rank(ctx, "slow scatter %d: byte %zu", k, i);
+                return -1;
+            }
+        }
+    }
+    int64_t one = 1, sum = 0;
+    if (tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM) != TNT_OK || sum != n) {
+        fail_rank(ctx, "allreduce after the calls: %s", tnt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* An argument that differs in a call the senders handed off several calls
+ * ahead of the receiver: the receiver fails at that call, naming the rank
+ * and its value, and each sender in its next call that waits, with the
+ * same description. */
+static int eager_mismatch_ahead(struct rank_ctx *ctx, tnt_comm_t *comm)
+{
+    const int me = ctx->rank;
+    unsigned char mine[3] = { (unsigned char)me, 1, 2 }, all[3 * NUM_RANKS];
+    struct set_call c;
+    if (me == 0) {
+        struct timespec nap = { 0, AHEAD_NAP_NS };
+        nanosleep(&nap, NULL);
+    }
+    for (int k = 0; k < 5; k++) {
+        /* Call 2 (the third): rank 3 sends 3 bytes, the others 2. */
+        SET_CALL(c, tnt_gather(comm, mine, all, k == 2 && me == 3 ? 3 : 2, 0));
+        int want_fail = me == 0 && k >= 2;
+        if (!want_fail && c.status != TNT_OK) {
+            fail_rank(ctx, "gather %d: %s: %s", k, tnt_status_string(c.status), c.error);
+            return -1;
+        }
+        if (me == 0 && k == 2 &&
+            (c.status != TNT_ERR_MISMATCH || c.seconds > 1.0 ||
+             strstr(c.error, "rank 3 called gather #") == NULL ||
+             strstr(c.error, " of 3 bytes per rank, root local rank 0 (sent eagerly)") == NULL)) {
+            fail_rank(ctx, "the receiver: %s after %g s: %s", tnt_status_string(c.status),
+                      c.seconds, c.error);
+            return -1;
+        }
+        if (me == 0 && k > 2 && c.status == TNT_OK) {
+            fail_rank(ctx, "the receiver's gather %d after the mismatch succeeded", k);
+            return -1;
+        }
+    }
+    int64_t one = 1, sum = 0;
+    SET_CALL(c, tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM));
+    if (me != 0 && (c.status != TNT_ERR_MISMATCH || c.seconds > 1.0 ||
+                    strstr(c.error, "rank 3 called gather #") == NULL ||
+                    strstr(c.error, " of 3 bytes per rank, root local rank 0 (sent eagerly)") ==
+                        NULL ||
+                    strstr(c.error, "had already returned") == NULL)) {
+        fail_rank(ctx, "a sender's next call: %s after %g s: %s", tnt_status_string(c.status),
+                  c.seconds, c.error);
+        return -1;
+    }
+    if (me == 0 && c.status == TNT_OK) {
+        fail_rank(ctx, "the receiver's allreduce after the mismatch succeeded");
+        return -1;
+    }
+    return 0;
+}
+
+static void test_comm_threads_eager_ahead(void **state)
+{
+    (void)state;
+    run_thread_ranks(eager_ahead);
+    run_thread_ranks(eager_mismatch_ahead);
+}
+
 static void test_comm_threads_eager_missing(void **state)
 {
     (void)state;
@@ -868,6 +1057,7 @@ int main(void)
         cmocka_unit_test(test_comm_threads_set_one_phase),
         cmocka_unit_test(test_comm_threads_eager_mismatch),
         cmocka_unit_test(test_comm_threads_eager_many),
+        cmocka_unit_test(test_comm_threads_eager_ahead),
         cmocka_unit_test(test_comm_threads_eager_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -663,7 +663,7 @@ static void test_attach_timeout(void **state)
  * it with an error that names the segment, never map it blindly or crash.
  * The announced layout: 64 KiB slots, no extra bytes. */
 #define FORGE_SLOT  (64 * 1024)
-#define FORGE_BYTES (4096 + 2 * 2 * FORGE_SLOT)
+#define FORGE_BYTES (4096 + 2 * 2 * FORGE_SLOT + 2 * TNT_SHM_RING * TNT_SHM_RING_BYTES)
 
 enum forge_kind {
     FORGE_NONE,         /* a correct segment: accepted (the control) */

@@ -215,13 +215,6 @@ void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
     shm->sig_pending = 1;
 }
 
-void tnt_shm_expect_eager(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
-                          unsigned dtype, unsigned op, int root, int sends)
-{
-    shm->terms_next = TNT_SHM_TERMS_EAGER | (sends ? TNT_SHM_TERMS_SENT : 0) | (uint32_t)root;
-    tnt_shm_expect(shm, kind, count, dtype, op);
-}
-
 void tnt_shm_terms_next(tnt_shm_t *shm, uint64_t terms)
 {
     shm->terms_next = terms;
@@ -293,30 +286,34 @@ static void tnt_shm_sig_format(char *buf, size_t len, uint64_t what, uint64_t co
     }
 }
 
-/* Every peer has reached the phase that carries the signatures: compare
- * them with this rank's. All ranks read the same words, so all of them fail
- * together, each naming the ranks that differ from local rank 0 (an eager
- * sender in its next collective, or in tnt_shm_settle: late is then what
- * it says about itself). */
-static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm, const char *late)
+/* Rank j's signature for phase p: in its ring entry of p where its call
+ * at p was eager, else in ctl.sig (slow path only: see Eager rooted calls). */
+static void tnt_shm_sig_at(const struct tnt_shm *shm, int j, uint64_t p, uint64_t *what,
+                           uint64_t *count, uint64_t *terms)
 {
-    const int parity = (int)(shm->phase & 1);
-    const struct tnt_shm_sig *mine = &shm->ctl[shm->me].sig[parity];
-    const uint64_t what = atomic_load_explicit(&mine->what, memory_order_relaxed);
-    const uint64_t count = atomic_load_explicit(&mine->count, memory_order_relaxed);
-    /* An eager call's senders and receivers differ in the sent bit only. */
-    const uint64_t terms =
-        atomic_load_explicit(&mine->terms, memory_order_relaxed) & ~TNT_SHM_TERMS_SENT;
-    int differ = 0, all_terms = 1, sent = 0;
+    const struct tnt_shm_ring_entry *e = tnt_shm_ring(shm, j, p);
+    const struct tnt_shm_sig *sig = atomic_load_explicit(&e->tag, memory_order_relaxed) == p
+                                        ? &e->sig
+                                        : &shm->ctl[j].sig[p & 1];
+    *what = atomic_load_explicit(&sig->what, memory_order_relaxed);
+    *count = atomic_load_explicit(&sig->count, memory_order_relaxed);
+    *terms = atomic_load_explicit(&sig->terms, memory_order_relaxed);
+}
 
+/* The slow path of the check: every rank's signature of phase p from where
+ * it is; names the ranks that differ from local rank 0. */
+static tnt_status_t tnt_shm_sigs_differ(struct tnt_shm *shm, uint64_t p, const char *late)
+{
+    uint64_t what, count, terms;
+    int differ = 0, all_terms = 1, sent = 0;
+    uint64_t what0 = 0, count0 = 0, terms0 = 0;
+    tnt_shm_sig_at(shm, shm->me, p, &what0, &count0, &terms0);
+    terms0 &= ~TNT_SHM_TERMS_SENT;
     for (int j = 0; j < shm->n; j++) {
-        const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
-        uint64_t t = atomic_load_explicit(&sig->terms, memory_order_relaxed);
-        differ |= atomic_load_explicit(&sig->what, memory_order_relaxed) != what ||
-                  atomic_load_explicit(&sig->count, memory_order_relaxed) != count ||
-                  (t & ~TNT_SHM_TERMS_SENT) != terms;
-        all_terms &= t != 0;
-        sent |= (t & TNT_SHM_TERMS_EAGER) != 0 && (t & TNT_SHM_TERMS_SENT) != 0;
+        tnt_shm_sig_at(shm, j, p, &what, &count, &terms);
+        differ |= what != what0 || count != count0 || (terms & ~TNT_SHM_TERMS_SENT) != terms0;
+        all_terms &= terms != 0;
+        sent |= (terms & TNT_SHM_TERMS_EAGER) != 0 && (terms & TNT_SHM_TERMS_SENT) != 0;
     }
     if (!differ) {
         return TNT_OK;
@@ -331,23 +328,19 @@ static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm, const char *late)
                              shm->global_ranks[shm->me], (unsigned long long)shm->num_collectives);
     }
 
-    /* Slow path: describe local rank 0's call and each one that differs. */
+    /* Describe local rank 0's call and each one that differs. */
     char text[768], one[160];
     size_t used = 0;
-    const struct tnt_shm_sig *first = &shm->ctl[0].sig[parity];
-    uint64_t what0 = atomic_load_explicit(&first->what, memory_order_relaxed);
-    uint64_t count0 = atomic_load_explicit(&first->count, memory_order_relaxed);
-    uint64_t terms0 = atomic_load_explicit(&first->terms, memory_order_relaxed) & ~TNT_SHM_TERMS_SENT;
+    tnt_shm_sig_at(shm, 0, p, &what0, &count0, &terms0);
+    terms0 &= ~TNT_SHM_TERMS_SENT;
     text[0] = '\0';
     for (int j = 0; j < shm->n && used + 1 < sizeof text; j++) {
-        const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
-        uint64_t w = atomic_load_explicit(&sig->what, memory_order_relaxed);
-        uint64_t c = atomic_load_explicit(&sig->count, memory_order_relaxed);
-        uint64_t t = atomic_load_explicit(&sig->terms, memory_order_relaxed);
-        if (j != 0 && w == what0 && c == count0 && (t & ~TNT_SHM_TERMS_SENT) == terms0) {
+        tnt_shm_sig_at(shm, j, p, &what, &count, &terms);
+        if (j != 0 && what == what0 && count == count0 &&
+            (terms & ~TNT_SHM_TERMS_SENT) == terms0) {
             continue;
         }
-        tnt_shm_sig_format(one, sizeof one, w, c, t);
+        tnt_shm_sig_format(one, sizeof one, what, count, terms);
         int wrote = snprintf(text + used, sizeof text - used, "%srank %d called %s",
                              used ? ", " : "", shm->global_ranks[j], one);
         used += wrote > 0 ? (size_t)wrote : 0;
@@ -359,15 +352,76 @@ static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm, const char *late)
                            shm->global_ranks[shm->me], text, late != NULL ? late : "");
 }
 
-static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t target,
-                                      const char *what)
+/* Every peer has reached the phase that carries the signatures: compare
+ * them with this rank's. All ranks read the same words, so all of them fail
+ * together, each naming the ranks that differ from local rank 0 (an eager
+ * sender in a later call, or in tnt_shm_settle: late is then what it says
+ * about itself). The fast path reads ctl.sig only; a rank whose call at
+ * this phase was eager differs there and is found by the slow path. */
+static tnt_status_t tnt_shm_check_sigs(struct tnt_shm *shm, const char *late)
 {
-    _Atomic uint64_t *seq = &shm->ctl[peer].seq;
-    /* Acquire: everything the peer wrote before its release store of
-     * target (slot data, buffer addresses, its reads of my slots) happens-
-     * before what this rank does after the load returns. */
+    const int parity = (int)(shm->phase & 1);
+    const struct tnt_shm_sig *mine = &shm->ctl[shm->me].sig[parity];
+    const uint64_t what = atomic_load_explicit(&mine->what, memory_order_relaxed);
+    const uint64_t count = atomic_load_explicit(&mine->count, memory_order_relaxed);
+    const uint64_t terms = atomic_load_explicit(&mine->terms, memory_order_relaxed);
+    int differ = 0;
+
+    for (int j = 0; j < shm->n; j++) {
+        const struct tnt_shm_sig *sig = &shm->ctl[j].sig[parity];
+        differ |= atomic_load_explicit(&sig->what, memory_order_relaxed) != what ||
+                  atomic_load_explicit(&sig->count, memory_order_relaxed) != count ||
+                  atomic_load_explicit(&sig->terms, memory_order_relaxed) != terms;
+    }
+    return differ ? tnt_shm_sigs_differ(shm, shm->phase, late) : TNT_OK;
+}
+
+/* The same for an eager phase p, whose signatures are in the ring entries. */
+static tnt_status_t tnt_shm_check_eager(struct tnt_shm *shm, uint64_t p, const char *late)
+{
+    const struct tnt_shm_sig *mine = &tnt_shm_ring(shm, shm->me, p)->sig;
+    const uint64_t what = atomic_load_explicit(&mine->what, memory_order_relaxed);
+    const uint64_t count = atomic_load_explicit(&mine->count, memory_order_relaxed);
+    const uint64_t terms =
+        atomic_load_explicit(&mine->terms, memory_order_relaxed) & ~TNT_SHM_TERMS_SENT;
+    int differ = 0;
+
+    for (int j = 0; j < shm->n; j++) {
+        const struct tnt_shm_ring_entry *e = tnt_shm_ring(shm, j, p);
+        differ |= atomic_load_explicit(&e->tag, memory_order_relaxed) != p ||
+                  atomic_load_explicit(&e->sig.what, memory_order_relaxed) != what ||
+                  atomic_load_explicit(&e->sig.count, memory_order_relaxed) != count ||
+                  (atomic_load_explicit(&e->sig.terms, memory_order_relaxed) &
+                   ~TNT_SHM_TERMS_SENT) != terms;
+    }
+    return differ ? tnt_shm_sigs_differ(shm, p, late) : TNT_OK;
+}
+
+/* Whether peer has reached target and, where free_of is nonzero, checked
+ * its eager sends up to free_of (see Eager rooted calls). */
+static inline int tnt_shm_peer_at(const struct tnt_shm *shm, int peer, uint64_t target,
+                                  uint64_t free_of)
+{
+    if (atomic_load_explicit(&shm->ctl[peer].seq, memory_order_acquire) < target) {
+        return 0;
+    }
+    if (free_of == 0) {
+        return 1;
+    }
+    /* Acquire: the peer's reads of the signatures of free_of happen-before
+     * its release store of a later unchecked, or of 0. */
+    uint64_t u = atomic_load_explicit(&shm->ctl[peer].unchecked, memory_order_acquire);
+    return u == 0 || u > free_of;
+}
+
+static tnt_status_t tnt_shm_wait_peer_free(struct tnt_shm *shm, int peer, uint64_t target,
+                                           uint64_t free_of, const char *what)
+{
+    /* Acquire (tnt_shm_peer_at): everything the peer wrote before its
+     * release store of target (slot data, buffer addresses, its reads of my
+     * slots) happens-before what this rank does after the load returns. */
     for (int i = 0; i < TNT_SHM_FAST_POLLS; i++) {
-        if (atomic_load_explicit(seq, memory_order_acquire) >= target) {
+        if (tnt_shm_peer_at(shm, peer, target, free_of)) {
             return TNT_OK;
         }
         tnt_cpu_relax();
@@ -389,7 +443,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
     uint64_t start = tnt_time_ns();
     uint64_t yield_until = start + TNT_SHM_YIELD_NS;
     for (uint32_t i = 1;; i++) {
-        if (atomic_load_explicit(seq, memory_order_acquire) >= target) {
+        if (tnt_shm_peer_at(shm, peer, target, free_of)) {
             return TNT_OK;
         }
         if ((i & 63) != 0 && shm->spin_ns > 0) {
@@ -406,7 +460,7 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
     tnt_backoff_t backoff;
     tnt_backoff_init(&backoff, tnt_watch_own_timeout(shm->watch, shm->timeout_s));
     uint64_t next_check = tnt_time_ns() + TNT_SHM_LIVENESS_NS;
-    while (atomic_load_explicit(seq, memory_order_acquire) < target) {
+    while (!tnt_shm_peer_at(shm, peer, target, free_of)) {
         if (tnt_backoff_wait(&backoff) != 0) {
             shm->broken = tnt_error_raise(
                 TNT_ERR_TIMEOUT,
@@ -429,12 +483,23 @@ static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t ta
         }
         if (now >= next_check) {
             next_check = now + TNT_SHM_LIVENESS_NS;
-            if (!tnt_shm_peer_alive(shm, peer)) {
+            /* A peer that got here and then left (it died, or finished:
+             * an eager sender's receivers may be done before it checks)
+             * has given what this wait is for. */
+            if (!tnt_shm_peer_alive(shm, peer) &&
+                !tnt_shm_peer_at(shm, peer, target, free_of)) {
                 return tnt_shm_peer_failed(shm, peer, what);
             }
         }
     }
     return TNT_OK;
+}
+
+
+static tnt_status_t tnt_shm_wait_peer(struct tnt_shm *shm, int peer, uint64_t target,
+                                      const char *what)
+{
+    return tnt_shm_wait_peer_free(shm, peer, target, 0, what);
 }
 
 /* Only the release store of the next phase (tnt_shm_phase then waits). */
@@ -446,19 +511,25 @@ static void tnt_shm_signal(struct tnt_shm *shm)
     atomic_store_explicit(&shm->ctl[shm->me].seq, shm->phase, memory_order_release);
 }
 
-/* Waits until every peer has reached this rank's phase. */
-static tnt_status_t tnt_shm_wait_peers(struct tnt_shm *shm, const char *what)
+/* Waits until every peer has reached phase target. */
+static tnt_status_t tnt_shm_wait_peers_at(struct tnt_shm *shm, uint64_t target, const char *what)
 {
     for (int j = 0; j < shm->n; j++) {
         if (j == shm->me) {
             continue;
         }
-        tnt_status_t status = tnt_shm_wait_peer(shm, j, shm->phase, what);
+        tnt_status_t status = tnt_shm_wait_peer(shm, j, target, what);
         if (status != TNT_OK) {
             return status;
         }
     }
     return TNT_OK;
+}
+
+/* Waits until every peer has reached this rank's phase. */
+static tnt_status_t tnt_shm_wait_peers(struct tnt_shm *shm, const char *what)
+{
+    return tnt_shm_wait_peers_at(shm, shm->phase, what);
 }
 
 static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
@@ -474,38 +545,191 @@ static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
     return TNT_OK;
 }
 
-void tnt_shm_eager_send(struct tnt_shm *shm, const char *what)
+/* ---- eager rooted calls (shm_impl.h, "Eager rooted calls") ------------- */
+
+static const char tnt_shm_late[] =
+    "; this rank had already returned from its eager call, which hands its data to the shared "
+    "segment without waiting for the others, and learns of the difference now";
+
+/* Publishes this rank's unchecked (release: its reads of the signatures it
+ * checked happen-before a peer's acquire load that sees the new value). */
+static void tnt_shm_set_unchecked(struct tnt_shm *shm, uint64_t unchecked)
 {
+    shm->unchecked = unchecked;
+    atomic_store_explicit(&shm->ctl[shm->me].unchecked, unchecked, memory_order_release);
+}
+
+/* Whether every peer has reached phase p (no waiting). */
+static int tnt_shm_all_at(const struct tnt_shm *shm, uint64_t p)
+{
+    for (int j = 0; j < shm->n; j++) {
+        if (j != shm->me && atomic_load_explicit(&shm->ctl[j].seq, memory_order_acquire) < p) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Checks this rank's eager sends from the oldest unchecked one up to and
+ * including phase upto, waiting for every peer to reach each, then the
+ * later ones up to its last send (last) that every peer has already
+ * reached: a sender that is several calls ahead checks them together,
+ * once every few calls. A difference breaks the segment. */
+static tnt_status_t tnt_shm_check_sent(struct tnt_shm *shm, uint64_t upto, uint64_t last,
+                                       const char *what)
+{
+    uint64_t p = shm->unchecked;
+    if (p == 0) {
+        return TNT_OK;
+    }
+    for (; p <= last; p++) {
+        tnt_status_t status = TNT_OK;
+        if (p <= upto) {
+            status = tnt_shm_wait_peers_at(shm, p, what);
+        } else if (!tnt_shm_all_at(shm, p)) {
+            break;
+        }
+        if (status == TNT_OK) {
+            status = tnt_shm_check_eager(shm, p, tnt_shm_late);
+        }
+        if (status != TNT_OK) {
+            /* The receivers have failed and stay behind this phase. */
+            shm->broken = status;
+            return status;
+        }
+    }
+    tnt_shm_set_unchecked(shm, p > last ? 0 : p);
+    return TNT_OK;
+}
+
+/* Makes this rank's entry of phase q free: every rank has read the data of
+ * q - TNT_SHM_RING and checked its signatures. The bound learnt from each
+ * peer's seq and unchecked stays valid: seq only grows, and unchecked, once
+ * seen, only grows or becomes 0 before a later send sets it above seq. */
+static tnt_status_t tnt_shm_ring_free(struct tnt_shm *shm, uint64_t q, const char *what)
+{
+    const uint64_t e = q - TNT_SHM_RING;
+    /* Own sends first: the peers may wait for them below (the invariant
+     * unchecked > seq - TNT_SHM_RING + 1 after this send). */
+    if (shm->unchecked != 0 && shm->unchecked + TNT_SHM_RING <= q + 1) {
+        tnt_status_t status = tnt_shm_check_sent(shm, q + 1 - TNT_SHM_RING, shm->phase, what);
+        if (status != TNT_OK) {
+            return status;
+        }
+    }
+    if (q <= TNT_SHM_RING || shm->ring_clear >= e) {
+        return TNT_OK;
+    }
+    uint64_t clear = UINT64_MAX;
+    for (int j = 0; j < shm->n; j++) {
+        if (j == shm->me) {
+            continue;
+        }
+        tnt_status_t status = tnt_shm_wait_peer_free(shm, j, e + 1, e, what);
+        if (status != TNT_OK) {
+            return status;
+        }
+        uint64_t seq = atomic_load_explicit(&shm->ctl[j].seq, memory_order_acquire);
+        uint64_t u = atomic_load_explicit(&shm->ctl[j].unchecked, memory_order_acquire);
+        uint64_t free_j = u != 0 && u - 1 < seq - 1 ? u - 1 : seq - 1;
+        clear = free_j < clear ? free_j : clear;
+    }
+    shm->ring_clear = clear;
+    return TNT_OK;
+}
+
+tnt_status_t tnt_shm_eager_claim(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
+                                 unsigned dtype, unsigned op, int root, int sends, size_t bytes,
+                                 const char *what, unsigned char **data_p)
+{
+    const uint64_t q = shm->phase + 1;
+    /* A death another rank has seen stops a sender that would not wait.
+     * Relaxed: the word only tells ranks to stop; it stays in every
+     * cache until someone dies. */
+    int32_t failed = atomic_load_explicit(&shm->hdr->failed, memory_order_relaxed);
+    if (failed > 0) {
+        return tnt_shm_peer_failed(shm, failed - 1, what);
+    }
+    tnt_status_t status = tnt_shm_ring_free(shm, q, what);
+    if (status != TNT_OK) {
+        return status;
+    }
+    struct tnt_shm_ring_entry *e = tnt_shm_ring(shm, shm->me, q);
+    /* Relaxed: the release store of the tag (and of seq) publishes them. */
+    atomic_store_explicit(&e->sig.what,
+                          (shm->num_collectives << 24) | ((uint64_t)kind << 16) |
+                              ((uint64_t)(dtype & 0xff) << 8) | (op & 0xff),
+                          memory_order_relaxed);
+    atomic_store_explicit(&e->sig.count, count, memory_order_relaxed);
+    atomic_store_explicit(&e->sig.terms,
+                          TNT_SHM_TERMS_EAGER | (sends ? TNT_SHM_TERMS_SENT : 0) | (uint32_t)root,
+                          memory_order_relaxed);
+    shm->terms_next = 0;
+    shm->terms_differed = 0;
+    *data_p = tnt_shm_ring_data(shm, shm->me, q, bytes);
+    return TNT_OK;
+}
+
+tnt_status_t tnt_shm_eager_publish(struct tnt_shm *shm, int sends, const char *what)
+{
+    const uint64_t q = shm->phase + 1;
+    /* Release: the data and signature written since the claim happen-before
+     * a receiver's acquire load that sees the tag. */
+    atomic_store_explicit(&tnt_shm_ring(shm, shm->me, q)->tag, q, memory_order_release);
+    if (sends) {
+        if (shm->unchecked == 0) {
+            shm->unchecked = q;
+            /* Relaxed: the release store of seq publishes it. */
+            atomic_store_explicit(&shm->ctl[shm->me].unchecked, q, memory_order_relaxed);
+        }
+        shm->eager_what = what;
+        tnt_shm_signal(shm);
+        return TNT_OK;
+    }
     tnt_shm_signal(shm);
-    /* The signature is checked by tnt_shm_settle, against the peers' of
-     * this same phase. */
-    shm->sig_pending = 0;
-    shm->eager_phase = shm->phase;
-    shm->eager_what = what;
+    /* Receiving: the tags first, whose lines hold the data too; a peer whose
+     * call at q was not eager never sets its tag, and the robust wait on
+     * seq (timeouts, dead peers, the doctor) takes over. */
+    for (int j = 0; j < shm->n; j++) {
+        if (j == shm->me) {
+            continue;
+        }
+        const _Atomic uint64_t *tag = &tnt_shm_ring(shm, j, q)->tag;
+        int i = 0;
+        /* Acquire: pairs with the sender's release store of the tag. */
+        while (atomic_load_explicit(tag, memory_order_acquire) != q && ++i < TNT_SHM_FAST_POLLS) {
+            tnt_cpu_relax();
+        }
+        if (i == TNT_SHM_FAST_POLLS) {
+            tnt_status_t status = tnt_shm_wait_peer(shm, j, q, what);
+            if (status != TNT_OK) {
+                return status;
+            }
+        }
+    }
+    /* A sender publishes its tag before seq; the checks below need every
+     * peer's entry and ctl.sig of q in place, which the tag (eager peers)
+     * or seq (the others) gives, and the entries up to q - TNT_SHM_RING + 1
+     * are free from now on (see Eager rooted calls). */
+    if (q + 1 > TNT_SHM_RING && q + 1 - TNT_SHM_RING > shm->ring_clear) {
+        shm->ring_clear = q + 1 - TNT_SHM_RING;
+    }
+    tnt_status_t status = TNT_OK;
+    if (shm->unchecked != 0) {
+        /* This rank's own older sends, oldest first: every peer is past them. */
+        status = tnt_shm_check_sent(shm, q - 1, q - 1, what);
+    }
+    return status == TNT_OK ? tnt_shm_check_eager(shm, q, NULL) : status;
 }
 
 tnt_status_t tnt_shm_settle(tnt_shm_t *shm)
 {
-    if (shm->eager_phase == 0) {
+    if (shm->unchecked == 0) {
         return TNT_OK;
     }
-    /* shm->phase is still eager_phase (nothing ran since the send), so
-     * the waits and the check below look at that phase, and
-     * num_collectives still numbers the eager call in their messages. */
-    const char *what = shm->eager_what;
-    shm->eager_phase = 0;
-    tnt_status_t status = tnt_shm_wait_peers(shm, what);
-    if (status != TNT_OK) {
-        return status;
-    }
-    status = tnt_shm_check_sigs(
-        shm, "; this rank had already returned from its eager call, which hands its data to the "
-             "shared segment without waiting for the others, and learns of the difference now");
-    if (status != TNT_OK) {
-        /* The receivers have failed and stay behind this phase. */
-        shm->broken = status;
-    }
-    return status;
+    /* num_collectives still numbers the last eager call in the messages
+     * (nothing else ran since). */
+    return tnt_shm_check_sent(shm, shm->phase, shm->phase, shm->eager_what);
 }
 
 tnt_status_t tnt_shm_phase(struct tnt_shm *shm, const char *what)
@@ -712,6 +936,7 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     (void)tnt_shm_layout(shm->n, shm->slot_bytes, params->extra_bytes, &slots_off, &extra_off);
     shm->ctl = (struct tnt_shm_ctl *)((char *)shm->hdr + sizeof(struct tnt_shm_header));
     shm->slots = (char *)shm->hdr + slots_off;
+    shm->ring = shm->slots + (size_t)shm->n * 2 * shm->slot_bytes;
     shm->extra = (char *)shm->hdr + extra_off;
 
     /* Hold the liveness mutex before anyone can wait for this rank. Alone

@@ -106,11 +106,13 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
  * every rank's send sizes, local rank r's row at r * local_size; blocks are
  * packed in rank order in sendbuf and recvbuf. */
 /* Gather and reduce of at most TNT_SHM_EAGER_MAX bytes (per rank, and the
- * vector) return on the non-roots, and scatter on the root, as soon as the
- * data is in shared memory; the receivers check every signature before
- * they read. A difference they find reaches the senders on their next
- * collective on this segment, or in tnt_shm_settle (shm_impl.h, "Eager
- * rooted calls"). */
+ * vector) return on the non-roots, and scatter (whose blocks fit one ring
+ * entry) on the root, as soon as the data is in shared memory, up to
+ * TNT_SHM_RING - 1 calls ahead of the receivers; the receivers check every
+ * signature before they read. A difference reaches the senders in their
+ * next call that waits: another collective on this segment, an eager call
+ * that finds the ring full, or tnt_shm_settle (shm_impl.h, "Eager rooted
+ * calls"). */
 tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                             size_t bytes_per_rank, int root_local_rank);
 tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
@@ -143,9 +145,10 @@ int tnt_shm_reduce_eager(const tnt_shm_t *shm, size_t bytes);
  * there; the others return once their vector is in shared memory. */
 tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
                             tnt_dtype_t dtype, tnt_op_t op, int root_local_rank);
-/* Waits until every peer has reached this rank's last eager send and
- * returns the verdict on its signatures (TNT_OK when there was none):
- * tnt_shm_begin does it, and finalize, whose caller has no next call. */
+/* Waits until every peer has reached each of this rank's eager sends not
+ * checked yet, oldest first, and returns the verdict on their signatures
+ * (TNT_OK when there were none): tnt_shm_begin does it, and finalize,
+ * whose caller has no next call. */
 tnt_status_t tnt_shm_settle(tnt_shm_t *shm);
 
 /* Building blocks of the hierarchical allreduce. Slice i of a count-element

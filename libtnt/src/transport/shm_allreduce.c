@@ -123,7 +123,10 @@ int tnt_shm_reduce_eager(const tnt_shm_t *shm, size_t bytes)
 tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,
                             tnt_dtype_t dtype, tnt_op_t op, int root)
 {
-    tnt_status_t status = tnt_shm_begin(shm);
+    /* Every call here is eager (the caller sends the others to
+     * tnt_shm_allreduce), or fails on a bad argument before it moves
+     * anything. */
+    tnt_status_t status = tnt_shm_begin_settle(shm, 0);
     if (status != TNT_OK) {
         return status;
     }
@@ -138,18 +141,20 @@ tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, 
     if (count == 0) {
         return TNT_OK;
     }
-    tnt_shm_expect_eager(shm, TNT_SHM_KIND_REDUCE, count, (unsigned)dtype, (unsigned)op, root,
-                         shm->me != root);
-    tnt_reduce_copy_scaled(dtype, tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, count, 1.0);
-    if (shm->me != root) {
-        tnt_shm_eager_send(shm, "reduce");
-        return TNT_OK;
+    const int sends = shm->me != root;
+    unsigned char *data;
+    const size_t bytes = count * tnt_dtype_size(dtype);
+    status = tnt_shm_eager_claim(shm, TNT_SHM_KIND_REDUCE, count, (unsigned)dtype, (unsigned)op,
+                                 root, sends, bytes, "reduce", &data);
+    if (status != TNT_OK) {
+        return status;
     }
-    if ((status = tnt_shm_phase(shm, "reduce")) != TNT_OK) {
+    tnt_reduce_copy_scaled(dtype, data, sendbuf, count, 1.0);
+    if ((status = tnt_shm_eager_publish(shm, sends, "reduce")) != TNT_OK || sends) {
         return status;
     }
     for (int j = 0; j < shm->n; j++) {
-        shm->srcs[j] = tnt_shm_slot(shm, j, shm->phase);
+        shm->srcs[j] = tnt_shm_ring_data(shm, j, shm->phase, bytes);
     }
     tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count, op == TNT_AVG ? shm->n : 1);
     return TNT_OK;

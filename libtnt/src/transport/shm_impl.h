@@ -9,6 +9,7 @@
  *                and the collective's signature (one cache line, written
  *                only by its owner), identity line, liveness mutex
  *   slots[n][2]  per local rank two staging slots of slot_bytes each
+ *   ring[n][TNT_SHM_RING]  per local rank its eager ring (Eager rooted calls)
  *   extra        extra_bytes for the layer above (the doctor's board)
  *
  * Trust. Only processes of the job's user can open the segment (mode 0600,
@@ -92,31 +93,72 @@ enum tnt_shm_kind {
 };
 
 /* Eager rooted calls. A small gather or reduce (the non-roots) and a small
- * scatter (the root) hand their bytes off: the sender writes its slot and
- * its signature for phase p, stores seq = p and returns without waiting for
- * the others to reach p (tnt_shm_eager_send). Its next collective starts
- * with that wait (tnt_shm_settle, from tnt_shm_begin): it waits until every
- * peer has reached p, then checks the signatures of p as the receivers did.
- * Slots stay safe: a rank writes slot (p + 1) & 1 only after that wait, and
- * slot p & 1 again (phase p + 2) only after every peer signalled p + 1,
- * which a receiver does once it has read phase p's data. The signatures of
- * p stay intact until the settle: a peer rewrites sig[p & 1] in phase
- * p + 2, after it saw the sender's p + 1. An eager call's signature (all
- * ranks') has TNT_SHM_TERMS_EAGER | root for its third word instead of a
- * digest, so that it describes the call completely, and a sender's also
- * TNT_SHM_TERMS_SENT, which the comparison leaves out. A difference at a
- * phase where some rank sent is named from the signatures alone (no
- * agreement round can follow: a sender has left) and leaves the segment
- * out of step on every rank; where nobody sent, every rank waits at that
- * phase and the difference is handled as any other (the caller's round
- * names it, and the segment stays in step). The calls' digests
+ * scatter (the root) hand their bytes off: the sender writes them into the
+ * entry of its eager ring for phase p, stores seq = p and returns without
+ * waiting for the others (tnt_shm_eager_claim, tnt_shm_eager_publish). Each
+ * rank has TNT_SHM_RING entries of TNT_SHM_RING_BYTES, used for phase p in
+ * entry p % TNT_SHM_RING: a header line holds the phase that wrote it
+ * (tag) and the call's signature, and also the data where it has at most
+ * 32 bytes, so that such a message moves in the same line as its header;
+ * a rank's header lines are adjacent, its larger data in blocks after
+ * them. Every rank of an eager call, receivers too, stores its signature
+ * in its own entry (ctl.sig is for the other collectives); the receivers
+ * wait for every peer's phase p (polling the tag, then seq), check all the
+ * signatures of p and read the data.
+ *
+ * A sender thus runs up to TNT_SHM_RING - 1 calls ahead of its slowest
+ * peer. It checks the signatures of the phases it sent later: where it
+ * has to (its next other collective, tnt_shm_settle from tnt_shm_begin or
+ * finalize, which checks every phase it sent, oldest first), and before it
+ * sends phase q, every one of its sends up to q - TNT_SHM_RING + 1, with
+ * the later ones that every peer has reached already: in steady state a
+ * sender checks several phases together once every few calls.
+ * ctl.unchecked is the oldest of its phases it has not checked yet (0:
+ * none), so that always unchecked == 0 or unchecked > seq - TNT_SHM_RING + 1.
+ *
+ * Entries stay safe: a rank rewrites its entry of phase e = q - TNT_SHM_RING
+ * (for phase q) only after every peer j has seq >= e + 1 (it has read e's
+ * data, which a receiver does before it signals e + 1) and unchecked == 0
+ * or > e (it has checked e's signatures, if it sent then): acquire loads of
+ * both, which see release stores made after those reads (ring_clear caches
+ * what a rank has seen). A rank that saw every peer reach p also knows, by
+ * the invariant above, that the entries up to p - TNT_SHM_RING + 1 are
+ * free, so a rank that has just received rewrites its next entry without
+ * looking at the peers again. Slots and ctl.sig are untouched by
+ * eager calls; a rank settles all its sends before any other collective,
+ * which then finds every peer past them, as the phase protocol expects.
+ *
+ * Mismatches. An eager call's signature (all ranks') has TNT_SHM_TERMS_EAGER
+ * | root for its third word instead of a digest, so that it describes the
+ * call completely, and a sender's also TNT_SHM_TERMS_SENT, which the
+ * comparison leaves out. Since every earlier call matched, the first call
+ * that differs starts at the same phase p on every rank; a rank whose call
+ * at p was eager has its signature in its entry of p (tag == p), the others
+ * in ctl.sig[p & 1], and the slow path of the check reads each rank's from
+ * where it is. A difference at a phase where some rank sent is named from
+ * the signatures alone (no agreement round can follow: a sender has left)
+ * and leaves the segment out of step on every rank; a sender learns it at
+ * the latest in its next call that waits (another collective, a send that
+ * finds the ring full, finalize). Where nobody sent, every rank waits at
+ * that phase and the difference is handled as any other (the caller's
+ * round names it, and the segment stays in step). The calls' digests
  * (tnt_shm_terms_next) never have either bit set. */
 #define TNT_SHM_TERMS_EAGER (UINT64_C(1) << 63)
 #define TNT_SHM_TERMS_SENT  (UINT64_C(1) << 62)
 /* Bytes up to which gather and scatter send eagerly (per rank) and reduce
  * does (the vector): the sizes where waiting for the receiver costs as
- * much as the copy. */
+ * much as the copy. A scatter does so only while all its blocks fit one
+ * ring entry. */
 #define TNT_SHM_EAGER_MAX 4096
+/* Entries of each rank's eager ring, and the bytes each takes: a header
+ * line (tag, signature and up to TNT_SHM_RING_INLINE bytes of data) and a
+ * block for larger data (TNT_SHM_RING_DATA). The header lines of a rank's
+ * entries lie side by side, so that a receiver reading small messages in
+ * order reads consecutive lines, which the hardware prefetches. */
+#define TNT_SHM_RING        8
+#define TNT_SHM_RING_BYTES  (2 * TNT_SHM_EAGER_MAX)
+#define TNT_SHM_RING_INLINE 32
+#define TNT_SHM_RING_DATA   (TNT_SHM_RING_BYTES - TNT_SHM_CACHE_LINE)
 /* Blocks (per rank and peer) from which allgather, gather, scatter and
  * alltoall(v) copy once, from the sender's buffer into the receiver's with
  * CMA, instead of twice through the slots: two phases and one system call
@@ -132,6 +174,16 @@ struct tnt_shm_sig {
     _Atomic uint64_t count; /* elements, or bytes for broadcast/allgather */
     _Atomic uint64_t terms; /* the caller's digest of its arguments, or 0 */
 };
+
+/* The header line of an entry of an eager ring (see Eager rooted calls):
+ * written only by its owner, tag last with release order. */
+struct tnt_shm_ring_entry {
+    _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint64_t tag; /* the phase that wrote it */
+    struct tnt_shm_sig sig;
+    unsigned char data[TNT_SHM_RING_INLINE];
+};
+_Static_assert(sizeof(struct tnt_shm_ring_entry) == TNT_SHM_CACHE_LINE,
+               "a ring entry's header, and small data, take one cache line");
 
 struct tnt_shm_header {
     /* Written by local rank 0 before it publishes magic with release order;
@@ -165,6 +217,10 @@ struct tnt_shm_ctl {
      * collective checks. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint64_t seq;
     struct tnt_shm_sig sig[2]; /* by phase parity, stored relaxed before seq */
+    /* The oldest eager send whose signatures the owner has not checked
+     * (0: none; see Eager rooted calls): stored relaxed before seq when it
+     * is set, with release order when checks advance it. */
+    _Atomic uint64_t unchecked;
     /* Identity line, written once while attaching. pid is in the rank's own
      * PID namespace: for messages and CMA only, never for liveness. */
     _Alignas(TNT_SHM_CACHE_LINE) _Atomic int32_t pid;
@@ -192,6 +248,7 @@ struct tnt_shm {
     struct tnt_shm_header *hdr;
     struct tnt_shm_ctl *ctl;
     char *slots;
+    char *ring; /* n * TNT_SHM_RING entries, after the slots */
     char *extra;
     size_t segment_bytes;
     size_t slot_bytes;
@@ -239,10 +296,12 @@ struct tnt_shm {
      * that all carried terms (tnt_shm_terms_differed). */
     uint64_t terms_next;
     int terms_differed;
-    /* The phase of an eager send whose receivers this rank has not seen
-     * arrive yet (0: none), and what it was, for messages. */
-    uint64_t eager_phase;
+    /* This rank's ctl.unchecked (see Eager rooted calls), what its last
+     * eager send was, for messages, and the phase up to which every rank's
+     * ring entries are known to be free for rewriting. */
+    uint64_t unchecked;
     const char *eager_what;
+    uint64_t ring_clear;
     /* The liveness thread (see Liveness): holds ctl[me].alive until
      * tnt_shm_destroy tells it to exit. */
     pthread_t alive_thread;
@@ -272,25 +331,63 @@ static inline char *tnt_shm_slot(const struct tnt_shm *shm, int rank, uint64_t p
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
                     unsigned op);
 
-/* Counts a collective; its status is the segment's (broken or not), or the
- * verdict on this rank's last eager send (tnt_shm_settle). Inline: every
- * collective starts here, and the settle is the rare case. */
-static inline tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
+/* A rank's ring: its TNT_SHM_RING header lines, then the entries' data
+ * blocks. */
+static inline struct tnt_shm_ring_entry *tnt_shm_ring(const struct tnt_shm *shm, int rank,
+                                                      uint64_t phase)
 {
-    tnt_status_t settled =
-        shm->eager_phase != 0 && shm->broken == TNT_OK ? tnt_shm_settle(shm) : TNT_OK;
+    return (struct tnt_shm_ring_entry *)(shm->ring +
+                                         (size_t)rank * TNT_SHM_RING * TNT_SHM_RING_BYTES) +
+           phase % TNT_SHM_RING;
+}
+
+/* Where the data of an entry of bytes bytes lies: in the header's line up
+ * to TNT_SHM_RING_INLINE bytes, else in the entry's block. Every rank of a
+ * call derives it from the same (agreed) size. */
+static inline unsigned char *tnt_shm_ring_data(const struct tnt_shm *shm, int rank,
+                                               uint64_t phase, size_t bytes)
+{
+    if (bytes <= TNT_SHM_RING_INLINE) {
+        return tnt_shm_ring(shm, rank, phase)->data;
+    }
+    return (unsigned char *)shm->ring + (size_t)rank * TNT_SHM_RING * TNT_SHM_RING_BYTES +
+           TNT_SHM_RING * TNT_SHM_CACHE_LINE + (phase % TNT_SHM_RING) * TNT_SHM_RING_DATA;
+}
+
+/* Counts a collective; its status is the segment's (broken or not), or,
+ * with settle, the verdict on this rank's eager sends (tnt_shm_settle).
+ * Inline: every collective starts here, and the settle is the rare case.
+ * The rooted calls pass settle 0 and settle only where they do not send
+ * eagerly again. */
+static inline tnt_status_t tnt_shm_begin_settle(struct tnt_shm *shm, int settle)
+{
+    tnt_status_t settled = settle && shm->unchecked != 0 && shm->broken == TNT_OK
+                               ? tnt_shm_settle(shm)
+                               : TNT_OK;
     shm->num_collectives++;
     shm->terms_differed = 0;
     return settled != TNT_OK ? settled : shm->broken;
 }
 
-/* Stores this rank's eager signature for the next phase (see Eager rooted
- * calls): kind, count and dtype/op as tnt_shm_expect, root in full, and
- * whether this rank sends (and will not wait). */
-void tnt_shm_expect_eager(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
-                          unsigned dtype, unsigned op, int root, int sends);
-/* Finishes the phase of an eager send without waiting for the peers. */
-void tnt_shm_eager_send(struct tnt_shm *shm, const char *what);
+static inline tnt_status_t tnt_shm_begin(struct tnt_shm *shm)
+{
+    return tnt_shm_begin_settle(shm, 1);
+}
+
+/* The first half of an eager call's phase (see Eager rooted calls): makes
+ * sure this rank's ring entry for the next phase is free (waiting, and
+ * checking its own older sends, where it must) and stores its signature
+ * there (kind, count and dtype/op as tnt_shm_expect, root in full, and
+ * whether this rank sends). *data_p: where the entry's data of bytes bytes
+ * (at most TNT_SHM_RING_DATA) goes, for the caller to fill. */
+tnt_status_t tnt_shm_eager_claim(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count,
+                                 unsigned dtype, unsigned op, int root, int sends, size_t bytes,
+                                 const char *what, unsigned char **data_p);
+/* The second half: publishes the entry and the phase. A sender returns at
+ * once; a receiver waits for every peer, checks every signature of the
+ * phase (and of its own sends not checked yet), and may then read the
+ * peers' entries of shm->phase. */
+tnt_status_t tnt_shm_eager_publish(struct tnt_shm *shm, int sends, const char *what);
 
 /* Finishes a phase: publishes this rank's seq (release) and waits for every
  * peer to reach it (acquire). what names the collective in error messages. */

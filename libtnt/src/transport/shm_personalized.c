@@ -10,9 +10,10 @@
  *            sends; each copies its own chunk out of every peer's slot
  * Each phase moves at most slot_bytes per rank, so any size pipelines
  * through the same bounded segment. Gather and scatter of at most
- * TNT_SHM_EAGER_MAX bytes per rank are one eager phase: the non-roots of
- * gather and the root of scatter return as soon as their bytes are in their
- * slot (shm_impl.h, "Eager rooted calls"). From TNT_SHM_BLOCK_CMA_MIN
+ * TNT_SHM_EAGER_MAX bytes per rank (scatter: all blocks within one ring
+ * entry) are one eager phase: the non-roots of gather and the root of
+ * scatter return as soon as their bytes are in their eager ring
+ * (shm_impl.h, "Eager rooted calls"). From TNT_SHM_BLOCK_CMA_MIN
  * bytes per block, with CMA, each block is copied once instead: the ranks
  * publish their buffers, the receivers read their blocks straight out of
  * the senders' (process_vm_readv), and a second phase keeps the senders'
@@ -109,7 +110,9 @@ static tnt_status_t alltoallv_cma(struct tnt_shm *shm, const void *sendbuf, void
 tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                             size_t bytes_per_rank, int root)
 {
-    tnt_status_t status = tnt_shm_begin(shm);
+    const int eager = shm->n > 1 && bytes_per_rank > 0 && bytes_per_rank <= TNT_SHM_EAGER_MAX &&
+                      root >= 0 && root < shm->n;
+    tnt_status_t status = tnt_shm_begin_settle(shm, !eager);
     if (status == TNT_OK) {
         status = check_root(shm, root, "gather");
     }
@@ -125,21 +128,24 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     if (shm->n == 1) {
         return TNT_OK;
     }
-    if (bytes_per_rank <= TNT_SHM_EAGER_MAX) {
-        tnt_shm_expect_eager(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, 0, root,
-                             shm->me != root);
-        if (shm->me != root) {
-            memcpy(tnt_shm_slot(shm, shm->me, shm->phase + 1), sendbuf, bytes_per_rank);
-            tnt_shm_eager_send(shm, "gather");
-            return TNT_OK;
+    if (eager) {
+        const int sends = shm->me != root;
+        unsigned char *data;
+        status = tnt_shm_eager_claim(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, 0, root, sends,
+                                     bytes_per_rank, "gather", &data);
+        if (status != TNT_OK) {
+            return status;
         }
-        if ((status = tnt_shm_phase(shm, "gather")) != TNT_OK) {
+        if (sends) {
+            memcpy(data, sendbuf, bytes_per_rank);
+        }
+        if ((status = tnt_shm_eager_publish(shm, sends, "gather")) != TNT_OK || sends) {
             return status;
         }
         for (int j = 0; j < shm->n; j++) {
             if (j != root) {
                 memcpy((char *)recvbuf + (size_t)j * bytes_per_rank,
-                       tnt_shm_slot(shm, j, shm->phase), bytes_per_rank);
+                       tnt_shm_ring_data(shm, j, shm->phase, bytes_per_rank), bytes_per_rank);
             }
         }
         return TNT_OK;
@@ -169,7 +175,11 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
 tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                              size_t bytes_per_rank, int root)
 {
-    tnt_status_t status = tnt_shm_begin(shm);
+    /* Every block in one ring entry, at its rank's place. */
+    const int eager = shm->n > 1 && bytes_per_rank > 0 && bytes_per_rank <= TNT_SHM_EAGER_MAX &&
+                      bytes_per_rank <= TNT_SHM_RING_DATA / (size_t)shm->n && root >= 0 &&
+                      root < shm->n;
+    tnt_status_t status = tnt_shm_begin_settle(shm, !eager);
     if (status == TNT_OK) {
         status = check_root(shm, root, "scatter");
     }
@@ -185,28 +195,29 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     if (shm->n == 1) {
         return TNT_OK;
     }
-    const size_t piece = piece_bytes(shm);
-    if (bytes_per_rank <= TNT_SHM_EAGER_MAX && bytes_per_rank <= piece) {
-        tnt_shm_expect_eager(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, 0, root,
-                             shm->me == root);
-        if (shm->me == root) {
-            char *slot = tnt_shm_slot(shm, root, shm->phase + 1);
-            for (int j = 0; j < shm->n; j++) {
-                if (j != root) {
-                    memcpy(slot + (size_t)j * piece,
-                           (const char *)sendbuf + (size_t)j * bytes_per_rank, bytes_per_rank);
-                }
-            }
-            tnt_shm_eager_send(shm, "scatter");
-            return TNT_OK;
-        }
-        if ((status = tnt_shm_phase(shm, "scatter")) != TNT_OK) {
+    if (eager) {
+        const int sends = shm->me == root;
+        unsigned char *data;
+        const size_t all = (size_t)shm->n * bytes_per_rank;
+        status = tnt_shm_eager_claim(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, 0, root, sends,
+                                     all, "scatter", &data);
+        if (status != TNT_OK) {
             return status;
         }
-        memcpy(recvbuf, tnt_shm_slot(shm, root, shm->phase) + (size_t)shm->me * piece,
+        if (sends) {
+            /* The blocks to the others as they lie in sendbuf: one copy
+             * (the root's own block travels along unread). */
+            memcpy(data, sendbuf, all);
+        }
+        if ((status = tnt_shm_eager_publish(shm, sends, "scatter")) != TNT_OK || sends) {
+            return status;
+        }
+        memcpy(recvbuf,
+               tnt_shm_ring_data(shm, root, shm->phase, all) + (size_t)shm->me * bytes_per_rank,
                bytes_per_rank);
         return TNT_OK;
     }
+    const size_t piece = piece_bytes(shm);
     tnt_shm_expect(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, (unsigned)root);
     if (tnt_shm_block_cma(shm, bytes_per_rank)) {
         return scatter_cma(shm, sendbuf, recvbuf, bytes_per_rank, root);

@@ -45,10 +45,14 @@ size_t tnt_shm_layout(int n, size_t slot_bytes, size_t extra_bytes, size_t *slot
 {
     size_t ctl_bytes = (size_t)n * sizeof(struct tnt_shm_ctl);
     size_t slots_off = tnt_shm_align(sizeof(struct tnt_shm_header) + ctl_bytes, 4096);
-    if (slot_bytes > (SIZE_MAX / 4 - slots_off - extra_bytes) / 2 / (size_t)n) {
+    const size_t ring_bytes = (size_t)TNT_SHM_RING * TNT_SHM_RING_BYTES;
+    const size_t per_rank = (SIZE_MAX / 4 - slots_off - extra_bytes) / (size_t)n;
+    if (per_rank < ring_bytes || slot_bytes > (per_rank - ring_bytes) / 2) {
         return 0;
     }
-    size_t extra_off = slots_off + (size_t)n * 2 * slot_bytes;
+    /* The eager rings follow the slots (shm_impl.h, "Eager rooted calls"). */
+    size_t extra_off = slots_off + (size_t)n * 2 * slot_bytes +
+                       (size_t)n * TNT_SHM_RING * TNT_SHM_RING_BYTES;
     *slots_off_p = slots_off;
     *extra_off_p = extra_off;
     return tnt_shm_align(extra_off + extra_bytes, 4096);
