@@ -738,6 +738,18 @@ static unsigned char eager_byte(int rank, int call, size_t i)
     return (unsigned char)(rank * 31 + call * 7 + (int)i);
 }
 
+/* After a run of eager calls: an allreduce, which settles every send and
+ * finds the communicator in step (its n ranks' ones sum to n). */
+static int allreduce_after_the_calls(struct rank_ctx *ctx, tnt_comm_t *comm, int n)
+{
+    int64_t one = 1, sum = 0;
+    if (tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM) != TNT_OK || sum != n) {
+        fail_rank(ctx, "allreduce after the calls: %s", tnt_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 static int eager_many(struct rank_ctx *ctx, tnt_comm_t *comm)
 {
     const int me = ctx->rank, n = NUM_RANKS;
@@ -801,12 +813,7 @@ static int eager_many(struct rank_ctx *ctx, tnt_comm_t *comm)
             }
         }
     }
-    int64_t one = 1, sum = 0;
-    if (tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM) != TNT_OK || sum != n) {
-        fail_rank(ctx, "allreduce after the calls: %s", tnt_last_error());
-        return -1;
-    }
-    return 0;
+    return allreduce_after_the_calls(ctx, comm, n);
 }
 
 /* A receiver that never comes: the senders' next call waits for it within
@@ -957,12 +964,7 @@ static int eager_ahead(struct rank_ctx *ctx, tnt_comm_t *comm)
             }
         }
     }
-    int64_t one = 1, sum = 0;
-    if (tnt_allreduce(comm, &one, &sum, 1, TNT_INT64, TNT_SUM) != TNT_OK || sum != n) {
-        fail_rank(ctx, "allreduce after the calls: %s", tnt_last_error());
-        return -1;
-    }
-    return 0;
+    return allreduce_after_the_calls(ctx, comm, n);
 }
 
 /* An argument that differs in a call the senders handed off several calls
