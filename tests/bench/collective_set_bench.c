@@ -17,9 +17,12 @@
  *                    where it is odd, a unit being 2 size / (3 n) rounded
  *                    down to 4 B, so a rank sends about size in all.
  * pingpong: ranks 2k and 2k + 1 send a message of size back and forth
- * (libtnt's tnt_send/tnt_recv, MPI_Send/MPI_Recv); the latency is half the
- * round trip, averaged over the ranks of the pairs (an odd last rank sits
- * out), as osu_latency reports it.
+ * (libtnt's tnt_send/tnt_recv; MPI_Ssend/MPI_Recv, since a tnt_send too
+ * returns only once the receiver has matched it; built with
+ * -DBENCH_MPI_STANDARD_SEND, MPI_Send, which may return as soon as a small
+ * message is buffered); the latency is half the round trip, averaged over
+ * the ranks of the pairs (an odd last rank sits out), as osu_latency
+ * reports it.
  *   # op  size(B)  avg_lat(us)  busbw(GB/s)
  * busbw follows nccl-tests: reduce and gather/scatter move size (n-1)/n
  * per rank through the root, reduce_scatter and allgather size (n-1)/n,
@@ -34,6 +37,12 @@
 
 #include "allreduce_bench_common.h"
 
+#if defined(BENCH_MPI) && !defined(BENCH_MPI_STANDARD_SEND)
+#define BENCH_MPI_SEND MPI_Ssend
+#elif defined(BENCH_MPI)
+#define BENCH_MPI_SEND MPI_Send
+#endif
+
 enum {
     OP_REDUCE,
     OP_REDUCE_SCATTER,
@@ -46,10 +55,9 @@ enum {
     OP_PINGPONG,
     OP_COUNT
 };
-static const char *const op_names[OP_COUNT] = {
-    "reduce",     "reduce_scatter", "reduce_scatterv", "gather",  "scatter",
-    "allgatherv", "alltoall",       "alltoallv",       "pingpong"
-};
+static const char *const op_names[OP_COUNT] = { "reduce",   "reduce_scatter", "reduce_scatterv",
+                                                "gather",   "scatter",        "allgatherv",
+                                                "alltoall", "alltoallv",      "pingpong" };
 
 #ifdef BENCH_MPI
 typedef int bench_count_t; /* MPI's counts and displacements */
@@ -150,14 +158,16 @@ static int run_op(struct bench_ctx *c, int op, size_t bytes)
             return 0;
         }
         if ((c->rank & 1) == 0) {
-            int rc = MPI_Send(c->send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+            int rc = BENCH_MPI_SEND(c->send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
             return rc != MPI_SUCCESS ? rc
                                      : MPI_Recv(c->recv, (int)bytes, MPI_BYTE, peer, 7,
                                                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         }
-        int rc = MPI_Recv(c->recv, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD,
-                          MPI_STATUS_IGNORE);
-        return rc != MPI_SUCCESS ? rc : MPI_Send(c->send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+        int rc =
+            MPI_Recv(c->recv, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return rc != MPI_SUCCESS
+                   ? rc
+                   : BENCH_MPI_SEND(c->send, (int)bytes, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
     }
 #else
     switch (op) {
@@ -248,8 +258,8 @@ static int take_ops(int *argc, char **argv, int wanted[OP_COUNT])
             }
         }
         if (!found) {
-            fprintf(stderr, "collective_set_bench: unknown op '%.*s' in --ops; the ops are", (int)len,
-                    list);
+            fprintf(stderr, "collective_set_bench: unknown op '%.*s' in --ops; the ops are",
+                    (int)len, list);
             for (int op = 0; op < OP_COUNT; op++) {
                 fprintf(stderr, " %s", op_names[op]);
             }

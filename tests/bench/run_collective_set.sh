@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The collective set (reduce, reduce_scatter, gather, scatter, allgatherv,
-# alltoall), libtnt against OpenMPI 4.1, with the vCPU placement of every
+# The collective set (reduce, reduce_scatter(v), gather, scatter,
+# allgatherv, alltoall(v)) and point-to-point messages (pingpong), libtnt
+# against OpenMPI 4.1, with the vCPU placement of every
 # run, the method of run_all.sh (docs/benchmarks.md):
 #
 #   tests/bench/run_collective_set.sh BUILD_DIR [ROUNDS]
@@ -15,7 +16,8 @@
 # Sizes: TNT_BENCH_MIN_BYTES (64) to TNT_BENCH_MAX_BYTES (4 MiB) in powers
 # of 4 (TNT_BENCH_MIN_BYTES=8 TNT_BENCH_MAX_BYTES=2048 for 8 B and the small
 # sizes between the default ones), about TNT_BENCH_TIME (0.15) s
-# per size: a run takes about 15 s, shorter than the placement's usual
+# per size; TNT_BENCH_OPS=a,b,... runs only those ops (all by default): a
+# run of all takes about 25 s, shorter than the placement's usual
 # stretch, so that most runs keep one placement. Never fails on speed.
 # TNT_BENCH_LAYOUT=NODESxRANKS (default 1x2, the programs above) runs
 # NODES*RANKS ranks on simulated nodes instead: libtnt under `tarantella
@@ -31,6 +33,8 @@ out=${TNT_BENCH_OUT:-$build/bench-collective-set}
 min=${TNT_BENCH_MIN_BYTES:-64}
 max=${TNT_BENCH_MAX_BYTES:-4194304}
 per_size=${TNT_BENCH_TIME:-0.15}
+ops=()
+[ -z "${TNT_BENCH_OPS:-}" ] || ops=(--ops "$TNT_BENCH_OPS")
 layout=${TNT_BENCH_LAYOUT:-1x2}
 nodes=${layout%x*}
 ranks=$((nodes * ${layout#*x}))
@@ -48,16 +52,16 @@ run() {
   local prog=$1 round=$2 f=$out/runs/$1.$2.txt cmd
   case $prog@$nodes in
     tnt@1)  cmd=("$build/bin/tarantella" -n "$ranks" --pin core -- "$build/bin/collective_set_bench"
-                 --min "$min" --max "$max" --time "$per_size") ;;
+                 --min "$min" --max "$max" --time "$per_size" "${ops[@]}") ;;
     ompi@1) cmd=(mpirun --allow-run-as-root --bind-to core -np "$ranks"
-                 "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
+                 "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size" "${ops[@]}") ;;
     tnt@*)  cmd=(env UCX_TLS=tcp,self UCX_WARN_UNUSED_ENV_VARS=n "$build/bin/tarantella"
                  --simulate-nodes "$nodes" -n "$ranks" --python-interpreter "" --
-                 "$build/bin/collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
+                 "$build/bin/collective_set_bench" --min "$min" --max "$max" --time "$per_size" "${ops[@]}") ;;
     ompi@*) cmd=(env UCX_TLS=tcp,self UCX_WARN_UNUSED_ENV_VARS=n mpirun --allow-run-as-root
                  --oversubscribe --bind-to none -np "$ranks" --mca pml ucx --mca pml_ucx_tls any
                  --mca pml_ucx_devices any -x UCX_TLS -x UCX_WARN_UNUSED_ENV_VARS
-                 "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size") ;;
+                 "$build/bin/mpi_collective_set_bench" --min "$min" --max "$max" --time "$per_size" "${ops[@]}") ;;
   esac
   echo "# command: ${cmd[*]}" > "$f"
   echo "# probe_before: $("$probe")" >> "$f"

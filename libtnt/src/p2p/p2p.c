@@ -50,6 +50,22 @@ void tnt_p2p_destroy(tnt_comm_t *comm)
     }
 }
 
+const char *tnt_p2p_op_what(struct tnt_p2p_op *op)
+{
+    if (op->what[0] == '\0') {
+        char from[32];
+        if (op->peer < 0) {
+            snprintf(from, sizeof(from), "any rank");
+        } else {
+            snprintf(from, sizeof(from), "rank %d", op->peer);
+        }
+        snprintf(op->what, sizeof(op->what), "%s (%zu B, tag %d) %s %s on communicator %s, rank %d",
+                 op->fn, op->bytes, op->tag, op->is_recv ? "from" : "to", from, op->comm->name,
+                 op->comm->rank);
+    }
+    return op->what;
+}
+
 tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, void *buf,
                           size_t bytes, int peer, int tag, const char *fn)
 {
@@ -60,8 +76,6 @@ tnt_status_t tnt_p2p_post_in(tnt_comm_t *comm, struct tnt_p2p_op *op, enum tnt_p
                              int is_recv, void *buf, size_t bytes, int peer, int tag,
                              const char *fn)
 {
-    char from[32];
-
     op->op = NULL;
     op->is_recv = is_recv;
     op->peer = peer;
@@ -75,20 +89,16 @@ tnt_status_t tnt_p2p_post_in(tnt_comm_t *comm, struct tnt_p2p_op *op, enum tnt_p
     op->next = NULL;
     op->pending = 0;
     op->status = TNT_OK;
-    if (peer < 0) {
-        snprintf(from, sizeof(from), "any rank");
-    } else {
-        snprintf(from, sizeof(from), "rank %d", peer);
-    }
-    snprintf(op->what, sizeof(op->what), "%s (%zu B, tag %d) %s %s on communicator %s, rank %d", fn,
-             bytes, tag, is_recv ? "from" : "to", from, comm->name, comm->rank);
+    op->comm = comm;
+    op->fn = fn;
+    op->what[0] = '\0';
     if (comm->p2p == NULL) {
         return tnt_error_raise(TNT_ERR_UNSUPPORTED,
                                "%s: communicator %s has no point-to-point messages: its rank %d "
                                "had TNT_P2P=off when it (or the communicator it was split from) "
                                "was made; unset TNT_P2P, or set TNT_P2P=on, on every rank before "
                                "tnt_init or tnt_comm_create_oob",
-                               op->what, comm->name, comm->p2p_off_rank);
+                               tnt_p2p_op_what(op), comm->name, comm->p2p_off_rank);
     }
     if (comm->p2p->self != NULL) {
         return tnt_p2p_self_post(comm->p2p->self, op, buf);

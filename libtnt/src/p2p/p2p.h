@@ -58,7 +58,13 @@ struct tnt_p2p_op {
     size_t bytes;
     uint64_t posted_ns;
     tnt_ucx_recv_result_t result; /* set when a receive succeeded */
-    char what[160];               /* names the call in errors */
+    /* What errors name: "tnt_send (8 B, tag 77) to rank 1 on communicator
+     * world, rank 0", made from these by tnt_p2p_op_what at the first
+     * error (empty until then): formatting it for every message cost about
+     * a third of a small message's time between two ranks of a host. */
+    const tnt_comm_t *comm;
+    const char *fn;
+    char what[160];
     /* The in-process path of a one-rank communicator (p2p_self.c), under
      * its lock: the buffer, the link in its queue of unmatched operations,
      * and whether it is still to be matched (pending) or its outcome. */
@@ -89,6 +95,8 @@ tnt_status_t tnt_p2p_post(tnt_comm_t *comm, struct tnt_p2p_op *op, int is_recv, 
 tnt_status_t tnt_p2p_post_in(tnt_comm_t *comm, struct tnt_p2p_op *op, enum tnt_p2p_space space,
                              int is_recv, void *buf, size_t bytes, int peer, int tag,
                              const char *fn);
+/* The name of op for an error message (see struct tnt_p2p_op). */
+const char *tnt_p2p_op_what(struct tnt_p2p_op *op);
 /* TNT_IN_PROGRESS while it runs, else its final status (once). */
 tnt_status_t tnt_p2p_test(tnt_comm_t *comm, struct tnt_p2p_op *op);
 /* Blocks (with back-off, bounded by TNT_TIMEOUT without progress). */

@@ -6,9 +6,9 @@
  *               (p2p_none.c in builds without UCX: every call fails)
  *   p2p_self.c  a one-rank communicator: a matching queue in the process
  *
- * post gets op->what, peer, tag, bytes and is_recv already filled in and
- * the arguments checked; test and wait follow p2p.h's tnt_p2p_test and
- * tnt_p2p_wait.
+ * post gets peer, tag, bytes, is_recv, comm and fn already filled in (errors
+ * name the op with tnt_p2p_op_what) and the arguments checked; test and
+ * wait follow p2p.h's tnt_p2p_test and tnt_p2p_wait.
  */
 #ifndef TNT_P2P_P2P_IMPL_H
 #define TNT_P2P_P2P_IMPL_H

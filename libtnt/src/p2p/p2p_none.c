@@ -29,7 +29,7 @@ tnt_status_t tnt_p2p_ucx_post(tnt_comm_t *comm, struct tnt_p2p_ucx *ucx, struct 
     return tnt_error_raise(TNT_ERR_UNSUPPORTED,
                            "%s: libtnt was built without UCX (cmake -DTNT_WITH_UCX=ON, needs "
                            "libucx-dev), which carries point-to-point messages between ranks",
-                           op->what);
+                           tnt_p2p_op_what(op));
 }
 
 tnt_status_t tnt_p2p_ucx_test(struct tnt_p2p_ucx *ucx, struct tnt_p2p_op *op)

@@ -130,7 +130,7 @@ tnt_status_t tnt_p2p_self_post(struct tnt_p2p_self *self, struct tnt_p2p_op *op,
         return tnt_error_raise(TNT_ERR_NO_MEMORY,
                                "%s: %d point-to-point operations are already in flight; wait "
                                "for some before posting more",
-                               op->what, TNT_UCX_POOL_SLOTS);
+                               tnt_p2p_op_what(op), TNT_UCX_POOL_SLOTS);
     }
     if (failed == TNT_OK) {
         struct tnt_p2p_op *match =
@@ -149,30 +149,30 @@ tnt_status_t tnt_p2p_self_post(struct tnt_p2p_self *self, struct tnt_p2p_op *op,
         return tnt_error_set(failed,
                              "%s: point-to-point messages on this communicator failed earlier "
                              "(see the first error)",
-                             op->what);
+                             tnt_p2p_op_what(op));
     }
     return TNT_OK;
 }
 
 /* The words of transport/ucx/ucx_wait.c's timeout, so that a one-rank
  * communicator reads like any other. */
-static tnt_status_t timed_out(const struct tnt_p2p_self *self, const struct tnt_p2p_op *op)
+static tnt_status_t timed_out(const struct tnt_p2p_self *self, struct tnt_p2p_op *op)
 {
     if (op->is_recv && op->peer < 0) {
         return tnt_error_raise(TNT_ERR_TIMEOUT,
                                "%s: no rank sent a matching message within %g s; see TNT_TIMEOUT",
-                               op->what, self->timeout_s);
+                               tnt_p2p_op_what(op), self->timeout_s);
     }
     if (op->is_recv) {
         return tnt_error_raise(TNT_ERR_TIMEOUT,
                                "%s: rank %d sent no matching message within %g s; is it still "
                                "running, and does it send with this tag? see TNT_TIMEOUT",
-                               op->what, op->peer, self->timeout_s);
+                               tnt_p2p_op_what(op), op->peer, self->timeout_s);
     }
     return tnt_error_raise(TNT_ERR_TIMEOUT,
                            "%s: rank %d posted no matching receive within %g s; is it still "
                            "running, and does it receive with this tag? see TNT_TIMEOUT",
-                           op->what, op->peer, self->timeout_s);
+                           tnt_p2p_op_what(op), op->peer, self->timeout_s);
 }
 
 tnt_status_t tnt_p2p_self_test(struct tnt_p2p_self *self, struct tnt_p2p_op *op)
@@ -209,7 +209,7 @@ tnt_status_t tnt_p2p_self_test(struct tnt_p2p_self *self, struct tnt_p2p_op *op)
         return tnt_error_set(failed,
                              "%s: point-to-point messages on this communicator failed earlier "
                              "(see the first error)",
-                             op->what);
+                             tnt_p2p_op_what(op));
     case DONE:
         break;
     }
@@ -217,7 +217,7 @@ tnt_status_t tnt_p2p_self_test(struct tnt_p2p_self *self, struct tnt_p2p_op *op)
         return tnt_error_raise(TNT_ERR_MISMATCH,
                                "%s: the matching message is longer than the %zu B buffer; pass a "
                                "buffer as large as the largest message",
-                               op->what, op->bytes);
+                               tnt_p2p_op_what(op), op->bytes);
     }
     return op->status;
 }

@@ -103,7 +103,7 @@ tnt_status_t tnt_p2p_ucx_post(tnt_comm_t *comm, struct tnt_p2p_ucx *p2p, struct 
         return tnt_error_raise(TNT_ERR_NO_MEMORY,
                                "%s: %d point-to-point operations are already in flight on "
                                "communicator %s; wait for some before posting more",
-                               op->what, TNT_UCX_POOL_SLOTS, comm->name);
+                               tnt_p2p_op_what(op), TNT_UCX_POOL_SLOTS, comm->name);
     }
     op->posted_ns = tnt_time_ns();
     return op->is_recv ? tnt_ucx_irecv_from(ucx, peer, p2p_tag(tag, peer < 0 ? 0 : peer, op->space),
@@ -112,12 +112,18 @@ tnt_status_t tnt_p2p_ucx_post(tnt_comm_t *comm, struct tnt_p2p_ucx *p2p, struct 
                                             bytes, &op->op);
 }
 
+static const char *describe_op(void *op)
+{
+    return tnt_p2p_op_what(op);
+}
+
 tnt_status_t tnt_p2p_ucx_test(struct tnt_p2p_ucx *p2p, struct tnt_p2p_op *op)
 {
     if (op->op == NULL) {
         return TNT_OK; /* already reaped: finished */
     }
-    return tnt_ucx_test(p2p->ucx, &op->op, op->posted_ns, op->what);
+    const tnt_ucx_what_t what = { .describe = describe_op, .arg = op };
+    return tnt_ucx_test(p2p->ucx, &op->op, op->posted_ns, &what);
 }
 
 tnt_status_t tnt_p2p_ucx_wait(struct tnt_p2p_ucx *p2p, struct tnt_p2p_op *op)
@@ -125,5 +131,6 @@ tnt_status_t tnt_p2p_ucx_wait(struct tnt_p2p_ucx *p2p, struct tnt_p2p_op *op)
     if (op->op == NULL) {
         return TNT_OK;
     }
-    return tnt_ucx_wait(p2p->ucx, &op->op, op->what);
+    const tnt_ucx_what_t what = { .describe = describe_op, .arg = op };
+    return tnt_ucx_wait_what(p2p->ucx, &op->op, &what);
 }

@@ -147,6 +147,24 @@ tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_
 tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what);
 tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what);
 
+/* What an error names, made only when an error needs it: text, or, where
+ * text is NULL, what describe(arg) returns. A point-to-point message
+ * names itself this way (p2p/p2p.c), because formatting its name on every
+ * message cost about a third of a small message's time on one host. */
+typedef struct {
+    const char *text;
+    const char *(*describe)(void *arg);
+    void *arg;
+} tnt_ucx_what_t;
+
+static inline const char *tnt_ucx_what_text(const tnt_ucx_what_t *what)
+{
+    return what->text != NULL ? what->text : what->describe(what->arg);
+}
+
+/* tnt_ucx_wait naming the op through what. */
+tnt_status_t tnt_ucx_wait_what(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const tnt_ucx_what_t *what);
+
 /* Blocking exchange with two peers (either may be -1 to skip). */
 tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
                               size_t send_bytes, int src, uint64_t recv_tag, void *recvbuf,
@@ -179,7 +197,7 @@ tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *bu
  * when its peer broke or left, or when the transport made no progress for
  * timeout_s since started_ns (tnt_time_ns) or since the last progress. */
 tnt_status_t tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t **op_p, uint64_t started_ns,
-                          const char *what);
+                          const tnt_ucx_what_t *what);
 /* Request slots still free (of TNT_UCX_POOL_SLOTS); posting with none
  * left fails the transport, so callers that let users post check first. */
 int tnt_ucx_free_ops(const tnt_ucx_t *ucx);

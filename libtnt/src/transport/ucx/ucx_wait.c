@@ -64,7 +64,8 @@ static void tnt_ucx_block(tnt_ucx_t *ucx, tnt_backoff_t *backoff)
  * field, unkeyed) and how long it was. An any-source sender gets an
  * endpoint back now, as a receive from a named rank makes one at its post,
  * so that the goodbye handshake finds the pair symmetric. */
-static tnt_status_t tnt_ucx_reap_result(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const char *what)
+static tnt_status_t tnt_ucx_reap_result(tnt_ucx_t *ucx, struct tnt_ucx_op *op,
+                                        const tnt_ucx_what_t *what)
 {
     int source = op->peer;
 
@@ -76,7 +77,7 @@ static tnt_status_t tnt_ucx_reap_result(tnt_ucx_t *ucx, struct tnt_ucx_op *op, c
             return tnt_error_raise(TNT_ERR_TRANSPORT,
                                    "%s: a message claims to come from rank %d, which is not a "
                                    "rank of this communicator",
-                                   what, source);
+                                   tnt_ucx_what_text(what), source);
         }
         if (ucx->peers[source].ep == NULL) {
             tnt_status_t status = tnt_ucx_check_peer(ucx, source);
@@ -92,7 +93,7 @@ static tnt_status_t tnt_ucx_reap_result(tnt_ucx_t *ucx, struct tnt_ucx_op *op, c
 }
 
 /* Finishes one op: converts its UCX status, accounts bytes, frees the slot. */
-static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const char *what)
+static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const tnt_ucx_what_t *what)
 {
     tnt_status_t status = TNT_OK;
     int peer = op->peer;
@@ -103,25 +104,27 @@ static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const ch
         status = tnt_error_raise(TNT_ERR_MISMATCH,
                                  "%s: the matching message is longer than the %zu B buffer; "
                                  "pass a buffer as large as the largest message",
-                                 what, op->bytes);
+                                 tnt_ucx_what_text(what), op->bytes);
     } else if (op->status != UCS_OK) {
         status = tnt_ucx_status_of(op->status);
         if (ucx->failed == TNT_OK && op->status != UCS_ERR_CANCELED) {
             ucx->failed = status;
-            status = tnt_error_raise(status,
-                                     "%s: %s rank %d failed: %s; did rank %d exit or crash? "
-                                     "its own output names the cause",
-                                     what, op->is_recv ? "receive from" : "send to", peer,
-                                     ucs_status_string(op->status), peer);
+            status =
+                tnt_error_raise(status,
+                                "%s: %s rank %d failed: %s; did rank %d exit or crash? "
+                                "its own output names the cause",
+                                tnt_ucx_what_text(what), op->is_recv ? "receive from" : "send to",
+                                peer, ucs_status_string(op->status), peer);
         }
     } else if (op->result != NULL) {
         status = tnt_ucx_reap_result(ucx, op, what);
     } else if (op->is_recv) {
         if (op->info.length != op->bytes) {
-            status = tnt_error_raise(TNT_ERR_MISMATCH,
-                                     "%s: expected %zu B from rank %d but got %zu B; do all "
-                                     "ranks call the same collectives with the same sizes?",
-                                     what, op->bytes, peer, (size_t)op->info.length);
+            status =
+                tnt_error_raise(TNT_ERR_MISMATCH,
+                                "%s: expected %zu B from rank %d but got %zu B; do all "
+                                "ranks call the same collectives with the same sizes?",
+                                tnt_ucx_what_text(what), op->bytes, peer, (size_t)op->info.length);
             if (ucx->failed == TNT_OK) {
                 ucx->failed = status;
             }
@@ -136,8 +139,8 @@ static tnt_status_t tnt_ucx_reap(tnt_ucx_t *ucx, struct tnt_ucx_op *op, const ch
 
 /* Reaps every op in ops[0..n) that has finished (NULLing its entry) and
  * keeps the first error in *status. Returns how many finished. */
-static int tnt_ucx_reap_finished(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what,
-                                 tnt_status_t *status)
+static int tnt_ucx_reap_finished(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
+                                 const tnt_ucx_what_t *what, tnt_status_t *status)
 {
     int finished = 0;
 
@@ -157,7 +160,8 @@ static int tnt_ucx_reap_finished(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, cons
 /* A dead peer: its pending receives would never complete. Fails the
  * transport when an unfinished op goes to or comes from a peer whose
  * endpoint broke. */
-static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
+                                        const tnt_ucx_what_t *what)
 {
     for (int i = 0; i < n; i++) {
         int peer = ops[i] != NULL ? ops[i]->peer : -1;
@@ -172,7 +176,8 @@ static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int 
             return tnt_error_raise(TNT_ERR_PEER_FAILED,
                                    "%s: connection to rank %d broke (%s); did it exit or crash? "
                                    "its own output names the cause",
-                                   what, peer, ucs_status_string(ucx->peers[peer].error));
+                                   tnt_ucx_what_text(what), peer,
+                                   ucs_status_string(ucx->peers[peer].error));
         }
     }
     return TNT_OK;
@@ -180,7 +185,8 @@ static tnt_status_t tnt_ucx_check_peers(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int 
 
 /* A dead peer on this host (its endpoint has no failure detection: params
  * .local): the op's peer, or for an any-source receive any local peer. */
-static tnt_status_t tnt_ucx_check_alive(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+static tnt_status_t tnt_ucx_check_alive(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
+                                        const tnt_ucx_what_t *what)
 {
     if (ucx->peer_alive == NULL) {
         return TNT_OK;
@@ -194,7 +200,7 @@ static tnt_status_t tnt_ucx_check_alive(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int 
                 return tnt_error_raise(TNT_ERR_PEER_FAILED,
                                        "%s: rank %d on this host died; its own output (or the "
                                        "launcher's) names the cause",
-                                       what, r);
+                                       tnt_ucx_what_text(what), r);
             }
         }
     }
@@ -210,7 +216,8 @@ static tnt_status_t tnt_ucx_check_alive(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int 
  * its cookie (a forged one is dropped, and the wait goes on); a real one
  * fails the transport, so this rank's own goodbye handshake, which would
  * have wanted it, never runs. */
-static tnt_status_t tnt_ucx_check_left(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+static tnt_status_t tnt_ucx_check_left(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
+                                       const tnt_ucx_what_t *what)
 {
     if (ucx->saying_goodbye) {
         return TNT_OK;
@@ -238,7 +245,7 @@ static tnt_status_t tnt_ucx_check_left(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n
                                    "%s: rank %d left the job (it called tnt_finalize: its program "
                                    "is ending) while this rank still waits for it; its own "
                                    "output shows why it ended early",
-                                   what, peer);
+                                   tnt_ucx_what_text(what), peer);
         }
     }
     return TNT_OK;
@@ -281,7 +288,8 @@ static void tnt_ucx_abandon(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, int remai
 
 /* No progress for timeout_s: fails the transport, naming the peer of the
  * first unfinished op. */
-static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
+                                      const tnt_ucx_what_t *what)
 {
     const struct tnt_ucx_op *op = NULL;
 
@@ -292,25 +300,25 @@ static tnt_status_t tnt_ucx_timed_out(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
     if (op != NULL && op->result != NULL && op->peer < 0) {
         return tnt_error_raise(TNT_ERR_TIMEOUT,
                                "%s: no rank sent a matching message within %g s; see TNT_TIMEOUT",
-                               what, ucx->timeout_s);
+                               tnt_ucx_what_text(what), ucx->timeout_s);
     }
     if (op != NULL && op->result != NULL) {
         return tnt_error_raise(TNT_ERR_TIMEOUT,
                                "%s: rank %d sent no matching message within %g s; is it still "
                                "running, and does it send with this tag? see TNT_TIMEOUT",
-                               what, op->peer, ucx->timeout_s);
+                               tnt_ucx_what_text(what), op->peer, ucx->timeout_s);
     }
     if (op != NULL && op->sync) {
         return tnt_error_raise(TNT_ERR_TIMEOUT,
                                "%s: rank %d posted no matching receive within %g s; is it still "
                                "running, and does it receive with this tag? see TNT_TIMEOUT",
-                               what, op->peer, ucx->timeout_s);
+                               tnt_ucx_what_text(what), op->peer, ucx->timeout_s);
     }
     int peer = op != NULL ? op->peer : -1;
     return tnt_error_raise(TNT_ERR_TIMEOUT,
                            "%s: rank %d did not answer within %g s; is it still running? see "
                            "TNT_TIMEOUT",
-                           what, peer, ucx->timeout_s);
+                           tnt_ucx_what_text(what), peer, ucx->timeout_s);
 }
 
 /* One idle round of a wait, waited_ns after the wait began or last saw an
@@ -341,7 +349,8 @@ static void tnt_ucx_idle(tnt_ucx_t *ucx, tnt_backoff_t *backoff, uint64_t waited
     }
 }
 
-tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+static tnt_status_t tnt_ucx_waitall_what(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
+                                         const tnt_ucx_what_t *what)
 {
     tnt_status_t status = TNT_OK;
     tnt_backoff_t backoff;
@@ -374,7 +383,8 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
         }
         if (status != TNT_OK || ucx->failed != TNT_OK) {
             if (status == TNT_OK) {
-                status = tnt_error_set(ucx->failed, "%s: the job already failed", what);
+                status = tnt_error_set(ucx->failed, "%s: the job already failed",
+                                       tnt_ucx_what_text(what));
             }
             tnt_ucx_abandon(ucx, ops, n, remaining);
             return status;
@@ -421,7 +431,7 @@ tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const ch
 }
 
 tnt_status_t tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t **op_p, uint64_t started_ns,
-                          const char *what)
+                          const tnt_ucx_what_t *what)
 {
     tnt_status_t status = TNT_OK;
     uint64_t now, idle_since;
@@ -447,7 +457,7 @@ tnt_status_t tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t **op_p, uint64_t started_
         }
     }
     if (status == TNT_OK && ucx->failed != TNT_OK) {
-        status = tnt_error_set(ucx->failed, "%s: the job already failed", what);
+        status = tnt_error_set(ucx->failed, "%s: the job already failed", tnt_ucx_what_text(what));
     }
     idle_since = started_ns > ucx->last_progress_ns ? started_ns : ucx->last_progress_ns;
     if (status == TNT_OK && ucx->timeout_s > 0 &&
@@ -708,9 +718,20 @@ tnt_status_t tnt_ucx_ctl_collect(tnt_ucx_t *ucx, uint32_t seq, unsigned char *pe
     return status;
 }
 
+tnt_status_t tnt_ucx_waitall(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, const char *what)
+{
+    const tnt_ucx_what_t named = { .text = what };
+    return tnt_ucx_waitall_what(ucx, ops, n, &named);
+}
+
 tnt_status_t tnt_ucx_wait(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const char *what)
 {
     return tnt_ucx_waitall(ucx, op, 1, what);
+}
+
+tnt_status_t tnt_ucx_wait_what(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const tnt_ucx_what_t *what)
+{
+    return tnt_ucx_waitall_what(ucx, op, 1, what);
 }
 
 tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const void *sendbuf,
