@@ -20,6 +20,7 @@
 #include <tnt/tnt.h>
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,6 +272,9 @@ static void check_collective_set(tnt_comm_t *comm)
                   r, i);
         }
     }
+    /* Nothing to move anywhere: every rank learns it from the others' sizes. */
+    size_t none[64] = { 0 };
+    CHECK_OK(tnt_alltoallv(comm, send, none, recv, none));
 
     /* Bulk: blocks far larger than a shared-memory slot's share per rank
      * (with TNT_SHM_STAGING_KB=64, 4 KiB per rank of 8), so every byte goes
@@ -492,6 +496,35 @@ static void check_collective_set(tnt_comm_t *comm)
         CHECK(st == TNT_ERR_MISMATCH, "alltoallv pairs that disagree gave %s",
               tnt_status_string(st));
         sb[0] -= me == 0 ? 1 : 0;
+        /* Two different ranks disagree: the last rank expects one byte more
+         * from rank 0 than rank 0 sends. Every rank fails alike, naming the
+         * pair, and the communicator is still in step: the same call with
+         * sizes that agree then moves the data. */
+        rb[0] += me == size - 1 ? 1 : 0;
+        st = tnt_alltoallv(comm, send, sb, recv, rb);
+        CHECK(st == TNT_ERR_MISMATCH, "alltoallv pair 0 -> %d that disagrees gave %s", size - 1,
+              tnt_status_string(st));
+        char pair[64];
+        snprintf(pair, sizeof pair, "rank 0 sends %zu bytes to rank %d, which expects %zu",
+                 (size_t)((size - 1) % 4), size - 1, (size_t)((size - 1) % 4) + 1);
+        CHECK(strstr(tnt_last_error(), pair) != NULL, "the pair is not named (%s): %s", pair,
+              tnt_last_error());
+        rb[0] -= me == size - 1 ? 1 : 0;
+        soff = 0;
+        for (int j = 0; j < size; j++) {
+            for (size_t i = 0; i < sb[j]; i++) {
+                send[soff + i] = (char)(me * 8 + j + (int)i * 64);
+            }
+            soff += sb[j];
+        }
+        memset(recv, 0, soff);
+        CHECK_OK(tnt_alltoallv(comm, send, sb, recv, rb));
+        for (int r = 0, at = 0; r < size; r++) {
+            for (size_t i = 0; i < rb[r]; i++, at++) {
+                CHECK(recv[at] == (char)(r * 8 + me + (int)i * 64),
+                      "alltoallv after a mismatch: from rank %d byte %zu", r, i);
+            }
+        }
         st = tnt_reduce(comm, big, big + 4, big_block / 4, TNT_FLOAT32, TNT_SUM, 0);
         free(big);
         CHECK(st == TNT_ERR_INVALID_ARG, "overlapping buffers on the root gave %s",

@@ -542,8 +542,8 @@ static int set_one_phase(struct rank_ctx *ctx, tnt_comm_t *comm)
                   c.error);
         return -1;
     }
-    /* alltoall beside alltoallv, whose agreement is a round of its own
-     * (carrying the terms, so that the two meet): the same error. */
+    /* alltoall beside alltoallv (whose first phase carries the sizes):
+     * the same error. */
     SET_CALL(c, me == 0 ? tnt_alltoall(comm, mine, all, 2)
                         : tnt_alltoallv(comm, mine, vb, all, vb));
     if (c.status != TNT_ERR_MISMATCH || strstr(c.error, "rank 1 passes count 0") == NULL) {

@@ -45,13 +45,12 @@ tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_
     tnt_doctor_enter(comm->doctor, comm->coll_seq, kind);
     if (comm->broken_status != TNT_OK) {
         tnt_doctor_leave(comm->doctor);
-        tnt_status_t status =
-            tnt_error_raise(TNT_ERR_PEER_FAILED,
-                            "%s #%llu not started: %s #%llu failed before it (%s), so the "
-                            "ranks are out of step; finalize and restart the job",
-                            name, (unsigned long long)comm->coll_seq, comm->broken_name,
-                            (unsigned long long)comm->broken_seq,
-                            tnt_status_string(comm->broken_status));
+        tnt_status_t status = tnt_error_raise(
+            TNT_ERR_PEER_FAILED,
+            "%s #%llu not started: %s #%llu failed before it (%s), so the "
+            "ranks are out of step; finalize and restart the job",
+            name, (unsigned long long)comm->coll_seq, comm->broken_name,
+            (unsigned long long)comm->broken_seq, tnt_status_string(comm->broken_status));
         coll_context_leave(comm);
         return status;
     }
@@ -106,11 +105,7 @@ tnt_status_t tnt_coll_terms_only(tnt_comm_t *comm, const char *name, tnt_doctor_
     return tnt_coll_end(comm, name, status);
 }
 
-/* Argument errors are detected identically on every rank before anything is
- * sent, and so are differences between the arguments that signatures carry
- * (tnt_coll_terms_differed); every other failure leaves the ranks out of
- * step. */
-tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
+tnt_status_t tnt_coll_end_in_step(tnt_comm_t *comm, const char *name, tnt_status_t status)
 {
     tnt_doctor_leave(comm->doctor);
     coll_context_leave(comm);
@@ -129,6 +124,16 @@ tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t statu
         }
         comm->tl_start_ns = 0;
     }
+    return status;
+}
+
+/* Argument errors are detected identically on every rank before anything is
+ * sent, and so are differences between the arguments that signatures carry
+ * (tnt_coll_terms_differed); every other failure leaves the ranks out of
+ * step. */
+tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status)
+{
+    (void)tnt_coll_end_in_step(comm, name, status);
     if (status < 0 && status != TNT_ERR_INVALID_ARG && status != TNT_ERR_UNSUPPORTED &&
         !(status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) &&
         comm->broken_status == TNT_OK) {

@@ -22,8 +22,8 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
  * nodes too (tnt_multinode_allreduce_narrow); on one node it is
  * tnt_coll_allreduce, whose shared-memory kernels already keep 16 bits in
  * the segment and round once. The fusion engine's compressed buckets. */
-tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count,
-                                       tnt_dtype_t dtype, tnt_op_t op);
+tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count, tnt_dtype_t dtype,
+                                       tnt_op_t op);
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank);
@@ -38,6 +38,9 @@ tnt_status_t tnt_coll_barrier(tnt_comm_t *comm);
 tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
                             uint64_t bytes);
 tnt_status_t tnt_coll_end(tnt_comm_t *comm, const char *name, tnt_status_t status);
+/* tnt_coll_end for a failure that every rank found alike at the same point,
+ * with nothing exchanged: comm stays usable. */
+tnt_status_t tnt_coll_end_in_step(tnt_comm_t *comm, const char *name, tnt_status_t status);
 
 /* The collective set's agreement on one node (core/api_composed.c).
  * terms_fold: 1 when every collective of comm starts with a shared-memory
@@ -75,5 +78,24 @@ tnt_status_t tnt_coll_allgatherv(tnt_comm_t *comm, const void *sendbuf, void *re
                                  const size_t *recvbytes);
 tnt_status_t tnt_coll_alltoallv(tnt_comm_t *comm, const void *sendbuf, const size_t *sendbytes,
                                 void *recvbuf, const size_t *all_sendbytes);
+
+/* alltoallv's pairs: sizes holds every rank's sendbytes and recvbytes
+ * (rank r's 2 size words at r * 2 size, sendbytes first). Fills all_send
+ * (size x size) with the send sizes, or fails with TNT_ERR_MISMATCH naming
+ * the first pair (in rank order) whose sender and receiver disagree, the
+ * same on every rank; fn names the call. */
+tnt_status_t tnt_coll_check_pairs(const tnt_comm_t *comm, const char *fn, const uint64_t *sizes,
+                                  size_t *all_send);
+/* alltoallv on one node with only this rank's sizes: the sizes travel in
+ * the call's first shared-memory phase (transport/shm.h), and the pairs are
+ * checked there, so that no round of agreement comes before it.
+ * sizes_fits: whether comm can (one node, several ranks, sizes that fit a
+ * slot). sizes (size x 2 size words) and all_send (size x size) are the
+ * caller's scratch. A pair that disagrees fails every rank alike, with comm
+ * still usable. */
+int tnt_coll_alltoallv_sized_fits(const tnt_comm_t *comm);
+tnt_status_t tnt_coll_alltoallv_sized(tnt_comm_t *comm, const char *fn, const void *sendbuf,
+                                      const size_t *sendbytes, void *recvbuf,
+                                      const size_t *recvbytes, uint64_t *sizes, size_t *all_send);
 
 #endif

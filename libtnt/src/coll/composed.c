@@ -131,8 +131,8 @@ tnt_status_t tnt_coll_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbu
 tnt_status_t tnt_coll_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t bytes_per_rank, int root)
 {
-    tnt_status_t status = tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER,
-                                         bytes_per_rank * (uint64_t)comm->size);
+    tnt_status_t status =
+        tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER, bytes_per_rank * (uint64_t)comm->size);
     if (status != TNT_OK) {
         return status;
     }
@@ -209,6 +209,60 @@ tnt_status_t tnt_coll_alltoallv(tnt_comm_t *comm, const void *sendbuf, const siz
         status = tnt_shm_alltoallv(comm->shm, sendbuf, recvbuf, all_sendbytes);
     } else {
         status = tnt_multinode_alltoallv(comm, sendbuf, sendbytes, recvbuf, all_sendbytes);
+    }
+    return tnt_coll_end(comm, "alltoall", status);
+}
+
+tnt_status_t tnt_coll_check_pairs(const tnt_comm_t *comm, const char *fn, const uint64_t *sizes,
+                                  size_t *all_send)
+{
+    const int size = comm->size;
+    const size_t row = 2 * (size_t)size;
+    for (int r = 0; r < size; r++) {
+        for (int j = 0; j < size; j++) {
+            uint64_t sent = sizes[(size_t)r * row + (size_t)j];
+            uint64_t expected = sizes[(size_t)j * row + (size_t)size + (size_t)r];
+            all_send[(size_t)r * (size_t)size + (size_t)j] = (size_t)sent;
+            if (sent != expected) {
+                /* Printed by the two ranks of the pair; the others fail
+                 * quietly with the same words. */
+                const char *fmt = "%s: rank %d sends %llu bytes to rank %d, which expects %llu "
+                                  "(its recvbytes[%d]) in communicator %s";
+                return comm->rank == r || comm->rank == j
+                           ? tnt_error_raise(TNT_ERR_MISMATCH, fmt, fn, r, (unsigned long long)sent,
+                                             j, (unsigned long long)expected, r, comm->name)
+                           : tnt_error_set(TNT_ERR_MISMATCH, fmt, fn, r, (unsigned long long)sent,
+                                           j, (unsigned long long)expected, r, comm->name);
+            }
+        }
+    }
+    return TNT_OK;
+}
+
+int tnt_coll_alltoallv_sized_fits(const tnt_comm_t *comm)
+{
+    return tnt_coll_terms_fold(comm) && tnt_shm_alltoallv_sized_fits(comm->shm);
+}
+
+tnt_status_t tnt_coll_alltoallv_sized(tnt_comm_t *comm, const char *fn, const void *sendbuf,
+                                      const size_t *sendbytes, void *recvbuf,
+                                      const size_t *recvbytes, uint64_t *sizes, size_t *all_send)
+{
+    uint64_t bytes = 0;
+    for (int j = 0; j < comm->size; j++) {
+        bytes += sendbytes[j];
+    }
+    tnt_status_t status = tnt_coll_begin(comm, "alltoall", TNT_DOCTOR_ALLTOALL, bytes);
+    if (status != TNT_OK) {
+        return status;
+    }
+    status = tnt_shm_alltoallv_sized_start(comm->shm, sendbuf, sendbytes, recvbytes, sizes);
+    if (status == TNT_OK) {
+        status = tnt_coll_check_pairs(comm, fn, sizes, all_send);
+        if (status != TNT_OK) {
+            return tnt_coll_end_in_step(comm, "alltoall", status);
+        }
+        status = tnt_shm_alltoallv_sized_finish(comm->shm, sendbuf, recvbuf, all_send);
     }
     return tnt_coll_end(comm, "alltoall", status);
 }

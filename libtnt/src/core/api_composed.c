@@ -12,11 +12,13 @@
  * waiting for it until TNT_TIMEOUT), and ranks that pass different counts,
  * roots, dtypes or ops (MPI leaves both undefined).
  *
- * On one node (host buffers; not alltoallv, whose pair round carries its
- * sizes anyway) the round would cost as much as a small collective, so it
- * rides on the collective instead: a digest of the agreement (terms)
- * travels in the signature of its first shared-memory phase, which every
- * rank checks before it reads anything (transport/shm_impl.h). A rank
+ * On one node (host buffers) the round would cost as much as a small
+ * collective, so it rides on the collective instead: a digest of the
+ * agreement (terms) travels in the signature of its first shared-memory
+ * phase, which every rank checks before it reads anything
+ * (transport/shm_impl.h). alltoallv's sizes, which differ from rank to
+ * rank, travel in that phase's data, and every rank checks every pair
+ * there alike (coll/coll.h, tnt_coll_alltoallv_sized). A rank
  * whose own checks failed, or a call with nothing to move, runs one phase
  * that carries only the terms, so every rank still takes exactly one phase.
  * Only when the terms differ do the ranks, still in step, run the full
@@ -244,22 +246,8 @@ static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const
         mine[size + j] = recvbytes[j];
     }
     status = tnt_coll_allgather(comm, mine, all, row * sizeof(uint64_t));
-    for (int r = 0; r < size && status == TNT_OK; r++) {
-        for (int j = 0; j < size && status == TNT_OK; j++) {
-            uint64_t sent = all[(size_t)r * row + (size_t)j];
-            uint64_t expected = all[(size_t)j * row + (size_t)size + (size_t)r];
-            all_send[(size_t)r * (size_t)size + (size_t)j] = (size_t)sent;
-            if (sent != expected) {
-                const char *fmt = "%s: rank %d sends %llu bytes to rank %d, which expects %llu "
-                                  "(its recvbytes[%d]) in communicator %s";
-                status =
-                    comm->rank == r || comm->rank == j
-                        ? tnt_error_raise(TNT_ERR_MISMATCH, fmt, fn, r, (unsigned long long)sent, j,
-                                          (unsigned long long)expected, r, comm->name)
-                        : tnt_error_set(TNT_ERR_MISMATCH, fmt, fn, r, (unsigned long long)sent, j,
-                                        (unsigned long long)expected, r, comm->name);
-            }
-        }
+    if (status == TNT_OK) {
+        status = tnt_coll_check_pairs(comm, fn, all, all_send);
     }
     free(mine);
     free(all);
@@ -413,11 +401,17 @@ static const struct {
     [KIND_ALLTOALL] = { "alltoall", TNT_DOCTOR_ALLTOALL },
 };
 
+/* tnt_alltoallv (tnt_alltoall's count is its block size, never 0). */
+static int call_is_alltoallv(const struct composed_call *c)
+{
+    return c->kind == KIND_ALLTOALL && c->agreement.count == 0;
+}
+
 /* Whether c agrees through the signature (see the top of the file). */
 static int call_folds(const tnt_comm_t *comm, const struct composed_call *c)
 {
-    return !c->device && !(c->kind == KIND_ALLTOALL && c->agreement.count == 0) &&
-           tnt_coll_terms_fold(comm);
+    return !c->device && tnt_coll_terms_fold(comm) &&
+           (!call_is_alltoallv(c) || tnt_coll_alltoallv_sized_fits(comm));
 }
 
 static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const size_t *all_send);
@@ -429,28 +423,36 @@ static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const s
 static tnt_status_t call_run_folded(tnt_comm_t *comm, struct composed_call *c)
 {
     const uint64_t terms = agreement_terms(&c->agreement);
+    const int sized = call_is_alltoallv(c);
     size_t all_send_inline[CALL_INLINE_RANKS * CALL_INLINE_RANKS];
+    uint64_t sizes_inline[CALL_INLINE_RANKS * 2 * CALL_INLINE_RANKS];
     size_t *all_send = NULL;
+    uint64_t *sizes = NULL;
     tnt_status_t status;
     if (c->local == TNT_OK && c->moved > 0 && c->kind == KIND_ALLTOALL) {
         /* tnt_alltoall: every pair moves the one block size the terms
-         * carry, so the sizes need no round of their own. */
+         * carry, so the sizes need no round of their own. tnt_alltoallv:
+         * the call carries them (scratch for them here). */
         size_t n = (size_t)comm->size * (size_t)comm->size;
-        all_send = comm->size <= CALL_INLINE_RANKS ? all_send_inline : malloc(n * sizeof(size_t));
-        if (all_send == NULL) {
+        int inline_ok = comm->size <= CALL_INLINE_RANKS;
+        all_send = inline_ok ? all_send_inline : malloc(n * sizeof(size_t));
+        sizes = !sized ? NULL : inline_ok ? sizes_inline : malloc(2 * n * sizeof(uint64_t));
+        if (all_send == NULL || (sized && sizes == NULL)) {
             c->local = tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes",
                                        c->fn, comm->size, comm->size);
             snprintf(c->local_error, sizeof(c->local_error), "%s", tnt_error_message());
             c->local_printed = tnt_error_printed();
             c->agreement.bad = 1;
         }
-        for (size_t i = 0; all_send != NULL && i < n; i++) {
+        for (size_t i = 0; !sized && all_send != NULL && i < n; i++) {
             all_send[i] = (size_t)c->agreement.count;
         }
     }
     if (c->local == TNT_OK && c->moved > 0) {
         tnt_coll_terms_next(comm, terms);
-        status = call_move(comm, c, all_send);
+        status = sized ? tnt_coll_alltoallv_sized(comm, c->fn, c->sendbuf, c->sendcounts,
+                                                  c->recvbuf, c->recvcounts, sizes, all_send)
+                       : call_move(comm, c, all_send);
         tnt_coll_terms_next(comm, 0);
     } else {
         status = tnt_coll_terms_only(comm, kind_coll[c->kind].name, kind_coll[c->kind].kind,
@@ -459,6 +461,9 @@ static tnt_status_t call_run_folded(tnt_comm_t *comm, struct composed_call *c)
     }
     if (all_send != all_send_inline) {
         free(all_send);
+    }
+    if (sizes != sizes_inline) {
+        free(sizes);
     }
     if (status == TNT_OK && c->local != TNT_OK) {
         tnt_error_restore(c->local_error, c->local_printed);

@@ -120,6 +120,23 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
 tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                                const size_t *all_send);
 
+/* alltoallv whose sizes only each pair's sender and receiver know (on one
+ * node, where the signature carries the rest of the agreement): its first
+ * phase publishes every rank's sendbytes and recvbytes, ahead of the
+ * first piece of each block. sized_start fills sizes (n x 2n words: rank
+ * r's sendbytes at r * 2n, its recvbytes after them) from every rank;
+ * every rank then checks the pairs alike, and only if they agree calls
+ * sized_finish with the send sizes (all_send, n x n), before any other
+ * call on the segment. If they disagree, nothing was read and the segment
+ * is in step. sized_fits: whether the sizes fit one phase's slot beside
+ * the data (equal on every local rank). */
+int tnt_shm_alltoallv_sized_fits(const tnt_shm_t *shm);
+tnt_status_t tnt_shm_alltoallv_sized_start(tnt_shm_t *shm, const void *sendbuf,
+                                           const size_t *sendbytes, const size_t *recvbytes,
+                                           uint64_t *sizes);
+tnt_status_t tnt_shm_alltoallv_sized_finish(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                                            const size_t *all_send);
+
 /* Agreement on the caller's arguments, folded into the signature of the
  * first phase (core/api_composed.c: the collective set on one node).
  * terms_next: the next collective's signature also carries terms (a digest

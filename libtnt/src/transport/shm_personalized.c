@@ -75,22 +75,21 @@ static tnt_status_t scatter_cma(struct tnt_shm *shm, const void *sendbuf, void *
     tnt_shm_publish(shm, sendbuf, NULL);
     tnt_status_t status = tnt_shm_phase(shm, "scatter");
     if (status == TNT_OK && shm->me != root) {
-        status = tnt_shm_cma_read(shm, root, recvbuf,
-                                  tnt_shm_peer_buf(shm, root, 0) +
-                                      (uint64_t)shm->me * bytes_per_rank,
-                                  bytes_per_rank, "scatter");
+        status = tnt_shm_cma_read(
+            shm, root, recvbuf, tnt_shm_peer_buf(shm, root, 0) + (uint64_t)shm->me * bytes_per_rank,
+            bytes_per_rank, "scatter");
     }
     return status == TNT_OK ? tnt_shm_phase(shm, "scatter") : status;
 }
 
-/* Every rank reads, from each peer r's sendbuf, the block r sends it: at
- * the offset of r's blocks to the ranks before it (all_send is agreed). */
-static tnt_status_t alltoallv_cma(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
-                                  const size_t *all_send)
+/* Every rank reads, from each peer r's sendbuf (published in the phase
+ * just finished), the block r sends it: at the offset of r's blocks to the
+ * ranks before it (all_send is agreed). A last phase keeps the senders'
+ * buffers untouched until every receiver has read. */
+static tnt_status_t alltoallv_cma_read(struct tnt_shm *shm, void *recvbuf, const size_t *all_send)
 {
     const int n = shm->n, me = shm->me;
-    tnt_shm_publish(shm, sendbuf, NULL);
-    tnt_status_t status = tnt_shm_phase(shm, "alltoall");
+    tnt_status_t status = TNT_OK;
     size_t rdispl = 0;
     for (int r = 0; status == TNT_OK && r < n; r++) {
         const size_t *from = all_send + (size_t)r * (size_t)n;
@@ -105,6 +104,14 @@ static tnt_status_t alltoallv_cma(struct tnt_shm *shm, const void *sendbuf, void
         rdispl += from[me];
     }
     return status == TNT_OK ? tnt_shm_phase(shm, "alltoall") : status;
+}
+
+static tnt_status_t alltoallv_cma(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
+                                  const size_t *all_send)
+{
+    tnt_shm_publish(shm, sendbuf, NULL);
+    tnt_status_t status = tnt_shm_phase(shm, "alltoall");
+    return status == TNT_OK ? alltoallv_cma_read(shm, recvbuf, all_send) : status;
 }
 
 tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
@@ -244,37 +251,34 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     return TNT_OK;
 }
 
-tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
-                               const size_t *all_send)
+/* The block sizes of all_send: the largest, and this rank's offsets in
+ * its own send and receive buffers. */
+static size_t alltoallv_largest(const struct tnt_shm *shm, const size_t *all_send,
+                                size_t *sdispl_me, size_t *rdispl_me)
 {
-    tnt_status_t status = tnt_shm_begin(shm);
-    if (status != TNT_OK) {
-        return status;
-    }
     const int n = shm->n, me = shm->me;
-    const size_t *mine = all_send + (size_t)me * (size_t)n;
-    size_t largest = 0, sdispl_me = 0, rdispl_me = 0;
+    size_t largest = 0;
+    *sdispl_me = *rdispl_me = 0;
     for (int r = 0; r < n; r++) {
         for (int j = 0; j < n; j++) {
             size_t b = all_send[(size_t)r * (size_t)n + (size_t)j];
             largest = b > largest ? b : largest;
         }
-        sdispl_me += r < me ? mine[r] : 0;
-        rdispl_me += r < me ? all_send[(size_t)r * (size_t)n + (size_t)me] : 0;
+        *sdispl_me += r < me ? all_send[(size_t)me * (size_t)n + (size_t)r] : 0;
+        *rdispl_me += r < me ? all_send[(size_t)r * (size_t)n + (size_t)me] : 0;
     }
-    /* The block to itself never leaves the rank. */
-    if (mine[me] > 0) {
-        memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, mine[me]);
-    }
-    if (n == 1 || largest == 0) {
-        return TNT_OK;
-    }
-    tnt_shm_expect(shm, TNT_SHM_KIND_ALLTOALL, largest, 0, 0);
-    if (tnt_shm_block_cma(shm, largest)) {
-        return alltoallv_cma(shm, sendbuf, recvbuf, all_send);
-    }
+    return largest;
+}
+
+/* The staged exchange of every block's bytes from first on, one piece per
+ * block and phase. */
+static tnt_status_t alltoallv_pieces(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
+                                     const size_t *all_send, size_t largest, size_t first)
+{
+    const int n = shm->n, me = shm->me;
+    const size_t *mine = all_send + (size_t)me * (size_t)n;
     const size_t piece = piece_bytes(shm);
-    for (size_t off = 0; off < largest; off += piece) {
+    for (size_t off = first; off < largest; off += piece) {
         char *slot = tnt_shm_slot(shm, me, shm->phase + 1);
         size_t sdispl = 0;
         for (int j = 0; j < n; j++) {
@@ -284,7 +288,8 @@ tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbu
             }
             sdispl += mine[j];
         }
-        if ((status = tnt_shm_phase(shm, "alltoall")) != TNT_OK) {
+        tnt_status_t status = tnt_shm_phase(shm, "alltoall");
+        if (status != TNT_OK) {
             return status;
         }
         size_t rdispl = 0;
@@ -299,4 +304,113 @@ tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbu
         }
     }
     return TNT_OK;
+}
+
+tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                               const size_t *all_send)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK) {
+        return status;
+    }
+    const int me = shm->me;
+    size_t sdispl_me, rdispl_me;
+    size_t largest = alltoallv_largest(shm, all_send, &sdispl_me, &rdispl_me);
+    size_t own = all_send[(size_t)me * (size_t)shm->n + (size_t)me];
+    /* The block to itself never leaves the rank. */
+    if (own > 0) {
+        memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, own);
+    }
+    if (shm->n == 1 || largest == 0) {
+        return TNT_OK;
+    }
+    tnt_shm_expect(shm, TNT_SHM_KIND_ALLTOALL, largest, 0, 0);
+    if (tnt_shm_block_cma(shm, largest)) {
+        return alltoallv_cma(shm, sendbuf, recvbuf, all_send);
+    }
+    return alltoallv_pieces(shm, sendbuf, recvbuf, all_send, largest, 0);
+}
+
+/* ---- alltoallv whose sizes the call itself carries ----------------------- */
+
+/* The sizes' part of the first phase's slot (2 n words, whole cache lines),
+ * and the piece per block after it. */
+static size_t sized_header_bytes(const struct tnt_shm *shm)
+{
+    return (2 * sizeof(uint64_t) * (size_t)shm->n + 63) / 64 * 64;
+}
+
+static size_t sized_first_piece(const struct tnt_shm *shm)
+{
+    size_t piece = (shm->slot_bytes - sized_header_bytes(shm)) / (size_t)shm->n;
+    return piece >= 64 ? piece / 64 * 64 : piece;
+}
+
+int tnt_shm_alltoallv_sized_fits(const tnt_shm_t *shm)
+{
+    return shm->n > 1 && sized_header_bytes(shm) + 64 * (size_t)shm->n <= shm->slot_bytes;
+}
+
+tnt_status_t tnt_shm_alltoallv_sized_start(tnt_shm_t *shm, const void *sendbuf,
+                                           const size_t *sendbytes, const size_t *recvbytes,
+                                           uint64_t *sizes)
+{
+    tnt_status_t status = tnt_shm_begin(shm);
+    if (status != TNT_OK) {
+        return status;
+    }
+    const int n = shm->n, me = shm->me;
+    const size_t row = 2 * (size_t)n, header = sized_header_bytes(shm);
+    const size_t piece = sized_first_piece(shm);
+    char *slot = tnt_shm_slot(shm, me, shm->phase + 1);
+    uint64_t *mine = (uint64_t *)slot;
+    size_t sdispl = 0;
+    for (int j = 0; j < n; j++) {
+        mine[j] = sendbytes[j];
+        mine[n + j] = recvbytes[j];
+        size_t len = chunk(sendbytes[j], 0, piece);
+        if (j != me && len > 0) {
+            memcpy(slot + header + (size_t)j * piece, (const char *)sendbuf + sdispl, len);
+        }
+        sdispl += sendbytes[j];
+    }
+    /* For the single copies of large blocks, which only the sizes decide. */
+    tnt_shm_publish(shm, sendbuf, NULL);
+    tnt_shm_expect(shm, TNT_SHM_KIND_ALLTOALL, 0, 0, 0);
+    status = tnt_shm_phase(shm, "alltoall");
+    for (int r = 0; status == TNT_OK && r < n; r++) {
+        memcpy(sizes + (size_t)r * row, tnt_shm_slot(shm, r, shm->phase), row * sizeof(uint64_t));
+    }
+    return status;
+}
+
+tnt_status_t tnt_shm_alltoallv_sized_finish(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
+                                            const size_t *all_send)
+{
+    const int n = shm->n, me = shm->me;
+    size_t sdispl_me, rdispl_me;
+    size_t largest = alltoallv_largest(shm, all_send, &sdispl_me, &rdispl_me);
+    size_t own = all_send[(size_t)me * (size_t)n + (size_t)me];
+    if (own > 0) {
+        memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, own);
+    }
+    if (largest == 0) {
+        return TNT_OK;
+    }
+    if (tnt_shm_block_cma(shm, largest)) {
+        return alltoallv_cma_read(shm, recvbuf, all_send);
+    }
+    /* The first piece of every block came with the sizes. */
+    const size_t header = sized_header_bytes(shm), piece = sized_first_piece(shm);
+    size_t rdispl = 0;
+    for (int r = 0; r < n; r++) {
+        size_t from_r = all_send[(size_t)r * (size_t)n + (size_t)me];
+        size_t len = chunk(from_r, 0, piece);
+        if (r != me && len > 0) {
+            memcpy((char *)recvbuf + rdispl,
+                   tnt_shm_slot(shm, r, shm->phase) + header + (size_t)me * piece, len);
+        }
+        rdispl += from_r;
+    }
+    return alltoallv_pieces(shm, sendbuf, recvbuf, all_send, largest, piece);
 }
