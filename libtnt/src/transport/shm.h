@@ -122,14 +122,16 @@ tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbu
 
 /* alltoallv whose sizes only each pair's sender and receiver know (on one
  * node, where the signature carries the rest of the agreement): its first
- * phase publishes every rank's sendbytes and recvbytes, ahead of the
- * first piece of each block. sized_start fills sizes (n x 2n words: rank
- * r's sendbytes at r * 2n, its recvbytes after them) from every rank;
- * every rank then checks the pairs alike, and only if they agree calls
- * sized_finish with the send sizes (all_send, n x n), before any other
- * call on the segment. If they disagree, nothing was read and the segment
- * is in step. sized_fits: whether the sizes fit one phase's slot beside
- * the data (equal on every local rank). */
+ * phase publishes every rank's sendbytes and recvbytes, and beside them
+ * its small blocks whole (up to TNT_SHM_BLOCK_CMA_MIN; larger ones move
+ * once the sizes have chosen between single and staged copies).
+ * sized_start fills sizes (n x 2n words: rank r's sendbytes at r * 2n, its
+ * recvbytes after them) from every rank; every rank then checks the pairs
+ * alike, and only if they agree calls sized_finish with the send sizes
+ * (all_send, n x n), before any other call on the segment. If they
+ * disagree, nothing was read and the segment is in step. sized_fits:
+ * whether the sizes fit one phase's slot beside the data (equal on every
+ * local rank). */
 int tnt_shm_alltoallv_sized_fits(const tnt_shm_t *shm);
 tnt_status_t tnt_shm_alltoallv_sized_start(tnt_shm_t *shm, const void *sendbuf,
                                            const size_t *sendbytes, const size_t *recvbytes,

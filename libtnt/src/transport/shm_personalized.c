@@ -84,16 +84,18 @@ static tnt_status_t scatter_cma(struct tnt_shm *shm, const void *sendbuf, void *
 
 /* Every rank reads, from each peer r's sendbuf (published in the phase
  * just finished), the block r sends it: at the offset of r's blocks to the
- * ranks before it (all_send is agreed). A last phase keeps the senders'
- * buffers untouched until every receiver has read. */
-static tnt_status_t alltoallv_cma_read(struct tnt_shm *shm, void *recvbuf, const size_t *all_send)
+ * ranks before it (all_send is agreed). Blocks of at most skip bytes have
+ * moved already. A last phase keeps the senders' buffers untouched until
+ * every receiver has read. */
+static tnt_status_t alltoallv_cma_read(struct tnt_shm *shm, void *recvbuf, const size_t *all_send,
+                                       size_t skip)
 {
     const int n = shm->n, me = shm->me;
     tnt_status_t status = TNT_OK;
     size_t rdispl = 0;
     for (int r = 0; status == TNT_OK && r < n; r++) {
         const size_t *from = all_send + (size_t)r * (size_t)n;
-        if (r != me && from[me] > 0) {
+        if (r != me && from[me] > skip) {
             uint64_t sdispl = 0;
             for (int j = 0; j < me; j++) {
                 sdispl += from[j];
@@ -111,7 +113,7 @@ static tnt_status_t alltoallv_cma(struct tnt_shm *shm, const void *sendbuf, void
 {
     tnt_shm_publish(shm, sendbuf, NULL);
     tnt_status_t status = tnt_shm_phase(shm, "alltoall");
-    return status == TNT_OK ? alltoallv_cma_read(shm, recvbuf, all_send) : status;
+    return status == TNT_OK ? alltoallv_cma_read(shm, recvbuf, all_send, 0) : status;
 }
 
 tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
@@ -270,20 +272,20 @@ static size_t alltoallv_largest(const struct tnt_shm *shm, const size_t *all_sen
     return largest;
 }
 
-/* The staged exchange of every block's bytes from first on, one piece per
- * block and phase. */
+/* The staged exchange, one piece per block and phase, of every block of
+ * more than skip bytes (the others have moved already). */
 static tnt_status_t alltoallv_pieces(struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
-                                     const size_t *all_send, size_t largest, size_t first)
+                                     const size_t *all_send, size_t largest, size_t skip)
 {
     const int n = shm->n, me = shm->me;
     const size_t *mine = all_send + (size_t)me * (size_t)n;
     const size_t piece = piece_bytes(shm);
-    for (size_t off = first; off < largest; off += piece) {
+    for (size_t off = 0; off < largest; off += piece) {
         char *slot = tnt_shm_slot(shm, me, shm->phase + 1);
         size_t sdispl = 0;
         for (int j = 0; j < n; j++) {
             size_t len = chunk(mine[j], off, piece);
-            if (j != me && len > 0) {
+            if (j != me && mine[j] > skip && len > 0) {
                 memcpy(slot + (size_t)j * piece, (const char *)sendbuf + sdispl + off, len);
             }
             sdispl += mine[j];
@@ -296,7 +298,7 @@ static tnt_status_t alltoallv_pieces(struct tnt_shm *shm, const void *sendbuf, v
         for (int r = 0; r < n; r++) {
             size_t from_r = all_send[(size_t)r * (size_t)n + (size_t)me];
             size_t len = chunk(from_r, off, piece);
-            if (r != me && len > 0) {
+            if (r != me && from_r > skip && len > 0) {
                 memcpy((char *)recvbuf + rdispl + off,
                        tnt_shm_slot(shm, r, shm->phase) + (size_t)me * piece, len);
             }
@@ -346,6 +348,14 @@ static size_t sized_first_piece(const struct tnt_shm *shm)
     return piece >= 64 ? piece / 64 * 64 : piece;
 }
 
+/* Blocks of up to this many bytes travel whole with the sizes. Larger ones
+ * wait for the sizes (which decide between single and staged copies), so
+ * that no block is copied into the slot for nothing. */
+static size_t sized_rider_max(const struct tnt_shm *shm)
+{
+    return min_size(sized_first_piece(shm), TNT_SHM_BLOCK_CMA_MIN);
+}
+
 int tnt_shm_alltoallv_sized_fits(const tnt_shm_t *shm)
 {
     return shm->n > 1 && sized_header_bytes(shm) + 64 * (size_t)shm->n <= shm->slot_bytes;
@@ -361,16 +371,15 @@ tnt_status_t tnt_shm_alltoallv_sized_start(tnt_shm_t *shm, const void *sendbuf,
     }
     const int n = shm->n, me = shm->me;
     const size_t row = 2 * (size_t)n, header = sized_header_bytes(shm);
-    const size_t piece = sized_first_piece(shm);
+    const size_t piece = sized_first_piece(shm), rider_max = sized_rider_max(shm);
     char *slot = tnt_shm_slot(shm, me, shm->phase + 1);
     uint64_t *mine = (uint64_t *)slot;
     size_t sdispl = 0;
     for (int j = 0; j < n; j++) {
         mine[j] = sendbytes[j];
         mine[n + j] = recvbytes[j];
-        size_t len = chunk(sendbytes[j], 0, piece);
-        if (j != me && len > 0) {
-            memcpy(slot + header + (size_t)j * piece, (const char *)sendbuf + sdispl, len);
+        if (j != me && sendbytes[j] > 0 && sendbytes[j] <= rider_max) {
+            memcpy(slot + header + (size_t)j * piece, (const char *)sendbuf + sdispl, sendbytes[j]);
         }
         sdispl += sendbytes[j];
     }
@@ -394,23 +403,23 @@ tnt_status_t tnt_shm_alltoallv_sized_finish(tnt_shm_t *shm, const void *sendbuf,
     if (own > 0) {
         memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, own);
     }
-    if (largest == 0) {
-        return TNT_OK;
-    }
-    if (tnt_shm_block_cma(shm, largest)) {
-        return alltoallv_cma_read(shm, recvbuf, all_send);
-    }
-    /* The first piece of every block came with the sizes. */
+    /* The small blocks came with the sizes. */
     const size_t header = sized_header_bytes(shm), piece = sized_first_piece(shm);
+    const size_t rider_max = sized_rider_max(shm);
     size_t rdispl = 0;
     for (int r = 0; r < n; r++) {
         size_t from_r = all_send[(size_t)r * (size_t)n + (size_t)me];
-        size_t len = chunk(from_r, 0, piece);
-        if (r != me && len > 0) {
+        if (r != me && from_r > 0 && from_r <= rider_max) {
             memcpy((char *)recvbuf + rdispl,
-                   tnt_shm_slot(shm, r, shm->phase) + header + (size_t)me * piece, len);
+                   tnt_shm_slot(shm, r, shm->phase) + header + (size_t)me * piece, from_r);
         }
         rdispl += from_r;
     }
-    return alltoallv_pieces(shm, sendbuf, recvbuf, all_send, largest, piece);
+    if (largest <= rider_max) {
+        return TNT_OK;
+    }
+    if (tnt_shm_block_cma(shm, largest)) {
+        return alltoallv_cma_read(shm, recvbuf, all_send, rider_max);
+    }
+    return alltoallv_pieces(shm, sendbuf, recvbuf, all_send, largest, rider_max);
 }
