@@ -1131,7 +1131,7 @@ tnt_status_t tnt_shm_allgather(tnt_shm_t *shm, const void *sendbuf, void *recvbu
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_ALLGATHER, bytes_per_rank, 0, 0);
-    if (tnt_shm_block_cma(shm, bytes_per_rank)) {
+    if (tnt_shm_block_cma(shm, bytes_per_rank, 1)) {
         /* Single copy: each rank reads every peer's block out of the peer's
          * sendbuf, which nobody writes during the call (in place, it is the
          * peer's own block of its recvbuf); the second phase keeps those

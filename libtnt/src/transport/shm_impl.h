@@ -164,9 +164,13 @@ enum tnt_shm_kind {
  * CMA, instead of twice through the slots: two phases and one system call
  * per peer, which the saved copy repays from here ... */
 #define TNT_SHM_BLOCK_CMA_MIN (16 * 1024)
-/* ... and up to which they do so by default (TNT_SHM_CMA=auto): above it
- * the staged copies measured as fast in some runs and twice as fast in
- * others (docs/benchmarks.md, "Single copies for mid-sized blocks"). */
+/* ... and up to which gather and scatter do so by default
+ * (TNT_SHM_CMA=auto): above it their staged copies, which the root and the
+ * other ranks make at the same time, measured 7-17% faster than one copy
+ * that the root (or each receiver) makes alone. allgather and alltoall(v),
+ * where every rank copies its own share either way, take the single copy
+ * at every size: staged, they measured 1.2-1.4x slower from 2 to 16 MiB
+ * (docs/benchmarks.md, "Single copies for large exchanges"). */
 #define TNT_SHM_BLOCK_CMA_AUTO_MAX (1024 * 1024)
 
 struct tnt_shm_sig {
@@ -265,11 +269,12 @@ struct tnt_shm {
     size_t small_max;         /* bytes: up to here every rank reduces all */
     /* TNT_SHM_CMA: single-copy process_vm_readv/writev, used when every
      * local rank can reach every other (tested at create). By default
-     * (auto) only the blocks of allgather, gather, scatter and alltoall(v)
-     * from TNT_SHM_BLOCK_CMA_MIN to TNT_SHM_BLOCK_CMA_AUTO_MAX bytes take
-     * it: there it measured faster; for allreduce and broadcast the staged
-     * copies did (docs/tuning.md, "CMA"), so those, and larger blocks, take
-     * it only with TNT_SHM_CMA=on (cma_all). */
+     * (auto) only the blocks of allgather and alltoall(v) from
+     * TNT_SHM_BLOCK_CMA_MIN bytes, and those of gather and scatter up to
+     * TNT_SHM_BLOCK_CMA_AUTO_MAX, take it: there it measured faster; for
+     * allreduce and broadcast the staged copies did (docs/tuning.md,
+     * "CMA"), so those, and larger gather and scatter blocks, take it only
+     * with TNT_SHM_CMA=on (cma_all). */
     int cma_allowed;
     int use_cma; /* cma_allowed and the probe succeeded on every local rank */
     int cma_all; /* use_cma and TNT_SHM_CMA=on */
@@ -401,12 +406,13 @@ tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local, uint64
                               size_t bytes, const char *what);
 tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void *local, uint64_t remote,
                                size_t bytes, const char *what);
-/* Whether allgather, gather, scatter and alltoall(v) move blocks of this
- * many bytes with CMA (same on every rank: the sizes are agreed). */
-static inline int tnt_shm_block_cma(const struct tnt_shm *shm, size_t block_bytes)
+/* Whether gather and scatter (rooted: 0) or allgather and alltoall(v)
+ * (exchange: 1) move blocks of this many bytes with CMA (same on every
+ * rank: the sizes are agreed). */
+static inline int tnt_shm_block_cma(const struct tnt_shm *shm, size_t block_bytes, int exchange)
 {
     return shm->use_cma && block_bytes >= TNT_SHM_BLOCK_CMA_MIN &&
-           (shm->cma_all || block_bytes <= TNT_SHM_BLOCK_CMA_AUTO_MAX);
+           (exchange || shm->cma_all || block_bytes <= TNT_SHM_BLOCK_CMA_AUTO_MAX);
 }
 /* Publishes this rank's buffers for the peers' CMA calls; they may use them
  * after the next phase, and this rank must keep them until every peer has

@@ -160,7 +160,7 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_GATHER, bytes_per_rank, 0, (unsigned)root);
-    if (tnt_shm_block_cma(shm, bytes_per_rank)) {
+    if (tnt_shm_block_cma(shm, bytes_per_rank, 0)) {
         return gather_cma(shm, sendbuf, recvbuf, bytes_per_rank, root);
     }
     for (size_t done = 0; done < bytes_per_rank; done += shm->slot_bytes) {
@@ -228,7 +228,7 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     }
     const size_t piece = piece_bytes(shm);
     tnt_shm_expect(shm, TNT_SHM_KIND_SCATTER, bytes_per_rank, 0, (unsigned)root);
-    if (tnt_shm_block_cma(shm, bytes_per_rank)) {
+    if (tnt_shm_block_cma(shm, bytes_per_rank, 0)) {
         return scatter_cma(shm, sendbuf, recvbuf, bytes_per_rank, root);
     }
     for (size_t done = 0; done < bytes_per_rank; done += piece) {
@@ -327,7 +327,7 @@ tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbu
         return TNT_OK;
     }
     tnt_shm_expect(shm, TNT_SHM_KIND_ALLTOALL, largest, 0, 0);
-    if (tnt_shm_block_cma(shm, largest)) {
+    if (tnt_shm_block_cma(shm, largest, 1)) {
         return alltoallv_cma(shm, sendbuf, recvbuf, all_send);
     }
     return alltoallv_pieces(shm, sendbuf, recvbuf, all_send, largest, 0);
@@ -418,7 +418,7 @@ tnt_status_t tnt_shm_alltoallv_sized_finish(tnt_shm_t *shm, const void *sendbuf,
     if (largest <= rider_max) {
         return TNT_OK;
     }
-    if (tnt_shm_block_cma(shm, largest)) {
+    if (tnt_shm_block_cma(shm, largest, 1)) {
         return alltoallv_cma_read(shm, recvbuf, all_send, rider_max);
     }
     return alltoallv_pieces(shm, sendbuf, recvbuf, all_send, largest, rider_max);
