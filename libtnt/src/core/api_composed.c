@@ -98,33 +98,54 @@ static tnt_status_t disagree(const tnt_comm_t *comm, int r, const char *fn, cons
 
 static uint64_t agreement_terms(const struct agreement *a);
 
+/* What one rank contributes to the agreement round: its agreement, then
+ * `words` more (alltoallv's sizes), in one record. */
+static size_t record_bytes(size_t words)
+{
+    return sizeof(struct agreement) + words * sizeof(uint64_t);
+}
+
+static const struct agreement *record_at(const unsigned char *all, size_t words, int r)
+{
+    return (const struct agreement *)(all + (size_t)r * record_bytes(words));
+}
+
 /* The agreement round, inside the caller's progress enter/leave. local is
  * this rank's own check (its error already raised when not TNT_OK). With
  * carry, on one node, the round's allgather carries the terms too: a rank
- * here (a _device call, alltoallv) and one whose call carries them in its
- * collective (call_run_folded) then meet at the same phase and find their
- * difference quietly, and the round runs once more, plain, as the other
- * rank's fallback does, to name it. */
-static tnt_status_t agree(tnt_comm_t *comm, const char *fn, tnt_status_t local,
-                          const struct agreement *mine, int carry)
+ * here (a _device call, an alltoallv too large to carry its sizes) and one
+ * whose call carries them in its collective (call_run_folded) then meet at
+ * the same phase and find their difference quietly, and the round runs
+ * once more, plain, as the other rank's fallback does, to name it.
+ * words, extra: words more of this rank's that the same allgather carries;
+ * every rank's land in extra_all (size x words), when every rank agrees. */
+static tnt_status_t agree_carrying(tnt_comm_t *comm, const char *fn, tnt_status_t local,
+                                   const struct agreement *mine, int carry, const uint64_t *extra,
+                                   size_t words, uint64_t *extra_all)
 {
-    struct agreement *all = malloc((size_t)comm->size * sizeof(*all));
-    if (all == NULL) {
+    const size_t rec = record_bytes(words);
+    unsigned char *buf = malloc(rec * ((size_t)comm->size + 1));
+    if (buf == NULL) {
         return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d ranks", fn, comm->size);
+    }
+    unsigned char *my_record = buf, *all = buf + rec;
+    memcpy(my_record, mine, sizeof(*mine));
+    if (words > 0) {
+        memcpy(my_record + sizeof(*mine), extra, words * sizeof(uint64_t));
     }
     tnt_status_t status;
     if (carry && tnt_coll_terms_fold(comm)) {
         tnt_coll_terms_next(comm, agreement_terms(mine));
-        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+        status = tnt_coll_allgather(comm, my_record, all, rec);
         tnt_coll_terms_next(comm, 0);
         if (status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) {
-            status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+            status = tnt_coll_allgather(comm, my_record, all, rec);
         }
     } else {
-        status = tnt_coll_allgather(comm, mine, all, sizeof(*mine));
+        status = tnt_coll_allgather(comm, my_record, all, rec);
     }
     for (int r = 0; r < comm->size && status == TNT_OK; r++) {
-        if (all[r].bad) {
+        if (record_at(all, words, r)->bad) {
             status = local != TNT_OK ? local
                                      : tnt_error_set(TNT_ERR_INVALID_ARG,
                                                      "%s: rank %d of communicator %s passed a "
@@ -133,9 +154,9 @@ static tnt_status_t agree(tnt_comm_t *comm, const char *fn, tnt_status_t local,
                                                      fn, r, comm->name);
         }
     }
-    const struct agreement *a0 = &all[0];
+    const struct agreement *a0 = record_at(all, words, 0);
     for (int r = 1; r < comm->size && status == TNT_OK; r++) {
-        const struct agreement *a = &all[r];
+        const struct agreement *a = record_at(all, words, r);
         if (a->kind != a0->kind) {
             const char *k =
                 a->kind < sizeof(kind_fn) / sizeof(kind_fn[0]) ? kind_fn[a->kind] : NULL;
@@ -167,8 +188,18 @@ static tnt_status_t agree(tnt_comm_t *comm, const char *fn, tnt_status_t local,
                               (long long)a0->digest);
         }
     }
-    free(all);
+    for (int r = 0; r < comm->size && status == TNT_OK && words > 0; r++) {
+        memcpy(extra_all + (size_t)r * words, record_at(all, words, r) + 1,
+               words * sizeof(uint64_t));
+    }
+    free(buf);
     return status;
+}
+
+static tnt_status_t agree(tnt_comm_t *comm, const char *fn, tnt_status_t local,
+                          const struct agreement *mine, int carry)
+{
+    return agree_carrying(comm, fn, local, mine, carry, NULL, 0, NULL);
 }
 
 static tnt_status_t check_root(const tnt_comm_t *comm, int root, const char *fn)
@@ -219,43 +250,6 @@ static tnt_status_t sum_counts(const size_t *counts, int size, size_t esize, siz
         total += counts[r];
     }
     *total_p = total;
-    return TNT_OK;
-}
-
-/* alltoall(v)'s second round: every rank's send and receive sizes, so that
- * every rank checks every pair the same way. *all_send_p gets the send
- * sizes, rank r's row at r * size. */
-static tnt_status_t agree_pairs(tnt_comm_t *comm, const size_t *sendbytes, const size_t *recvbytes,
-                                const char *fn, size_t **all_send_p)
-{
-    const int size = comm->size;
-    size_t row = 2 * (size_t)size;
-    uint64_t *mine = malloc(row * sizeof(uint64_t));
-    uint64_t *all = malloc(row * (size_t)size * sizeof(uint64_t));
-    size_t *all_send = malloc((size_t)size * (size_t)size * sizeof(size_t));
-    tnt_status_t status;
-    if (mine == NULL || all == NULL || all_send == NULL) {
-        free(mine);
-        free(all);
-        free(all_send);
-        return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes", fn, size,
-                               size);
-    }
-    for (int j = 0; j < size; j++) {
-        mine[j] = sendbytes[j];
-        mine[size + j] = recvbytes[j];
-    }
-    status = tnt_coll_allgather(comm, mine, all, row * sizeof(uint64_t));
-    if (status == TNT_OK) {
-        status = tnt_coll_check_pairs(comm, fn, all, all_send);
-    }
-    free(mine);
-    free(all);
-    if (status != TNT_OK) {
-        free(all_send);
-        return status;
-    }
-    *all_send_p = all_send;
     return TNT_OK;
 }
 
@@ -338,7 +332,25 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
          * runs the call. */
         tnt_error_restore(c->local_error, c->local_printed);
     }
-    tnt_status_t status = agree(comm, fn, c->local, &c->agreement, 1);
+    const int size = comm->size;
+    const int pairs = c->kind == KIND_ALLTOALL && c->agreement.count == 0;
+    const size_t words = pairs ? 2 * (size_t)size : 0;
+    uint64_t *sizes = NULL;
+    if (pairs) {
+        /* alltoallv: every rank's sendbytes and recvbytes ride on the
+         * agreement's allgather, so that every rank checks every pair. */
+        sizes = malloc((words + words * (size_t)size) * sizeof(uint64_t));
+        if (sizes == NULL) {
+            return tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes", fn,
+                                   size, size);
+        }
+        for (int j = 0; j < size; j++) {
+            sizes[j] = c->sendcounts[j];
+            sizes[size + j] = c->recvcounts[j];
+        }
+    }
+    tnt_status_t status = agree_carrying(comm, fn, c->local, &c->agreement, 1, sizes, words,
+                                         sizes != NULL ? sizes + words : NULL);
     if (c->local != TNT_OK && status == c->local) {
         /* Its own error, not the quiet one of a first round that found
          * the terms differ. */
@@ -357,9 +369,14 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
         for (size_t i = 0; i < n; i++) {
             all_send[i] = (size_t)c->agreement.count;
         }
-    } else if (status == TNT_OK && c->kind == KIND_ALLTOALL) {
-        status = agree_pairs(comm, c->sendcounts, c->recvcounts, fn, &all_send);
+    } else if (status == TNT_OK && pairs) {
+        all_send = malloc((size_t)size * (size_t)size * sizeof(size_t));
+        status = all_send == NULL
+                     ? tnt_error_raise(TNT_ERR_NO_MEMORY, "%s: out of memory for %d x %d sizes", fn,
+                                       size, size)
+                     : tnt_coll_check_pairs(comm, fn, sizes + words, all_send);
     }
+    free(sizes);
     if (status != TNT_OK) {
         free(all_send);
         return status;
