@@ -974,6 +974,32 @@ static void test_slice_rule(void **state)
     }
 }
 
+/* A sender checks its eager sends against the peers' digests and reads
+ * the signatures only where one differs (shm_impl.h, "Eager rooted
+ * calls"): a change of any one word, the phase included, must change the
+ * digest; the sent bit, which the comparison leaves out, must not. */
+static void test_sig_digest(void **state)
+{
+    (void)state;
+    const uint64_t base[4] = { 17, (5ull << 24) | (TNT_SHM_KIND_GATHER << 16), 4,
+                               TNT_SHM_TERMS_EAGER | 1 };
+    const uint64_t d = tnt_shm_sig_digest(base[0], base[1], base[2], base[3]);
+    assert_int_equal(tnt_shm_sig_digest(base[0], base[1], base[2], base[3] | TNT_SHM_TERMS_SENT),
+                     d);
+    for (int w = 0; w < 4; w++) {
+        for (int bit = 0; bit < 64; bit++) {
+            uint64_t v[4] = { base[0], base[1], base[2], base[3] };
+            v[w] ^= 1ull << bit;
+            if (w == 3 && (1ull << bit) == TNT_SHM_TERMS_SENT) {
+                continue;
+            }
+            assert_true(tnt_shm_sig_digest(v[0], v[1], v[2], v[3]) != d);
+        }
+    }
+    /* The same call eight phases later (the same entry of the ring). */
+    assert_true(tnt_shm_sig_digest(base[0] + TNT_SHM_RING, base[1], base[2], base[3]) != d);
+}
+
 int main(void)
 {
     area = mmap(NULL, sizeof *area, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -993,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_peer_timeout),      cmocka_unit_test(test_attach_timeout),
         cmocka_unit_test(test_forged_segments),   cmocka_unit_test(test_allreduce_streamed),
         cmocka_unit_test(test_mismatch),          cmocka_unit_test(test_liveness_pid_namespace),
+        cmocka_unit_test(test_sig_digest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

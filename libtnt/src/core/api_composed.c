@@ -433,6 +433,24 @@ static int call_folds(const tnt_comm_t *comm, const struct composed_call *c)
 
 static tnt_status_t call_move(tnt_comm_t *comm, struct composed_call *c, const size_t *all_send);
 
+/* A folded call failed on a difference between the terms alone: every
+ * rank is here, in step, with nothing exchanged, and the full round says
+ * who passed what. */
+static tnt_status_t name_difference(tnt_comm_t *comm, const char *fn, tnt_status_t local,
+                                    const struct agreement *mine)
+{
+    tnt_status_t status = agree(comm, fn, local, mine, 0);
+    if (status == TNT_OK) {
+        /* The digests differed but the arguments agree: only a call that
+         * came out of step can do this. */
+        status = tnt_error_raise(TNT_ERR_MISMATCH,
+                                 "%s: the ranks of communicator %s disagree on the call "
+                                 "(their signatures differ, their arguments do not)",
+                                 fn, comm->name);
+    }
+    return status;
+}
+
 /* One node: the call's own collective carries the terms; a rank that
  * cannot run it, or a call with nothing to move, runs a phase with the
  * terms alone. Equal terms everywhere: a good rank has moved its data, a
@@ -487,20 +505,10 @@ static tnt_status_t call_run_folded(tnt_comm_t *comm, struct composed_call *c)
         return c->local;
     }
     if (status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) {
-        /* Every rank is here, in step, with nothing exchanged: the full
-         * round says who passed what. */
         if (c->local != TNT_OK) {
             tnt_error_restore(c->local_error, c->local_printed);
         }
-        status = agree(comm, c->fn, c->local, &c->agreement, 0);
-        if (status == TNT_OK) {
-            /* The digests differed but the arguments agree: only a call
-             * that came out of step can do this. */
-            status = tnt_error_raise(TNT_ERR_MISMATCH,
-                                     "%s: the ranks of communicator %s disagree on the call "
-                                     "(their signatures differ, their arguments do not)",
-                                     c->fn, comm->name);
-        }
+        status = name_difference(comm, c->fn, c->local, &c->agreement);
     }
     return status;
 }
@@ -790,19 +798,48 @@ static void call_device_buf(struct composed_call *c, int i, const void *ptr, siz
     }
 }
 
+/* A blocking host call that passed its own checks, on one node
+ * (tnt_coll_terms_fold), with something to move: what call_submit and
+ * call_run_folded do for it, without the record, which serves what this
+ * path leaves out (a bad argument on this rank, whose error must reach
+ * whichever thread runs the call; count arrays; the _device forms; posted
+ * calls). A small call moves its bytes through the eager ring, whose
+ * signature then describes it completely, and the per-call work here is
+ * most of its latency. */
+static tnt_status_t run_direct(tnt_comm_t *comm, const char *fn, const struct agreement *a,
+                               const void *sendbuf, void *recvbuf, size_t count, tnt_dtype_t dtype,
+                               tnt_op_t op)
+{
+    tnt_status_t status = tnt_progress_enter(comm);
+    if (status != TNT_OK) {
+        return status;
+    }
+    tnt_coll_terms_next(comm, agreement_terms(a));
+    switch (a->kind) {
+    case KIND_REDUCE:
+        status = tnt_coll_reduce(comm, sendbuf, recvbuf, count, dtype, op, a->root);
+        break;
+    case KIND_GATHER:
+        status = tnt_coll_gather(comm, sendbuf, recvbuf, count, a->root);
+        break;
+    default: /* KIND_SCATTER */
+        status = tnt_coll_scatter(comm, sendbuf, recvbuf, count, a->root);
+        break;
+    }
+    tnt_coll_terms_next(comm, 0);
+    if (status == TNT_ERR_MISMATCH && tnt_coll_terms_differed(comm)) {
+        status = name_difference(comm, fn, TNT_OK, a);
+    }
+    tnt_progress_leave(comm);
+    return status;
+}
+
 static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                                 tnt_dtype_t dtype, tnt_op_t op, int root,
                                 const struct device_target *dev, tnt_request_t **req_p)
 {
     const char *fn = dev != NULL ? dev->fn : kind_fn[KIND_REDUCE];
     size_t bytes = 0;
-    struct composed_call stack; /* a blocking call's record */
-    struct composed_call *c =
-        call_new(comm, KIND_REDUCE, NULL, NULL, req_p == NULL ? &stack : NULL);
-    if (c == NULL) {
-        return TNT_ERR_NO_MEMORY;
-    }
-    call_set_device(c, dev);
     tnt_status_t local = tnt_api_check_reduction(dtype, op, count, &bytes, fn);
     if (local == TNT_OK) {
         local = check_root(comm, root, fn);
@@ -817,6 +854,20 @@ static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *rec
                                 fn, "pass the same pointer twice for an in-place reduce");
         }
     }
+    const struct agreement agreement = {
+        .kind = KIND_REDUCE, .dtype = dtype, .op = op, .root = root, .count = count
+    };
+    if (local == TNT_OK && bytes > 0 && dev == NULL && req_p == NULL &&
+        tnt_coll_terms_fold(comm)) {
+        return run_direct(comm, fn, &agreement, sendbuf, recvbuf, count, dtype, op);
+    }
+    struct composed_call stack; /* a blocking call's record */
+    struct composed_call *c =
+        call_new(comm, KIND_REDUCE, NULL, NULL, req_p == NULL ? &stack : NULL);
+    if (c == NULL) {
+        return TNT_ERR_NO_MEMORY;
+    }
+    call_set_device(c, dev);
     c->sendbuf = sendbuf;
     c->recvbuf = recvbuf;
     c->count = count;
@@ -825,9 +876,7 @@ static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *rec
     c->root = root;
     c->moved = bytes;
     c->local = local;
-    c->agreement = (struct agreement){
-        .kind = KIND_REDUCE, .dtype = dtype, .op = op, .root = root, .count = count
-    };
+    c->agreement = agreement;
     if (local == TNT_OK) {
         call_device_buf(c, 0, sendbuf, bytes, "sendbuf");
         call_device_buf(c, 1, recvbuf, comm->rank == root ? bytes : 0, "recvbuf");
@@ -910,12 +959,6 @@ static tnt_status_t rooted_call(tnt_comm_t *comm, const void *sendbuf, void *rec
 {
     const char *fn = dev != NULL ? dev->fn : kind_fn[kind];
     size_t total = 0;
-    struct composed_call stack; /* a blocking call's record */
-    struct composed_call *c = call_new(comm, kind, NULL, NULL, req_p == NULL ? &stack : NULL);
-    if (c == NULL) {
-        return TNT_ERR_NO_MEMORY;
-    }
-    call_set_device(c, dev);
     tnt_status_t local = check_root(comm, root, fn);
     if (local == TNT_OK) {
         local = check_times_size(comm, bytes_per_rank, &total, fn);
@@ -934,13 +977,24 @@ static tnt_status_t rooted_call(tnt_comm_t *comm, const void *sendbuf, void *rec
                                 "for in place, the root passes its own block of the whole buffer");
         }
     }
+    const struct agreement agreement = { .kind = kind, .root = root, .count = bytes_per_rank };
+    if (local == TNT_OK && bytes_per_rank > 0 && dev == NULL && req_p == NULL &&
+        tnt_coll_terms_fold(comm)) {
+        return run_direct(comm, fn, &agreement, sendbuf, recvbuf, bytes_per_rank, 0, 0);
+    }
+    struct composed_call stack; /* a blocking call's record */
+    struct composed_call *c = call_new(comm, kind, NULL, NULL, req_p == NULL ? &stack : NULL);
+    if (c == NULL) {
+        return TNT_ERR_NO_MEMORY;
+    }
+    call_set_device(c, dev);
     c->sendbuf = sendbuf;
     c->recvbuf = recvbuf;
     c->count = bytes_per_rank;
     c->root = root;
     c->moved = bytes_per_rank;
     c->local = local;
-    c->agreement = (struct agreement){ .kind = kind, .root = root, .count = bytes_per_rank };
+    c->agreement = agreement;
     if (local == TNT_OK) {
         call_device_buf(c, 0, mine, bytes_per_rank, gather ? "sendbuf" : "recvbuf");
         call_device_buf(c, 1, whole, comm->rank == root ? total : 0,

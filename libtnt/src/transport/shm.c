@@ -397,6 +397,21 @@ static tnt_status_t tnt_shm_check_eager(struct tnt_shm *shm, uint64_t p, const c
     return differ ? tnt_shm_sigs_differ(shm, p, late) : TNT_OK;
 }
 
+/* A sender's check of its eager phase p, later (see Eager rooted calls):
+ * every peer's digest of p against this rank's; the signatures themselves
+ * only where one differs. */
+static tnt_status_t tnt_shm_check_sums(struct tnt_shm *shm, uint64_t p, const char *late)
+{
+    const unsigned i = (unsigned)(p % TNT_SHM_RING);
+    const uint64_t mine = atomic_load_explicit(&shm->ctl[shm->me].sums[i], memory_order_relaxed);
+    int differ = 0;
+
+    for (int j = 0; j < shm->n; j++) {
+        differ |= atomic_load_explicit(&shm->ctl[j].sums[i], memory_order_relaxed) != mine;
+    }
+    return differ ? tnt_shm_sigs_differ(shm, p, late) : TNT_OK;
+}
+
 /* Whether peer has reached target and, where free_of is nonzero, checked
  * its eager sends up to free_of (see Eager rooted calls). */
 static inline int tnt_shm_peer_at(const struct tnt_shm *shm, int peer, uint64_t target,
@@ -590,7 +605,7 @@ static tnt_status_t tnt_shm_check_sent(struct tnt_shm *shm, uint64_t upto, uint6
             break;
         }
         if (status == TNT_OK) {
-            status = tnt_shm_check_eager(shm, p, tnt_shm_late);
+            status = tnt_shm_check_sums(shm, p, tnt_shm_late);
         }
         if (status != TNT_OK) {
             /* The receivers have failed and stay behind this phase. */
@@ -655,15 +670,16 @@ tnt_status_t tnt_shm_eager_claim(struct tnt_shm *shm, enum tnt_shm_kind kind, ui
         return status;
     }
     struct tnt_shm_ring_entry *e = tnt_shm_ring(shm, shm->me, q);
+    const uint64_t sig_what = (shm->num_collectives << 24) | ((uint64_t)kind << 16) |
+                              ((uint64_t)(dtype & 0xff) << 8) | (op & 0xff);
+    const uint64_t sig_terms =
+        TNT_SHM_TERMS_EAGER | (sends ? TNT_SHM_TERMS_SENT : 0) | (uint32_t)root;
     /* Relaxed: the release store of the tag (and of seq) publishes them. */
-    atomic_store_explicit(&e->sig.what,
-                          (shm->num_collectives << 24) | ((uint64_t)kind << 16) |
-                              ((uint64_t)(dtype & 0xff) << 8) | (op & 0xff),
-                          memory_order_relaxed);
+    atomic_store_explicit(&e->sig.what, sig_what, memory_order_relaxed);
     atomic_store_explicit(&e->sig.count, count, memory_order_relaxed);
-    atomic_store_explicit(&e->sig.terms,
-                          TNT_SHM_TERMS_EAGER | (sends ? TNT_SHM_TERMS_SENT : 0) | (uint32_t)root,
-                          memory_order_relaxed);
+    atomic_store_explicit(&e->sig.terms, sig_terms, memory_order_relaxed);
+    atomic_store_explicit(&shm->ctl[shm->me].sums[q % TNT_SHM_RING],
+                          tnt_shm_sig_digest(q, sig_what, count, sig_terms), memory_order_relaxed);
     shm->terms_next = 0;
     shm->terms_differed = 0;
     *data_p = tnt_shm_ring_data(shm, shm->me, q, bytes);

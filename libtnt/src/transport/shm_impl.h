@@ -106,6 +106,20 @@ enum tnt_shm_kind {
  * wait for every peer's phase p (polling the tag, then seq), check all the
  * signatures of p and read the data.
  *
+ * Every rank of an eager call also stores a digest of its signature and
+ * the phase (tnt_shm_sig_digest) in its line of digests (ctl.sums), eight
+ * phases to a line. A sender checks its sends against the peers' digests,
+ * reading one line per peer for up to TNT_SHM_RING phases; only where a
+ * digest differs does it read the signatures themselves (the slow path,
+ * which names the ranks). So nobody reads a receiver's entry while the
+ * calls match, and the receiver (the root of a gather or reduce, the
+ * other ranks of a scatter) rewrites its entries without taking their
+ * lines back from a peer: a sender that was checking them cost each
+ * receiver's call one cache-line transfer. Digests of different
+ * signatures are equal only on a 64-bit collision, which would leave a
+ * mismatch to the receivers, which compare the signatures themselves;
+ * where every rank of a phase sent, nobody would see it.
+ *
  * A sender thus runs up to TNT_SHM_RING - 1 calls ahead of its slowest
  * peer. It checks the signatures of the phases it sent later: where it
  * has to (its next other collective, tnt_shm_settle from tnt_shm_begin or
@@ -237,6 +251,11 @@ struct tnt_shm_ctl {
      * it. */
     _Atomic uint64_t sendbuf;
     _Atomic uint64_t recvbuf;
+    /* Digests of the owner's signatures of its eager phases, phase p's at
+     * sums[p % TNT_SHM_RING] (see Eager rooted calls): written only by
+     * the owner, relaxed, before the release stores of its tag and seq of
+     * p, and rewritten under the rule of its ring entries. */
+    _Alignas(TNT_SHM_CACHE_LINE) _Atomic uint64_t sums[TNT_SHM_RING];
     /* Robust and process-shared, initialised by local rank 0 before it
      * publishes the magic word, held by the owner's liveness thread. */
     _Alignas(TNT_SHM_CACHE_LINE) pthread_mutex_t alive;
@@ -335,6 +354,23 @@ static inline char *tnt_shm_slot(const struct tnt_shm *shm, int rank, uint64_t p
  * next (count: elements, or bytes; op: the op, or a broadcast's root). */
 void tnt_shm_expect(struct tnt_shm *shm, enum tnt_shm_kind kind, uint64_t count, unsigned dtype,
                     unsigned op);
+
+/* What ctl.sums holds for phase p of a signature (see Eager rooted calls):
+ * the words as the check compares them (terms without
+ * TNT_SHM_TERMS_SENT), with the phase, folded a word at a time, each step
+ * a bijection of the hash for a given word and of the word for a given
+ * hash. */
+static inline uint64_t tnt_shm_sig_digest(uint64_t phase, uint64_t what, uint64_t count,
+                                          uint64_t terms)
+{
+    const uint64_t words[4] = { phase, what, count, terms & ~TNT_SHM_TERMS_SENT };
+    uint64_t hash = 0xcbf29ce484222325ull;
+    for (int i = 0; i < 4; i++) {
+        hash = (hash ^ words[i]) * 0x9e3779b97f4a7c15ull;
+        hash ^= hash >> 32;
+    }
+    return hash;
+}
 
 /* A rank's ring: its TNT_SHM_RING header lines, then the entries' data
  * blocks. */
