@@ -57,9 +57,19 @@ tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_
     return TNT_OK;
 }
 
-int tnt_coll_terms_fold(const tnt_comm_t *comm)
+int tnt_coll_gather_eager(const tnt_comm_t *comm, size_t bytes_per_rank)
 {
-    return comm->num_nodes == 1 && comm->size > 1 && comm->shm != NULL;
+    return tnt_shm_gather_eager(comm->shm, bytes_per_rank);
+}
+
+int tnt_coll_scatter_eager(const tnt_comm_t *comm, size_t bytes_per_rank)
+{
+    return tnt_shm_scatter_eager(comm->shm, bytes_per_rank);
+}
+
+int tnt_coll_reduce_eager(const tnt_comm_t *comm, size_t bytes)
+{
+    return tnt_shm_reduce_eager(comm->shm, bytes);
 }
 
 void tnt_coll_terms_next(tnt_comm_t *comm, uint64_t terms)

@@ -53,8 +53,19 @@ tnt_status_t tnt_coll_end_in_step(tnt_comm_t *comm, const char *name, tnt_status
  * just failed found only a difference between terms-carrying signatures:
  * every rank failed alike at the same point, quietly, with nothing
  * exchanged, and comm is not broken; the caller names the difference. */
-int tnt_coll_terms_fold(const tnt_comm_t *comm);
+static inline int tnt_coll_terms_fold(const tnt_comm_t *comm)
+{
+    return comm->num_nodes == 1 && comm->size > 1 && comm->shm != NULL;
+}
 void tnt_coll_terms_next(tnt_comm_t *comm, uint64_t terms);
+/* Whether, where tnt_coll_terms_fold, a gather or scatter of comm with a
+ * valid root and bytes_per_rank (reduce: a vector of bytes) moves them
+ * through the eager ring (transport/shm.h), whose signature describes the
+ * call completely: terms would go unused, and the caller need not compute
+ * them. */
+int tnt_coll_gather_eager(const tnt_comm_t *comm, size_t bytes_per_rank);
+int tnt_coll_scatter_eager(const tnt_comm_t *comm, size_t bytes_per_rank);
+int tnt_coll_reduce_eager(const tnt_comm_t *comm, size_t bytes);
 tnt_status_t tnt_coll_terms_only(tnt_comm_t *comm, const char *name, tnt_doctor_kind_t kind,
                                  uint64_t count, int bad, uint64_t terms);
 int tnt_coll_terms_differed(const tnt_comm_t *comm);

@@ -160,6 +160,12 @@ int tnt_shm_terms_differed(const tnt_shm_t *shm);
 /* Whether tnt_shm_reduce takes a vector of this many bytes (the rest go
  * through tnt_shm_allreduce). */
 int tnt_shm_reduce_eager(const tnt_shm_t *shm, size_t bytes);
+/* Whether tnt_shm_gather and tnt_shm_scatter with a valid root send blocks
+ * of this many bytes through the eager ring (shm_impl.h, "Eager rooted
+ * calls"), whose signature describes the call completely: terms set with
+ * tnt_shm_terms_next would go unused. */
+int tnt_shm_gather_eager(const tnt_shm_t *shm, size_t bytes_per_rank);
+int tnt_shm_scatter_eager(const tnt_shm_t *shm, size_t bytes_per_rank);
 /* The result on root_local_rank only, bitwise what tnt_shm_allreduce gives
  * there; the others return once their vector is in shared memory. */
 tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, size_t count,

@@ -116,11 +116,22 @@ static tnt_status_t alltoallv_cma(struct tnt_shm *shm, const void *sendbuf, void
     return status == TNT_OK ? alltoallv_cma_read(shm, recvbuf, all_send, 0) : status;
 }
 
+int tnt_shm_gather_eager(const tnt_shm_t *shm, size_t bytes_per_rank)
+{
+    return shm->n > 1 && bytes_per_rank > 0 && bytes_per_rank <= TNT_SHM_EAGER_MAX;
+}
+
+/* Every block in one ring entry, at its rank's place. */
+int tnt_shm_scatter_eager(const tnt_shm_t *shm, size_t bytes_per_rank)
+{
+    return shm->n > 1 && bytes_per_rank > 0 && bytes_per_rank <= TNT_SHM_EAGER_MAX &&
+           bytes_per_rank <= TNT_SHM_RING_DATA / (size_t)shm->n;
+}
+
 tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                             size_t bytes_per_rank, int root)
 {
-    const int eager = shm->n > 1 && bytes_per_rank > 0 && bytes_per_rank <= TNT_SHM_EAGER_MAX &&
-                      root >= 0 && root < shm->n;
+    const int eager = tnt_shm_gather_eager(shm, bytes_per_rank) && root >= 0 && root < shm->n;
     tnt_status_t status = tnt_shm_begin_settle(shm, !eager);
     if (status == TNT_OK) {
         status = check_root(shm, root, "gather");
@@ -184,10 +195,7 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
 tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
                              size_t bytes_per_rank, int root)
 {
-    /* Every block in one ring entry, at its rank's place. */
-    const int eager = shm->n > 1 && bytes_per_rank > 0 && bytes_per_rank <= TNT_SHM_EAGER_MAX &&
-                      bytes_per_rank <= TNT_SHM_RING_DATA / (size_t)shm->n && root >= 0 &&
-                      root < shm->n;
+    const int eager = tnt_shm_scatter_eager(shm, bytes_per_rank) && root >= 0 && root < shm->n;
     tnt_status_t status = tnt_shm_begin_settle(shm, !eager);
     if (status == TNT_OK) {
         status = check_root(shm, root, "scatter");
