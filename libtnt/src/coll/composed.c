@@ -19,6 +19,7 @@
 
 #include "coll/multinode.h"
 #include "transport/shm.h"
+#include "util/dtype.h"
 #include "util/log.h"
 
 #include <stdlib.h>
@@ -42,10 +43,10 @@ static int one_node(const tnt_comm_t *comm);
 tnt_status_t tnt_coll_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbuf, size_t count,
                              tnt_dtype_t dtype, tnt_op_t op, int root)
 {
-    if (one_node(comm) && tnt_shm_reduce_eager(comm->shm, count * tnt_dtype_size(dtype))) {
+    if (one_node(comm) && tnt_shm_reduce_eager(comm->shm, count * tnt_dtype_bytes(dtype))) {
         /* Small: the non-roots hand their vector off (transport/shm.h). */
         tnt_status_t status = tnt_coll_begin(comm, "reduce", TNT_DOCTOR_ALLREDUCE,
-                                             (uint64_t)count * tnt_dtype_size(dtype));
+                                             (uint64_t)count * tnt_dtype_bytes(dtype));
         if (status == TNT_OK) {
             status = tnt_shm_reduce(comm->shm, sendbuf, recvbuf, count, dtype, op, root);
         }
@@ -55,7 +56,7 @@ tnt_status_t tnt_coll_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbu
         return tnt_coll_allreduce(comm, sendbuf, recvbuf, count, dtype, op);
     }
     _Alignas(64) unsigned char small[SMALL_SCRATCH];
-    size_t bytes = count * tnt_dtype_size(dtype);
+    size_t bytes = count * tnt_dtype_bytes(dtype);
     void *tmp = bytes <= sizeof(small) ? small : scratch(bytes, "tnt_reduce");
     if (tmp == NULL) {
         return TNT_ERR_NO_MEMORY;
@@ -70,7 +71,7 @@ tnt_status_t tnt_coll_reduce(tnt_comm_t *comm, const void *sendbuf, void *recvbu
 tnt_status_t tnt_coll_reduce_scatterv(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                       const size_t *recvcounts, tnt_dtype_t dtype, tnt_op_t op)
 {
-    size_t esize = tnt_dtype_size(dtype), total = 0, offset = 0;
+    size_t esize = tnt_dtype_bytes(dtype), total = 0, offset = 0;
     for (int r = 0; r < comm->size; r++) {
         offset += r < comm->rank ? recvcounts[r] : 0;
         total += recvcounts[r];

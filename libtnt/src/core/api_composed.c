@@ -28,6 +28,7 @@
 #include "comm/comm.h"
 #include "core/api.h"
 #include "gpu/gpu.h"
+#include "util/dtype.h"
 #include "util/hash.h"
 #include "util/log.h"
 
@@ -818,7 +819,7 @@ static tnt_status_t run_direct(tnt_comm_t *comm, const char *fn, const struct ag
      * terms: no digest for it (the terms are 0 outside the calls that set
      * them). */
     const int eager = a->kind == KIND_REDUCE
-                          ? tnt_coll_reduce_eager(comm, count * tnt_dtype_size(dtype))
+                          ? tnt_coll_reduce_eager(comm, count * tnt_dtype_bytes(dtype))
                       : a->kind == KIND_GATHER ? tnt_coll_gather_eager(comm, count)
                                                : tnt_coll_scatter_eager(comm, count);
     if (!eager) {
@@ -911,7 +912,7 @@ static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, v
     }
     call_set_device(c, dev);
     tnt_status_t local = tnt_api_check_reduction(dtype, op, 0, &bytes, fn);
-    size_t esize = local == TNT_OK ? tnt_dtype_size(dtype) : 1;
+    size_t esize = local == TNT_OK ? tnt_dtype_bytes(dtype) : 1;
     if (local == TNT_OK && !equal) {
         local = sum_counts(recvcounts, comm->size, esize, &total, fn, "recvcounts");
     }

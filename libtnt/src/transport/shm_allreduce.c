@@ -42,6 +42,7 @@
 #include "reduce/reduce.h"
 #include "transport/shm_impl.h"
 #include "transport/shm_stream.h"
+#include "util/dtype.h"
 #include "util/log.h"
 #include "util/wait.h"
 
@@ -130,9 +131,9 @@ tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, 
     if (status != TNT_OK) {
         return status;
     }
-    if (root < 0 || root >= shm->n || tnt_dtype_size(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
+    if (root < 0 || root >= shm->n || tnt_dtype_bytes(dtype) == 0 || (unsigned)op >= TNT_OP_LAST ||
         (count > 0 && sendbuf == NULL) ||
-        !tnt_shm_reduce_eager(shm, count * tnt_dtype_size(dtype))) {
+        !tnt_shm_reduce_eager(shm, count * tnt_dtype_bytes(dtype))) {
         return tnt_error_raise(TNT_ERR_INVALID_ARG,
                                "rank %d: reduce: bad root local rank %d, dtype %d, op %d, count "
                                "%zu or NULL buffer",
@@ -143,7 +144,7 @@ tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, 
     }
     const int sends = shm->me != root;
     unsigned char *data;
-    const size_t bytes = count * tnt_dtype_size(dtype);
+    const size_t bytes = count * tnt_dtype_bytes(dtype);
     status = tnt_shm_eager_claim(shm, TNT_SHM_KIND_REDUCE, count, (unsigned)dtype, (unsigned)op,
                                  root, sends, bytes, "reduce", &data);
     if (status != TNT_OK) {

@@ -2,6 +2,7 @@
  * that need no communicator. */
 #include <tnt/tnt.h>
 
+#include "util/dtype.h"
 #include "util/log.h"
 
 #ifndef TNT_VERSION_STRING
@@ -51,23 +52,7 @@ TNT_API int tnt_last_error_printed(void)
 
 TNT_API size_t tnt_dtype_size(tnt_dtype_t dtype)
 {
-    switch (dtype) {
-    case TNT_FLOAT32:
-        return 4;
-    case TNT_FLOAT64:
-        return 8;
-    case TNT_FLOAT16:
-        return 2;
-    case TNT_BFLOAT16:
-        return 2;
-    case TNT_INT32:
-        return 4;
-    case TNT_INT64:
-        return 8;
-    case TNT_DTYPE_LAST:
-        break;
-    }
-    return 0;
+    return tnt_dtype_bytes(dtype);
 }
 
 TNT_API const char *tnt_version(void)
