@@ -45,12 +45,13 @@ tnt_status_t tnt_coll_begin(tnt_comm_t *comm, const char *name, tnt_doctor_kind_
     tnt_doctor_enter(comm->doctor, comm->coll_seq, kind);
     if (comm->broken_status != TNT_OK) {
         tnt_doctor_leave(comm->doctor);
-        tnt_status_t status = tnt_error_raise(
-            TNT_ERR_PEER_FAILED,
-            "%s #%llu not started: %s #%llu failed before it (%s), so the "
-            "ranks are out of step; finalize and restart the job",
-            name, (unsigned long long)comm->coll_seq, comm->broken_name,
-            (unsigned long long)comm->broken_seq, tnt_status_string(comm->broken_status));
+        tnt_status_t status =
+            tnt_error_raise(TNT_ERR_PEER_FAILED,
+                            "%s #%llu not started: %s #%llu failed before it (%s), so the "
+                            "ranks are out of step; finalize and restart the job",
+                            name, (unsigned long long)comm->coll_seq, comm->broken_name,
+                            (unsigned long long)comm->broken_seq,
+                            tnt_status_string(comm->broken_status));
         coll_context_leave(comm);
         return status;
     }

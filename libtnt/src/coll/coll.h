@@ -22,8 +22,8 @@ tnt_status_t tnt_coll_allreduce_scaled(tnt_comm_t *comm, const void *sendbuf, vo
  * nodes too (tnt_multinode_allreduce_narrow); on one node it is
  * tnt_coll_allreduce, whose shared-memory kernels already keep 16 bits in
  * the segment and round once. The fusion engine's compressed buckets. */
-tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count, tnt_dtype_t dtype,
-                                       tnt_op_t op);
+tnt_status_t tnt_coll_allreduce_narrow(tnt_comm_t *comm, void *buf, size_t count,
+                                       tnt_dtype_t dtype, tnt_op_t op);
 tnt_status_t tnt_coll_broadcast(tnt_comm_t *comm, void *buf, size_t bytes, int root);
 tnt_status_t tnt_coll_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                                 size_t bytes_per_rank);

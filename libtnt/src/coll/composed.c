@@ -132,8 +132,8 @@ tnt_status_t tnt_coll_gather(tnt_comm_t *comm, const void *sendbuf, void *recvbu
 tnt_status_t tnt_coll_scatter(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
                               size_t bytes_per_rank, int root)
 {
-    tnt_status_t status =
-        tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER, bytes_per_rank * (uint64_t)comm->size);
+    tnt_status_t status = tnt_coll_begin(comm, "scatter", TNT_DOCTOR_SCATTER,
+                                         bytes_per_rank * (uint64_t)comm->size);
     if (status != TNT_OK) {
         return status;
     }

@@ -323,8 +323,14 @@ static void call_free(struct composed_call *c)
     }
 }
 
-/* The agreement round (and alltoall(v)'s pair round, whose send sizes
- * land in *all_send_p, NULL otherwise). */
+/* tnt_alltoallv (tnt_alltoall's count is its block size, never 0). */
+static int call_is_alltoallv(const struct composed_call *c)
+{
+    return c->kind == KIND_ALLTOALL && c->agreement.count == 0;
+}
+
+/* The agreement round, which carries alltoallv's sizes too; alltoall(v)'s
+ * send sizes land in *all_send_p (NULL otherwise). */
 static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t **all_send_p)
 {
     const char *fn = c->fn;
@@ -334,7 +340,7 @@ static tnt_status_t call_agree(tnt_comm_t *comm, struct composed_call *c, size_t
         tnt_error_restore(c->local_error, c->local_printed);
     }
     const int size = comm->size;
-    const int pairs = c->kind == KIND_ALLTOALL && c->agreement.count == 0;
+    const int pairs = call_is_alltoallv(c);
     const size_t words = pairs ? 2 * (size_t)size : 0;
     uint64_t *sizes = NULL;
     if (pairs) {
@@ -418,12 +424,6 @@ static const struct {
     [KIND_ALLGATHERV] = { "allgather", TNT_DOCTOR_ALLGATHER },
     [KIND_ALLTOALL] = { "alltoall", TNT_DOCTOR_ALLTOALL },
 };
-
-/* tnt_alltoallv (tnt_alltoall's count is its block size, never 0). */
-static int call_is_alltoallv(const struct composed_call *c)
-{
-    return c->kind == KIND_ALLTOALL && c->agreement.count == 0;
-}
 
 /* Whether c agrees through the signature (see the top of the file). */
 static int call_folds(const tnt_comm_t *comm, const struct composed_call *c)

@@ -75,9 +75,10 @@ static tnt_status_t scatter_cma(struct tnt_shm *shm, const void *sendbuf, void *
     tnt_shm_publish(shm, sendbuf, NULL);
     tnt_status_t status = tnt_shm_phase(shm, "scatter");
     if (status == TNT_OK && shm->me != root) {
-        status = tnt_shm_cma_read(
-            shm, root, recvbuf, tnt_shm_peer_buf(shm, root, 0) + (uint64_t)shm->me * bytes_per_rank,
-            bytes_per_rank, "scatter");
+        status = tnt_shm_cma_read(shm, root, recvbuf,
+                                  tnt_shm_peer_buf(shm, root, 0) +
+                                      (uint64_t)shm->me * bytes_per_rank,
+                                  bytes_per_rank, "scatter");
     }
     return status == TNT_OK ? tnt_shm_phase(shm, "scatter") : status;
 }
@@ -261,21 +262,24 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
     return TNT_OK;
 }
 
-/* The block sizes of all_send: the largest, and this rank's offsets in
- * its own send and receive buffers. */
-static size_t alltoallv_largest(const struct tnt_shm *shm, const size_t *all_send,
-                                size_t *sdispl_me, size_t *rdispl_me)
+/* Copies this rank's block to itself, which never leaves the rank, and
+ * returns the largest block of all_send. */
+static size_t alltoallv_own_block(const struct tnt_shm *shm, const void *sendbuf, void *recvbuf,
+                                  const size_t *all_send)
 {
     const int n = shm->n, me = shm->me;
-    size_t largest = 0;
-    *sdispl_me = *rdispl_me = 0;
+    size_t largest = 0, sdispl_me = 0, rdispl_me = 0;
     for (int r = 0; r < n; r++) {
         for (int j = 0; j < n; j++) {
             size_t b = all_send[(size_t)r * (size_t)n + (size_t)j];
             largest = b > largest ? b : largest;
         }
-        *sdispl_me += r < me ? all_send[(size_t)me * (size_t)n + (size_t)r] : 0;
-        *rdispl_me += r < me ? all_send[(size_t)r * (size_t)n + (size_t)me] : 0;
+        sdispl_me += r < me ? all_send[(size_t)me * (size_t)n + (size_t)r] : 0;
+        rdispl_me += r < me ? all_send[(size_t)r * (size_t)n + (size_t)me] : 0;
+    }
+    size_t own = all_send[(size_t)me * (size_t)n + (size_t)me];
+    if (own > 0) {
+        memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, own);
     }
     return largest;
 }
@@ -323,14 +327,7 @@ tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbu
     if (status != TNT_OK) {
         return status;
     }
-    const int me = shm->me;
-    size_t sdispl_me, rdispl_me;
-    size_t largest = alltoallv_largest(shm, all_send, &sdispl_me, &rdispl_me);
-    size_t own = all_send[(size_t)me * (size_t)shm->n + (size_t)me];
-    /* The block to itself never leaves the rank. */
-    if (own > 0) {
-        memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, own);
-    }
+    size_t largest = alltoallv_own_block(shm, sendbuf, recvbuf, all_send);
     if (shm->n == 1 || largest == 0) {
         return TNT_OK;
     }
@@ -344,13 +341,13 @@ tnt_status_t tnt_shm_alltoallv(tnt_shm_t *shm, const void *sendbuf, void *recvbu
 /* ---- alltoallv whose sizes the call itself carries ----------------------- */
 
 /* The sizes' part of the first phase's slot (2 n words, whole cache lines),
- * and the piece per block after it. */
+ * and the room per destination after it for the blocks that ride along. */
 static size_t sized_header_bytes(const struct tnt_shm *shm)
 {
     return (2 * sizeof(uint64_t) * (size_t)shm->n + 63) / 64 * 64;
 }
 
-static size_t sized_first_piece(const struct tnt_shm *shm)
+static size_t sized_rider_stride(const struct tnt_shm *shm)
 {
     size_t piece = (shm->slot_bytes - sized_header_bytes(shm)) / (size_t)shm->n;
     return piece >= 64 ? piece / 64 * 64 : piece;
@@ -361,7 +358,7 @@ static size_t sized_first_piece(const struct tnt_shm *shm)
  * that no block is copied into the slot for nothing. */
 static size_t sized_rider_max(const struct tnt_shm *shm)
 {
-    return min_size(sized_first_piece(shm), TNT_SHM_BLOCK_CMA_MIN);
+    return min_size(sized_rider_stride(shm), TNT_SHM_BLOCK_CMA_MIN);
 }
 
 int tnt_shm_alltoallv_sized_fits(const tnt_shm_t *shm)
@@ -379,7 +376,7 @@ tnt_status_t tnt_shm_alltoallv_sized_start(tnt_shm_t *shm, const void *sendbuf,
     }
     const int n = shm->n, me = shm->me;
     const size_t row = 2 * (size_t)n, header = sized_header_bytes(shm);
-    const size_t piece = sized_first_piece(shm), rider_max = sized_rider_max(shm);
+    const size_t stride = sized_rider_stride(shm), rider_max = sized_rider_max(shm);
     char *slot = tnt_shm_slot(shm, me, shm->phase + 1);
     uint64_t *mine = (uint64_t *)slot;
     size_t sdispl = 0;
@@ -387,7 +384,7 @@ tnt_status_t tnt_shm_alltoallv_sized_start(tnt_shm_t *shm, const void *sendbuf,
         mine[j] = sendbytes[j];
         mine[n + j] = recvbytes[j];
         if (j != me && sendbytes[j] > 0 && sendbytes[j] <= rider_max) {
-            memcpy(slot + header + (size_t)j * piece, (const char *)sendbuf + sdispl, sendbytes[j]);
+            memcpy(slot + header + (size_t)j * stride, (const char *)sendbuf + sdispl, sendbytes[j]);
         }
         sdispl += sendbytes[j];
     }
@@ -405,21 +402,16 @@ tnt_status_t tnt_shm_alltoallv_sized_finish(tnt_shm_t *shm, const void *sendbuf,
                                             const size_t *all_send)
 {
     const int n = shm->n, me = shm->me;
-    size_t sdispl_me, rdispl_me;
-    size_t largest = alltoallv_largest(shm, all_send, &sdispl_me, &rdispl_me);
-    size_t own = all_send[(size_t)me * (size_t)n + (size_t)me];
-    if (own > 0) {
-        memmove((char *)recvbuf + rdispl_me, (const char *)sendbuf + sdispl_me, own);
-    }
+    size_t largest = alltoallv_own_block(shm, sendbuf, recvbuf, all_send);
     /* The small blocks came with the sizes. */
-    const size_t header = sized_header_bytes(shm), piece = sized_first_piece(shm);
+    const size_t header = sized_header_bytes(shm), stride = sized_rider_stride(shm);
     const size_t rider_max = sized_rider_max(shm);
     size_t rdispl = 0;
     for (int r = 0; r < n; r++) {
         size_t from_r = all_send[(size_t)r * (size_t)n + (size_t)me];
         if (r != me && from_r > 0 && from_r <= rider_max) {
             memcpy((char *)recvbuf + rdispl,
-                   tnt_shm_slot(shm, r, shm->phase) + header + (size_t)me * piece, from_r);
+                   tnt_shm_slot(shm, r, shm->phase) + header + (size_t)me * stride, from_r);
         }
         rdispl += from_r;
     }
