@@ -2,7 +2,7 @@
 # Verifies Tarantella's GPU path on a real GPU node and writes one report.
 #
 #   scripts/verify-gpu.sh [--build-dir DIR] [--report FILE] [--python PY] [--no-build]
-#                         [--no-bench] [--] [extra cmake flags]
+#                         [--no-bench] [--jobs N] [--] [extra cmake flags]
 #
 # Needs: nvidia-smi listing at least one GPU, the CUDA toolkit and NCCL
 # (docs/gpu.md, "Building with CUDA"), libtnt's build dependencies, and a
@@ -11,7 +11,9 @@
 #   1. builds with -DTNT_WITH_CUDA=ON into DIR (default build-gpu),
 #   2. runs every ctest of label gpu for real (C device collectives on the
 #      NCCL and host-staged paths, the Python suite: CUDA tensors, the
-#      device reducer, tnt.Model serial equivalence, AMP),
+#      device reducer, tnt.Model serial equivalence, AMP), N at a time
+#      (default 1; the tests share the GPU, and the Python suite is the
+#      longest, so 4 ends when it does),
 #   3. benchmarks allreduce of CUDA tensors: tarantella's NCCL and
 #      host-staged paths against torch.distributed (NCCL, and gloo for ranks
 #      sharing a GPU) in the same run,
@@ -27,6 +29,7 @@ report=""
 python=$(command -v python3 || echo /usr/bin/python3)
 do_build=1
 do_bench=1
+test_jobs=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
         --python) python=$2; shift 2 ;;
         --no-build) do_build=0; shift ;;
         --no-bench) do_bench=0; shift ;;
+        --jobs) test_jobs=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -uo/p' "$0" | sed 's/^# \{0,1\}//;$d'; exit 0 ;;
         --) shift; break ;;
         *) break ;;
@@ -70,7 +74,7 @@ if [ $do_build = 1 ]; then
 fi
 
 echo "verify-gpu: running ctest -L gpu on $ngpu GPU(s)"
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 900 \
+ctest --test-dir "$build" -L gpu -j "$test_jobs" --output-on-failure --timeout 900 \
     --output-junit "$build/gpu-tests.xml" >"$build/gpu-tests.log" 2>&1
 tests_rc=$?
 cat "$build/gpu-tests.log" >>"$log"
