@@ -100,6 +100,11 @@ if [ $do_bench = 1 ]; then
         "$tnt" -n 2 -- "$python" "$b" tnt
     bench "torch gloo 2 ranks, 1 GPU" env CUDA_VISIBLE_DEVICES=0 \
         "$python" "$b" torch --backend gloo --ranks 2
+    # torch.distributed's own calls on the tnt backend, where it was built.
+    if ls "$build"/python/tarantella/_tnt_torch*.so >/dev/null 2>&1; then
+        bench "torch tnt 2 ranks, 1 GPU" env CUDA_VISIBLE_DEVICES=0 \
+            "$python" "$b" torch --backend tnt --ranks 2
+    fi
     if [ "$ngpu" -ge 2 ]; then
         bench "tnt nccl $ngpu ranks" env TNT_GPU_TRANSPORT=nccl "$tnt" -n "$ngpu" -- "$python" "$b" tnt
         bench "torch nccl $ngpu ranks" "$python" "$b" torch --backend nccl --ranks "$ngpu"
@@ -117,7 +122,11 @@ fi
     nvidia-smi --query-gpu=index,name,driver_version,memory.total,pci.bus_id --format=csv,noheader |
         sed 's/^/  - /'
     echo "- CUDA toolkit: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || grep -m1 CUDA_VERSION "$build/CMakeCache.txt" 2>/dev/null || echo unknown)"
-    echo "- CMake's CUDA and NCCL: $(grep -E 'tarantella: (CUDA|TNT_WITH_CUDA)' "$log" | tail -1 | sed 's/^-- //')"
+    # The configure step's own line, or (with --no-build) what its cache kept.
+    cuda_line=$(grep -E 'tarantella: (CUDA|TNT_WITH_CUDA)' "$log" | tail -1 | sed 's/^-- //')
+    [ -n "$cuda_line" ] || cuda_line=$(grep -E '^(TNT_WITH_CUDA|TNT_NCCL_LIBRARY|TNT_WITH_TORCH_BACKEND):' \
+        "$build/CMakeCache.txt" 2>/dev/null | sed 's/:[A-Z]*=/=/' | paste -sd ' ')
+    echo "- CMake's CUDA and NCCL: ${cuda_line:-unknown}"
     echo "- Python: $("$python" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))' 2>&1 | tail -1)"
     echo
     echo "## Tests (ctest -L gpu): $( [ $tests_rc = 0 ] && echo PASSED || echo FAILED)"

@@ -51,6 +51,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -726,16 +727,16 @@ class ProcessGroupTnt : public c10d::ProcessGroup
             std::random_device rd;
             uint64_t start = 1 + (static_cast<uint64_t>(rd()) & 0x3fffffff);
             store_->set(key, c10d::toVec<uint8_t>(start, sizeof(start)));
-            sequenceNum_ = c10d::SequenceNum(start);
+            sequence_num_ = c10d::SequenceNum(start);
         } else {
             store_->wait({ key }, timeout_);
-            sequenceNum_ = c10d::SequenceNum(c10d::fromVec<uint8_t>(store_->get(key)));
+            sequence_num_ = c10d::SequenceNum(c10d::fromVec<uint8_t>(store_->get(key)));
         }
     }
 
     uint64_t getSequenceNumberForGroup() override
     {
-        return sequenceNum_.has_value() ? sequenceNum_->get() : 0;
+        return sequence_num_.has_value() ? sequence_num_->get() : 0;
     }
 
     /* Through torch's store, not libtnt, and on the calling thread, as
@@ -1079,8 +1080,8 @@ class ProcessGroupTnt : public c10d::ProcessGroup
          * keep them. */
         auto work = c10::make_intrusive<WorkTnt>(type, op, ++seq_, name_, timeout,
                                                  std::move(outputs), inputs);
-        if (counted && sequenceNum_.has_value()) {
-            sequenceNum_->increment();
+        if (counted && sequence_num_.has_value()) {
+            sequence_num_->increment();
         }
         if (std::this_thread::get_id() == worker_.get_id()) {
             /* A future's callback, run by the worker as it completed a
@@ -1141,6 +1142,9 @@ class ProcessGroupTnt : public c10d::ProcessGroup
     c10::intrusive_ptr<c10d::Store> store_;
     uint64_t monitored_seq_ = 0;
     uint64_t seq_agreements_ = 0;
+    /* Our own, not the base class's: torch 2.x's ProcessGroup no longer
+     * has the protected sequenceNum_ that 1.13's backends set. */
+    std::optional<c10d::SequenceNum> sequence_num_;
     Millis timeout_;
     std::string name_;
     std::thread worker_;

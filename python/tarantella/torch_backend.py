@@ -12,6 +12,7 @@ torch. Where it was not built, the registration stays, and creating a group
 says why and how to get it, instead of torch's "Invalid backend".
 """
 import functools
+import inspect
 
 import torch.distributed as dist
 
@@ -89,7 +90,12 @@ def register():
     nothing (torch refuses a second registration)."""
     if BACKEND.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND, _create)
+    # torch 2.x asks which devices a backend serves (and warns when it is
+    # not told); torch 1.13's register_backend has no such argument.
+    if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create)
     _allow_monitored_barrier()
 
 

@@ -2,7 +2,7 @@
 in the same run, on the same GPU(s).
 
     tarantella -n N -- python gpu_allreduce_bench.py tnt [--sizes ...]
-    python gpu_allreduce_bench.py torch --backend nccl|gloo --ranks N [--sizes ...]
+    python gpu_allreduce_bench.py torch --backend nccl|gloo|tnt --ranks N [--sizes ...]
 
 `tnt` runs under the launcher (or srun --tarantella); TNT_GPU_TRANSPORT picks
 NCCL or the host-staged path. `torch` starts its own N processes with
@@ -30,7 +30,7 @@ DEFAULT_SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20]
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("lib", choices=["tnt", "torch"])
-    p.add_argument("--backend", default="nccl", choices=["nccl", "gloo"],
+    p.add_argument("--backend", default="nccl", choices=["nccl", "gloo", "tnt"],
                    help="torch.distributed backend (lib torch)")
     p.add_argument("--ranks", type=int, default=1, help="processes (lib torch)")
     p.add_argument("--sizes", type=int, nargs="+", default=DEFAULT_SIZES,
@@ -103,6 +103,8 @@ def bench_tnt(args):
 
 def torch_worker(rank, args, port):
     import torch.distributed as dist
+    if args.backend == "tnt":
+        import tarantella  # noqa: F401  registers the "tnt" backend
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     ngpu = torch.cuda.device_count()
     dev = torch.device("cuda", rank % ngpu)

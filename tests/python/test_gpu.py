@@ -55,3 +55,21 @@ def test_model_serial_equivalence(launch, tmp_path):
 @pytest.mark.parametrize("kind", ["fp16", "bf16"])
 def test_amp(launch, kind):
     check(launch(2, "gpu_checks.py", "amp", kind, timeout=300), "amp " + kind)
+
+
+def _tnt_backend_built():
+    from tarantella import torch_backend
+    return torch_backend.available()
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_tnt_backend_cuda_tensors(launch, n):
+    """torch.distributed with backend "tnt" on CUDA tensors, DDP included
+    (ranks/tnt_backend_cuda.py): one rank alone on the GPU, two sharing it
+    (host-staged, 64 KiB chunks)."""
+    if not _tnt_backend_built():
+        pytest.skip("the tnt torch backend (tarantella._tnt_torch) is not built")
+    out = check(launch(n, "tnt_backend_cuda.py", timeout=300, env={"TNT_GPU_STAGING_KB": 64}),
+                "tnt backend on CUDA tensors")
+    for r in range(n):
+        assert "tnt_backend_cuda: rank %d of %d passed" % (r, n) in out, out
