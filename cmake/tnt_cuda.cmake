@@ -14,6 +14,20 @@ if(CUDAToolkit_FOUND)
   find_library(TNT_NCCL_LIBRARY nccl
     HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
           ${CUDAToolkit_LIBRARY_DIR}/../lib ENV NCCL_HOME PATH_SUFFIXES lib lib64)
+  # A pip-installed torch brings NCCL along (the nvidia-nccl wheel:
+  # nvidia/nccl/include and lib/libnccl.so.2, no unversioned name). GPU nodes
+  # often have that one and no other, so it comes last, after the toolkit,
+  # NCCL_HOME and the system's.
+  if(NOT (TNT_NCCL_INCLUDE_DIR AND TNT_NCCL_LIBRARY) AND TNT_PYTHON)
+    execute_process(
+      COMMAND ${TNT_PYTHON} -c "import nvidia.nccl as m; print(list(m.__path__)[0])"
+      OUTPUT_VARIABLE _tnt_nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    if(_tnt_nccl_wheel AND EXISTS ${_tnt_nccl_wheel}/include/nccl.h)
+      find_path(TNT_NCCL_INCLUDE_DIR nccl.h PATHS ${_tnt_nccl_wheel}/include NO_DEFAULT_PATH)
+      find_library(TNT_NCCL_LIBRARY NAMES nccl libnccl.so.2
+        PATHS ${_tnt_nccl_wheel}/lib NO_DEFAULT_PATH)
+    endif()
+  endif()
   if(TNT_NCCL_INCLUDE_DIR AND TNT_NCCL_LIBRARY)
     set(_tnt_cuda_found ON)
   endif()
