@@ -216,6 +216,17 @@ def test_built_as_configured_and_the_unbuilt_error(monkeypatch):
         tb._create(None, 0, 1, None)
 
 
+def test_untested_torch_is_refused_unless_asked_for(monkeypatch):
+    import tarantella.torch_backend as tb
+    monkeypatch.delenv(tb.ALLOW_UNTESTED, raising=False)
+    tb._check_torch_version("1.13.0a0+git6c9b55e")
+    with pytest.raises(RuntimeError, match=r"tested with torch 1\.13; with torch 2\.11\.0\+cu130 "
+                       r".*'gloo' or 'nccl'.*TNT_ALLOW_UNTESTED_TORCH=1"):
+        tb._check_torch_version("2.11.0+cu130")
+    monkeypatch.setenv(tb.ALLOW_UNTESTED, "1")
+    tb._check_torch_version("2.11.0+cu130")
+
+
 @needs_backend
 @pytest.mark.parametrize("how", ["kill", "hang"])
 def test_failed_rank_ends_the_ddp_job_with_the_verdict(launch, how):
