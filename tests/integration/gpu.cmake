@@ -117,3 +117,11 @@ add_test(NAME integration.gpu.verify_script_without_gpu
     --build-dir ${CMAKE_CURRENT_BINARY_DIR}/verify-gpu-not-built)
 set_tests_properties(integration.gpu.verify_script_without_gpu PROPERTIES TIMEOUT 60
   LABELS integration SKIP_RETURN_CODE 77)
+
+# scripts/prefix-deps.sh, which builds verify-gpu.sh's dependencies into a
+# prefix on nodes without the packages: its .pc rewriting and its exports,
+# on a small .deb made by the test.
+add_test(NAME integration.gpu.prefix_deps_script
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/prefix_deps.sh)
+set_tests_properties(integration.gpu.prefix_deps_script PROPERTIES TIMEOUT 60
+  LABELS integration SKIP_RETURN_CODE 77)
