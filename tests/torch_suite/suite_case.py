@@ -66,7 +66,10 @@ if BACKEND == "tnt":
 
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest, TestDistBackend)
-import torch.nn.parallel._replicated_tensor_ddp_utils as _replicated  # noqa: E402
+try:  # torch 1.13 only: torch 2.0 removed the experiment patched below
+    import torch.nn.parallel._replicated_tensor_ddp_utils as _replicated  # noqa: E402
+except ImportError:
+    _replicated = None
 
 # Tests that torch marks skipped for every backend outside a fixed list of
 # names (gloo, nccl, mpi), although they test what tnt implements. Each
@@ -150,7 +153,8 @@ def _keep_ddp_without_replicated_tensor(value):
 
 
 # _run imports the setter from its module when a rank starts.
-_replicated._set_ddp_with_replicated_tensor = _keep_ddp_without_replicated_tensor
+if _replicated is not None:
+    _replicated._set_ddp_with_replicated_tensor = _keep_ddp_without_replicated_tensor
 
 
 class TorchSuite(TestDistBackend, DistributedTest._DistTestBase):
