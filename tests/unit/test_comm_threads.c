@@ -547,11 +547,11 @@ static int set_one_phase(struct rank_ctx *ctx, tnt_comm_t *comm)
         { "reduce_scatterv, sum of counts", 0, "" },
         { "reduce_scatterv, sum x 4", 0, "" },   { "alltoallv, sum of sizes", 0, "" },
     };
+    size_t quarter[16];
+    for (int r = 0; r < n; r++) {
+        quarter[r] = SIZE_MAX / 4 / (size_t)n + 1; /* sums to over SIZE_MAX / 4 */
+    }
     for (size_t i = 0; i < sizeof(overflow) / sizeof(overflow[0]); i++) {
-        size_t quarter[16];
-        for (int r = 0; r < n; r++) {
-            quarter[r] = SIZE_MAX / 4 / (size_t)n + 1; /* sums to over SIZE_MAX / 4 */
-        }
         switch (i) {
         case 0: overflow[i].status = tnt_gather(comm, big, big, SIZE_MAX / 2 + 1, 0); break;
         case 1: overflow[i].status = tnt_scatter(comm, big, big, SIZE_MAX / 2 + 1, 0); break;

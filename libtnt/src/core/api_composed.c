@@ -728,12 +728,19 @@ static tnt_status_t call_submit(tnt_comm_t *comm, struct composed_call *c, tnt_r
     return TNT_OK;
 }
 
+/* What a _device call adds (tnt_cuda.h); NULL for the host calls. */
+struct device_target {
+    const char *fn;
+    void *stream;
+};
+
 /* A new record, or NULL with the error raised. Count arrays are copied.
  * A blocking call (stack: its caller's record) allocates nothing and leaves
  * the request part, with its kilobyte of error text, as it is: only a
- * posted call is a request. */
+ * posted call is a request. dev: a _device call's name and stream. */
 static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
                                       const size_t *sendcounts, const size_t *recvcounts,
+                                      const struct device_target *dev,
                                       struct composed_call *stack)
 {
     /* Zeroed up to the error text, which only needs its first byte. */
@@ -771,22 +778,12 @@ static struct composed_call *call_new(tnt_comm_t *comm, enum composed_kind kind,
     c->fn = kind_fn[kind];
     c->request.heap_allocated = !c->on_stack;
     c->agreement.kind = kind;
-    return c;
-}
-
-/* What a _device call adds (tnt_cuda.h); NULL for the host calls. */
-struct device_target {
-    const char *fn;
-    void *stream;
-};
-
-static void call_set_device(struct composed_call *c, const struct device_target *dev)
-{
     if (dev != NULL) {
         c->device = 1;
         c->fn = dev->fn;
         c->stream = dev->stream;
     }
+    return c;
 }
 
 /* Buffer i of c must be device memory when bytes > 0 (a _device call). */
@@ -875,11 +872,10 @@ static tnt_status_t reduce_call(tnt_comm_t *comm, const void *sendbuf, void *rec
     }
     struct composed_call stack; /* a blocking call's record */
     struct composed_call *c =
-        call_new(comm, KIND_REDUCE, NULL, NULL, req_p == NULL ? &stack : NULL);
+        call_new(comm, KIND_REDUCE, NULL, NULL, dev, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
-    call_set_device(c, dev);
     c->sendbuf = sendbuf;
     c->recvbuf = recvbuf;
     c->count = count;
@@ -906,11 +902,10 @@ static tnt_status_t reduce_scatter_call(tnt_comm_t *comm, const void *sendbuf, v
     size_t bytes = 0, total = 0, offset = 0;
     struct composed_call stack; /* a blocking call's record */
     struct composed_call *c =
-        call_new(comm, KIND_REDUCE_SCATTER, NULL, NULL, req_p == NULL ? &stack : NULL);
+        call_new(comm, KIND_REDUCE_SCATTER, NULL, NULL, dev, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
-    call_set_device(c, dev);
     tnt_status_t local = tnt_api_check_reduction(dtype, op, 0, &bytes, fn);
     size_t esize = local == TNT_OK ? tnt_dtype_bytes(dtype) : 1;
     if (local == TNT_OK && !equal) {
@@ -995,11 +990,11 @@ static tnt_status_t rooted_call(tnt_comm_t *comm, const void *sendbuf, void *rec
         return run_direct(comm, fn, &agreement, sendbuf, recvbuf, bytes_per_rank, 0, 0);
     }
     struct composed_call stack; /* a blocking call's record */
-    struct composed_call *c = call_new(comm, kind, NULL, NULL, req_p == NULL ? &stack : NULL);
+    struct composed_call *c =
+        call_new(comm, kind, NULL, NULL, dev, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
-    call_set_device(c, dev);
     c->sendbuf = sendbuf;
     c->recvbuf = recvbuf;
     c->count = bytes_per_rank;
@@ -1024,12 +1019,11 @@ static tnt_status_t allgatherv_call(tnt_comm_t *comm, const void *sendbuf, void 
     tnt_status_t local = sum_counts(recvbytes, comm->size, 1, &total, fn, "recvbytes");
     struct composed_call stack; /* a blocking call's record */
     struct composed_call *c =
-        call_new(comm, KIND_ALLGATHERV, NULL, local == TNT_OK ? recvbytes : NULL,
+        call_new(comm, KIND_ALLGATHERV, NULL, local == TNT_OK ? recvbytes : NULL, dev,
                  req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
-    call_set_device(c, dev);
     if (local == TNT_OK) {
         local = tnt_api_check_buffer(sendbuf, recvbytes[comm->rank], fn, "sendbuf");
     }
@@ -1074,11 +1068,10 @@ static tnt_status_t alltoall_call(tnt_comm_t *comm, const void *sendbuf, int equ
     /* The pair check needs both arrays on every rank, bad or not. */
     struct composed_call stack; /* a blocking call's record */
     struct composed_call *c =
-        call_new(comm, KIND_ALLTOALL, NULL, NULL, req_p == NULL ? &stack : NULL);
+        call_new(comm, KIND_ALLTOALL, NULL, NULL, dev, req_p == NULL ? &stack : NULL);
     if (c == NULL) {
         return TNT_ERR_NO_MEMORY;
     }
-    call_set_device(c, dev);
     c->sendcounts = call_counts(c, 0, comm->size);
     c->recvcounts = call_counts(c, 1, comm->size);
     if (c->sendcounts == NULL || c->recvcounts == NULL) {
