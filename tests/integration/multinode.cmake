@@ -57,6 +57,13 @@ if(TNT_WITH_UCX)
                      ARGS --mode matrix --mode big --big-mib 16 --transport tcp --arrival no)
   tnt_multinode_test(uneven_3+2 5 2 90 ARGS --mode matrix --mode big --mode bcast
                      --mode allgather --mode barrier --mode fusion --mode set --transport tcp)
+  # Allgather's inter-node step at node counts where Bruck's algorithm
+  # (small allgathers) differs from the ring (large ones): 5 nodes (the
+  # last step partial) holding 1-2 ranks each, and 6 nodes of one rank.
+  # The collective set's agreement round is a small allgather too.
+  tnt_multinode_test(allgather_7on5 7 5 120 ARGS --mode allgather --mode bcast --mode set
+                     --transport tcp)
+  tnt_multinode_test(allgather_6x1 6 6 120 ARGS --mode allgather --mode barrier --transport tcp)
   # The collective set (reduce, reduce_scatter(v), gather, scatter,
   # allgatherv, alltoall(v)) against serial references, with its bad inputs,
   # under the launcher: one node of 4 ranks, 3 nodes of one rank, and 2 nodes

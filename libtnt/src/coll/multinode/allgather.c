@@ -3,9 +3,14 @@
  *   1. within the node, every local rank's block is gathered into its
  *      final place in recvbuf (shared-memory allgather into the front of
  *      recvbuf, then each block moved to rank * bytes);
- *   2. the nodes' local rank 0 pass the node blocks around a ring (n-1
- *      steps); a node's blocks need not be contiguous in recvbuf (cyclic
- *      placement), so each step is one message made of an iov of blocks;
+ *   2. the nodes' local rank 0 exchange the node blocks: for small
+ *      allgathers by Bruck's algorithm (ceil(log2 n) steps, in step k
+ *      node v sends the blocks it holds to node v - 2^k and gets those of
+ *      nodes v + 2^k ... from node v + 2^k), for larger ones around a ring
+ *      (n - 1 steps, each with one node's blocks, every node sending to its
+ *      neighbour only); a node's blocks need not be contiguous in recvbuf
+ *      (cyclic placement), so each step is one message made of an iov of
+ *      blocks, each received straight into its final place;
  *   3. local rank 0 broadcasts the complete recvbuf within the node.
  */
 #include "coll/multinode/multinode_impl.h"
@@ -15,15 +20,63 @@
 #include <stdio.h>
 #include <string.h>
 
-static size_t allgather_iov(tnt_net_t *net, int node, unsigned char *recvbuf, size_t bytes,
-                            tnt_ucx_iov_t *iov)
+/* Allgathers of up to this many bytes per node on average take Bruck's
+ * algorithm: their time is the number of steps (each a network latency,
+ * or on shared cores a turn of every process), log2 n instead of n - 1.
+ * Larger ones go around the ring, whose messages are a node's blocks
+ * each and go to the neighbour only. Measured (docs/multinode.md,
+ * "Allgather across nodes"): on 4 nodes the ring was faster from 256 KiB
+ * in all, on 16 from 1 MiB. */
+#define TNT_MN_ALLGATHER_BRUCK_NODE_MAX (16 * 1024)
+
+/* The blocks of nodes first, first + 1, ... (count nodes, modulo the
+ * number of nodes) as an iov into recvbuf, blocks that lie side by side
+ * merged into one entry; returns the number of entries (at most the
+ * number of ranks, for which net->iov_send and iov_recv have room). */
+static size_t nodes_iov(const tnt_net_t *net, int first, int count, unsigned char *recvbuf,
+                        size_t bytes, tnt_ucx_iov_t *iov)
 {
-    int L = net->comm->node_sizes[node];
-    for (int l = 0; l < L; l++) {
-        iov[l].buf = recvbuf + (size_t)tnt_mn_rank_at(net, node, l) * bytes;
-        iov[l].bytes = bytes;
+    const int N = net->comm->num_nodes;
+    size_t n = 0;
+    for (int k = 0; k < count; k++) {
+        int node = (first + k) % N;
+        for (int l = 0; l < net->comm->node_sizes[node]; l++) {
+            unsigned char *block = recvbuf + (size_t)tnt_mn_rank_at(net, node, l) * bytes;
+            if (n > 0 && (unsigned char *)iov[n - 1].buf + iov[n - 1].bytes == block) {
+                iov[n - 1].bytes += bytes;
+            } else {
+                iov[n].buf = block;
+                iov[n].bytes = bytes;
+                n++;
+            }
+        }
     }
-    return (size_t)L;
+    return n;
+}
+
+/* One step of step 2: this node's count_send node blocks from
+ * send_first on to node `to`, count_recv from recv_first on from node
+ * `from`, both posted before either is waited for. */
+static tnt_status_t exchange_nodes(tnt_net_t *net, unsigned char *out, size_t bytes, uint32_t seq,
+                                   uint32_t step, int to, int send_first, int count_send, int from,
+                                   int recv_first, int count_recv)
+{
+    tnt_comm_t *comm = net->comm;
+    int to_rank = tnt_mn_rank_at(net, to, 0);
+    int from_rank = tnt_mn_rank_at(net, from, 0);
+    size_t ns = nodes_iov(net, send_first, count_send, out, bytes, net->iov_send);
+    size_t nr = nodes_iov(net, recv_first, count_recv, out, bytes, net->iov_recv);
+    tnt_ucx_op_t *ops[2] = { NULL, NULL };
+
+    tnt_status_t status = tnt_ucx_irecvv(net->ucx, from_rank, tnt_ucx_tag(seq, from_rank, step),
+                                         net->iov_recv, nr, &ops[0]);
+    if (status == TNT_OK) {
+        status = tnt_ucx_isendv(net->ucx, to_rank, tnt_ucx_tag(seq, comm->rank, step),
+                                net->iov_send, ns, &ops[1]);
+    }
+    /* After a failed post too: the op already posted is reaped. */
+    tnt_status_t waited = tnt_ucx_waitall(net->ucx, ops, 2, net->what);
+    return status != TNT_OK ? status : waited;
 }
 
 tnt_status_t tnt_multinode_allgather(tnt_comm_t *comm, const void *sendbuf, void *recvbuf,
@@ -61,28 +114,24 @@ tnt_status_t tnt_multinode_allgather(tnt_comm_t *comm, const void *sendbuf, void
         memmove(out + (size_t)comm->rank * bytes, sendbuf, bytes);
     }
 
-    /* 2. Ring over the nodes' local rank 0. */
-    if (comm->local_rank == 0) {
-        int right = tnt_mn_rank_at(net, (v + 1) % N, 0);
-        int left = tnt_mn_rank_at(net, (v - 1 + N) % N, 0);
-        for (int s = 0; s < N - 1; s++) {
-            int send_node = (v - s + N) % N;
-            int recv_node = (v - s - 1 + N) % N;
-            size_t ns = allgather_iov(net, send_node, out, bytes, net->iov_send);
-            size_t nr = allgather_iov(net, recv_node, out, bytes, net->iov_recv);
-            tnt_ucx_op_t *ops[2] = { NULL, NULL };
-
-            status = tnt_ucx_irecvv(net->ucx, left, tnt_ucx_tag(seq, left, (uint32_t)s),
-                                    net->iov_recv, nr, &ops[0]);
-            if (status == TNT_OK) {
-                status = tnt_ucx_isendv(net->ucx, right, tnt_ucx_tag(seq, comm->rank, (uint32_t)s),
-                                        net->iov_send, ns, &ops[1]);
-            }
+    /* 2. Among the nodes' local rank 0. */
+    const int bruck = bytes * (size_t)comm->size <= (size_t)N * TNT_MN_ALLGATHER_BRUCK_NODE_MAX;
+    if (comm->local_rank == 0 && bruck) {
+        /* Bruck: after step k this node holds the blocks of nodes v ..
+         * v + 2^(k+1) - 1; the last step brings only those still missing. */
+        uint32_t step = 0;
+        for (int dist = 1; dist < N; dist *= 2, step++) {
+            int count = dist < N - dist ? dist : N - dist;
+            status = exchange_nodes(net, out, bytes, seq, step, (v - dist + N) % N, v, count,
+                                    (v + dist) % N, (v + dist) % N, count);
             if (status != TNT_OK) {
-                tnt_ucx_waitall(net->ucx, ops, 2, net->what);
                 return status;
             }
-            status = tnt_ucx_waitall(net->ucx, ops, 2, net->what);
+        }
+    } else if (comm->local_rank == 0) {
+        for (int s = 0; s < N - 1; s++) {
+            status = exchange_nodes(net, out, bytes, seq, (uint32_t)s, (v + 1) % N,
+                                    (v - s + N) % N, 1, (v - 1 + N) % N, (v - s - 1 + N) % N, 1);
             if (status != TNT_OK) {
                 return status;
             }

@@ -166,8 +166,8 @@ tnt_status_t tnt_multinode_init(tnt_comm_t *comm)
         }
         net->rank_at[net->node_offset[n] + fill[n]++] = r;
     }
-    net->iov_send = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
-    net->iov_recv = calloc((size_t)net->max_local_size, sizeof(tnt_ucx_iov_t));
+    net->iov_send = calloc((size_t)comm->size, sizeof(tnt_ucx_iov_t));
+    net->iov_recv = calloc((size_t)comm->size, sizeof(tnt_ucx_iov_t));
     if (net->iov_send == NULL || net->iov_recv == NULL) {
         status = tnt_error_raise(TNT_ERR_NO_MEMORY, "multinode: out of memory");
         goto err_free_tables;

@@ -87,8 +87,8 @@ struct tnt_net {
     /* Scratch preallocated at init, so the data path allocates nothing. */
     int *group;              /* num_nodes entries: one member per node */
     size_t *bounds;          /* size + 2 entries: segment boundaries */
-    tnt_ucx_iov_t *iov_send; /* max_local_size entries */
-    tnt_ucx_iov_t *iov_recv; /* max_local_size entries */
+    tnt_ucx_iov_t *iov_send; /* size entries: allgather's blocks */
+    tnt_ucx_iov_t *iov_recv; /* size entries */
 
     /* Registered staging area: ring slots (depth x chunk) and recursive
      * doubling's receive buffer (the whole area). */
