@@ -60,7 +60,9 @@ static void tnt_mn_free(tnt_net_t *net)
 /* The peers the collectives talk to. Returns the estimate given to UCX:
  * per distinct node size, the ring's two neighbours, the log2 partners of
  * recursive doubling and Rabenseifner plus the fold partner, and the
- * barrier's and broadcast's log2 peers each (local rank 0 only), capped by
+ * barrier's and broadcast's log2 peers each (local rank 0 only; a small
+ * allgather's Bruck steps talk to the barrier's peers, 2^k nodes either
+ * way), capped by
  * the ranks on other nodes. Marks in connect[] the ones wired up at init:
  * with equal node sizes, the ring neighbours and halving/doubling partners
  * in this rank's own group (local rank l of every node), a symmetric
