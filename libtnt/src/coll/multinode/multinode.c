@@ -57,17 +57,16 @@ static void tnt_mn_free(tnt_net_t *net)
     free(net);
 }
 
-/* The peers the collectives talk to. Returns the estimate given to UCX:
- * per distinct node size, the ring's two neighbours, the log2 partners of
+/* The peers the collectives talk to. Returns the estimate given to UCX: per
+ * distinct node size, the ring's two neighbours, the log2 partners of
  * recursive doubling and Rabenseifner plus the fold partner, and the
  * barrier's and broadcast's log2 peers each (local rank 0 only; a small
  * allgather's Bruck steps talk to the barrier's peers, 2^k nodes either
- * way), capped by
- * the ranks on other nodes. Marks in connect[] the ones wired up at init:
- * with equal node sizes, the ring neighbours and halving/doubling partners
- * in this rank's own group (local rank l of every node), a symmetric
- * relation; everything else (uneven layouts, barrier, broadcast, allgather)
- * connects on first use. */
+ * way), capped by the ranks on other nodes. Marks in connect[] the ones
+ * wired up at init: with equal node sizes, the ring neighbours and
+ * halving/doubling partners in this rank's own group (local rank l of every
+ * node), a symmetric relation; everything else (uneven layouts, barrier,
+ * broadcast, allgather) connects on first use. */
 static size_t tnt_mn_peers(tnt_net_t *net, unsigned char *connect)
 {
     tnt_comm_t *comm = net->comm;
