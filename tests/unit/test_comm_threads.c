@@ -536,48 +536,44 @@ static int set_one_phase(struct rank_ctx *ctx, tnt_comm_t *comm)
     for (int r = 0; r < n; r++) {
         huge[r] = r < 2 ? SIZE_MAX / 2 : 1; /* elements: their sum overflows */
     }
-    struct {
-        const char *what;
-        tnt_status_t status;
-        char error[512];
-    } overflow[] = {
-        { "gather, ranks x bytes", 0, "" },      { "scatter, ranks x bytes", 0, "" },
-        { "allgather, ranks x bytes", 0, "" },   { "reduce, count x 8", 0, "" },
-        { "reduce_scatter, count x 4 x ranks", 0, "" },
-        { "reduce_scatterv, sum of counts", 0, "" },
-        { "reduce_scatterv, sum x 4", 0, "" },   { "alltoallv, sum of sizes", 0, "" },
+    static const char *const overflow[] = {
+        "gather, ranks x bytes",
+        "scatter, ranks x bytes",
+        "allgather, ranks x bytes",
+        "reduce, count x 8",
+        "reduce_scatter, count x 4 x ranks",
+        "reduce_scatterv, sum of counts",
+        "reduce_scatterv, sum x 4",
+        "alltoallv, sum of sizes",
     };
     size_t quarter[16];
     for (int r = 0; r < n; r++) {
         quarter[r] = SIZE_MAX / 4 / (size_t)n + 1; /* sums to over SIZE_MAX / 4 */
     }
     for (size_t i = 0; i < sizeof(overflow) / sizeof(overflow[0]); i++) {
+        tnt_status_t status;
         switch (i) {
-        case 0: overflow[i].status = tnt_gather(comm, big, big, SIZE_MAX / 2 + 1, 0); break;
-        case 1: overflow[i].status = tnt_scatter(comm, big, big, SIZE_MAX / 2 + 1, 0); break;
-        case 2: overflow[i].status = tnt_allgather(comm, big, big, SIZE_MAX / 2 + 1); break;
+        case 0: status = tnt_gather(comm, big, big, SIZE_MAX / 2 + 1, 0); break;
+        case 1: status = tnt_scatter(comm, big, big, SIZE_MAX / 2 + 1, 0); break;
+        case 2: status = tnt_allgather(comm, big, big, SIZE_MAX / 2 + 1); break;
         case 3:
-            overflow[i].status = tnt_reduce(comm, big, big, SIZE_MAX / 4 + 1, TNT_FLOAT64,
-                                            TNT_SUM, 0);
+            status = tnt_reduce(comm, big, big, SIZE_MAX / 4 + 1, TNT_FLOAT64, TNT_SUM, 0);
             break;
         case 4:
-            overflow[i].status = tnt_reduce_scatter(comm, big, big, SIZE_MAX / 4 / (size_t)n + 1,
-                                                    TNT_FLOAT32, TNT_SUM);
+            status = tnt_reduce_scatter(comm, big, big, SIZE_MAX / 4 / (size_t)n + 1, TNT_FLOAT32,
+                                        TNT_SUM);
             break;
         case 5:
-            overflow[i].status = tnt_reduce_scatterv(comm, big, big, huge, TNT_FLOAT32, TNT_SUM);
+            status = tnt_reduce_scatterv(comm, big, big, huge, TNT_FLOAT32, TNT_SUM);
             break;
         case 6:
-            overflow[i].status = tnt_reduce_scatterv(comm, big, big, quarter, TNT_FLOAT32,
-                                                     TNT_SUM);
+            status = tnt_reduce_scatterv(comm, big, big, quarter, TNT_FLOAT32, TNT_SUM);
             break;
-        default: overflow[i].status = tnt_alltoallv(comm, big, huge, big, huge); break;
+        default: status = tnt_alltoallv(comm, big, huge, big, huge); break;
         }
-        snprintf(overflow[i].error, sizeof(overflow[i].error), "%s", tnt_last_error());
-        if (overflow[i].status != TNT_ERR_INVALID_ARG ||
-            strstr(overflow[i].error, "overflows the address space") == NULL) {
-            fail_rank(ctx, "%s: %s: %s", overflow[i].what, tnt_status_string(overflow[i].status),
-                      overflow[i].error);
+        const char *error = tnt_last_error();
+        if (status != TNT_ERR_INVALID_ARG || strstr(error, "overflows the address space") == NULL) {
+            fail_rank(ctx, "%s: %s: %s", overflow[i], tnt_status_string(status), error);
             free(big);
             return -1;
         }

@@ -54,18 +54,18 @@ static size_t nodes_iov(const tnt_net_t *net, int first, int count, unsigned cha
     return n;
 }
 
-/* One step of step 2: this node's count_send node blocks from
- * send_first on to node `to`, count_recv from recv_first on from node
- * `from`, both posted before either is waited for. */
+/* One step of step 2: the blocks of count nodes from send_first on to
+ * node `to`, those of count nodes from recv_first on from node `from`,
+ * both posted before either is waited for. */
 static tnt_status_t exchange_nodes(tnt_net_t *net, unsigned char *out, size_t bytes, uint32_t seq,
-                                   uint32_t step, int to, int send_first, int count_send, int from,
-                                   int recv_first, int count_recv)
+                                   uint32_t step, int count, int to, int send_first, int from,
+                                   int recv_first)
 {
     tnt_comm_t *comm = net->comm;
     int to_rank = tnt_mn_rank_at(net, to, 0);
     int from_rank = tnt_mn_rank_at(net, from, 0);
-    size_t ns = nodes_iov(net, send_first, count_send, out, bytes, net->iov_send);
-    size_t nr = nodes_iov(net, recv_first, count_recv, out, bytes, net->iov_recv);
+    size_t ns = nodes_iov(net, send_first, count, out, bytes, net->iov_send);
+    size_t nr = nodes_iov(net, recv_first, count, out, bytes, net->iov_recv);
     tnt_ucx_op_t *ops[2] = { NULL, NULL };
 
     tnt_status_t status = tnt_ucx_irecvv(net->ucx, from_rank, tnt_ucx_tag(seq, from_rank, step),
@@ -122,16 +122,16 @@ tnt_status_t tnt_multinode_allgather(tnt_comm_t *comm, const void *sendbuf, void
         uint32_t step = 0;
         for (int dist = 1; dist < N; dist *= 2, step++) {
             int count = dist < N - dist ? dist : N - dist;
-            status = exchange_nodes(net, out, bytes, seq, step, (v - dist + N) % N, v, count,
-                                    (v + dist) % N, (v + dist) % N, count);
+            status = exchange_nodes(net, out, bytes, seq, step, count, (v - dist + N) % N, v,
+                                    (v + dist) % N, (v + dist) % N);
             if (status != TNT_OK) {
                 return status;
             }
         }
     } else if (comm->local_rank == 0) {
         for (int s = 0; s < N - 1; s++) {
-            status = exchange_nodes(net, out, bytes, seq, (uint32_t)s, (v + 1) % N,
-                                    (v - s + N) % N, 1, (v - 1 + N) % N, (v - s - 1 + N) % N, 1);
+            status = exchange_nodes(net, out, bytes, seq, (uint32_t)s, 1, (v + 1) % N,
+                                    (v - s + N) % N, (v - 1 + N) % N, (v - s - 1 + N) % N);
             if (status != TNT_OK) {
                 return status;
             }
