@@ -28,6 +28,16 @@
  * per rank through the root, reduce_scatter and allgather size (n-1)/n,
  * alltoall size (n-1)/n; pingpong's is size / latency. --ops a,b,... runs
  * only those ops. Not a test: its ctest entry is a smoke run.
+ *
+ * --isolated times each call alone, as the OSU collective benchmarks do
+ * (osu_gather, osu_reduce, ...): a barrier before every call, only the call
+ * timed. Back to back (the default), a rank that hands its bytes off and
+ * returns (a gather's non-roots) runs ahead into its next calls as far as
+ * the library buffers them, so the loop measures how fast calls follow
+ * one another; isolated, every call starts with all ranks present, so it
+ * measures how long one call takes. The rows then have a fifth column:
+ * the slowest rank's average (a gather's root, which waits for the data),
+ * where avg_lat averages the ranks as osu_gather's "Avg Latency" does.
  */
 #ifdef BENCH_MPI
 #include <mpi.h>
@@ -232,15 +242,29 @@ static double average_over_ranks(struct bench_ctx *c, double x, int counted)
     return sum[1] > 0 ? sum[0] / sum[1] : 0.0;
 }
 
-/* Takes "--ops a,b" out of argv (bench_parse knows nothing of it); fills
- * wanted[op]. Returns -1 on an unknown op name. */
-static int take_ops(int *argc, char **argv, int wanted[OP_COUNT])
+static double max_over_ranks(struct bench_ctx *c, double x)
+{
+    double worst = 0;
+#ifdef BENCH_MPI
+    MPI_Allreduce(&x, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+#else
+    (void)tnt_allreduce(c->comm, &x, &worst, 1, TNT_FLOAT64, TNT_MAX);
+#endif
+    return worst;
+}
+
+/* Takes "--ops a,b" and "--isolated" out of argv (bench_parse knows
+ * nothing of them); fills wanted[op]. Returns -1 on an unknown op name. */
+static int take_ops(int *argc, char **argv, int wanted[OP_COUNT], int *isolated)
 {
     const char *list = NULL;
     int out = 1;
+    *isolated = 0;
     for (int i = 1; i < *argc; i++) {
         if (strcmp(argv[i], "--ops") == 0 && i + 1 < *argc) {
             list = argv[++i];
+        } else if (strcmp(argv[i], "--isolated") == 0) {
+            *isolated = 1;
         } else {
             argv[out++] = argv[i];
         }
@@ -276,6 +300,7 @@ int main(int argc, char **argv)
     struct bench_ctx c;
     struct bench_opts opts;
     int wanted[OP_COUNT];
+    int isolated;
 #ifdef BENCH_MPI
     const char *what = "mpi_collective_set_bench (OpenMPI)";
     MPI_Init(&argc, &argv);
@@ -290,7 +315,7 @@ int main(int argc, char **argv)
     c.rank = tnt_rank(c.comm);
     c.size = tnt_size(c.comm);
 #endif
-    if (take_ops(&argc, argv, wanted) != 0 || bench_parse(argc, argv, &opts) != 0) {
+    if (take_ops(&argc, argv, wanted, &isolated) != 0 || bench_parse(argc, argv, &opts) != 0) {
         return 2;
     }
     size_t max = opts.max_bytes;
@@ -316,8 +341,9 @@ int main(int argc, char **argv)
         c.send[i] = 1e-3f;
     }
     if (c.rank == 0) {
-        printf("# %s, %d ranks\n# %-15s %-12s %14s %14s\n", what, c.size, "op", "size(B)",
-               "avg_lat(us)", "busbw(GB/s)");
+        printf("# %s, %d ranks%s\n# %-15s %-12s %14s %14s%s\n", what, c.size,
+               isolated ? ", isolated calls (a barrier before each, only the call timed)" : "",
+               "op", "size(B)", "avg_lat(us)", "busbw(GB/s)", isolated ? "    max_lat(us)" : "");
     }
     for (int op = 0; op < OP_COUNT; op++) {
         if (!wanted[op]) {
@@ -341,22 +367,38 @@ int main(int argc, char **argv)
             }
             int iters =
                 agree_iterations(&c, bench_iterations(&opts, b, (bench_now() - w0) / warmup));
-            sync_all(&c);
-            double t0 = bench_now();
-            for (int i = 0; i < iters; i++) {
-                (void)run_op(&c, op, b);
+            double per_call = 0;
+            if (isolated) {
+                for (int i = 0; i < iters; i++) {
+                    sync_all(&c);
+                    double t0 = bench_now();
+                    (void)run_op(&c, op, b);
+                    per_call += bench_now() - t0;
+                }
+                per_call /= iters;
+            } else {
+                sync_all(&c);
+                double t0 = bench_now();
+                for (int i = 0; i < iters; i++) {
+                    (void)run_op(&c, op, b);
+                }
+                per_call = (bench_now() - t0) / iters;
             }
-            double per_call = (bench_now() - t0) / iters;
             int counted = 1;
             if (op == OP_PINGPONG) {
                 per_call /= 2; /* one way */
                 counted = pingpong_peer(&c) >= 0;
             }
             double avg = average_over_ranks(&c, per_call, counted);
+            double worst = isolated ? max_over_ranks(&c, counted ? per_call : 0.0) : 0.0;
             if (c.rank == 0) {
                 double moved = op == OP_PINGPONG ? (double)b : (double)b * (c.size - 1) / c.size;
                 double busbw = moved / avg / 1e9;
-                printf("  %-15s %-12zu %14.2f %14.3f\n", op_names[op], b, avg * 1e6, busbw);
+                printf("  %-15s %-12zu %14.2f %14.3f", op_names[op], b, avg * 1e6, busbw);
+                if (isolated) {
+                    printf(" %14.2f", worst * 1e6);
+                }
+                printf("\n");
                 fflush(stdout);
             }
         }

@@ -29,8 +29,10 @@ def main(out):
         kept[(program, where)] += 1
         for l in lines:
             p = l.split()
-            if len(p) == 4 and not l.startswith("#"):
-                rows[(where, p[0], int(p[1]), program)].append((float(p[2]), float(p[3])))
+            # op size avg_lat busbw [max_lat (--isolated)]
+            if len(p) in (4, 5) and not l.startswith("#"):
+                rows[(where, p[0], int(p[1]), program)].append(
+                    tuple(float(x) for x in p[2:]))
     layout = sys.argv[2] if len(sys.argv) > 2 else "1x2"
     nodes, per_node = (int(x) for x in layout.split("x"))
     where_run = ("one node" if nodes == 1 else
@@ -43,9 +45,11 @@ def main(out):
         keys = sorted({(op, size) for (w, op, size, _) in rows if w == where})
         if not keys:
             continue
+        isolated = any(len(v[0]) == 3 for (w, *_), v in rows.items() if w == where)
         text += [f"## {where} placement (medians)", "",
-                 "| op | size (B) | tnt latency (us) | ompi latency (us) | tnt / ompi | tnt busbw (GB/s) | ompi busbw (GB/s) |",
-                 "|---|---:|---:|---:|---:|---:|---:|"]
+                 "| op | size (B) | tnt latency (us) | ompi latency (us) | tnt / ompi | tnt busbw (GB/s) | ompi busbw (GB/s) |"
+                 + (" tnt slowest rank (us) | ompi slowest rank (us) |" if isolated else ""),
+                 "|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if isolated else "")]
         for op, size in keys:
             t = rows.get((where, op, size, "tnt"), [])
             o = rows.get((where, op, size, "ompi"), [])
@@ -53,7 +57,11 @@ def main(out):
                 continue
             tl, ol = statistics.median(x[0] for x in t), statistics.median(x[0] for x in o)
             tb, ob = statistics.median(x[1] for x in t), statistics.median(x[1] for x in o)
-            text.append(f"| {op} | {size} | {tl:.2f} | {ol:.2f} | {tl / ol:.2f} | {tb:.3f} | {ob:.3f} |")
+            line = f"| {op} | {size} | {tl:.2f} | {ol:.2f} | {tl / ol:.2f} | {tb:.3f} | {ob:.3f} |"
+            if isolated and all(len(x) == 3 for x in t + o):
+                tm, om = statistics.median(x[2] for x in t), statistics.median(x[2] for x in o)
+                line += f" {tm:.2f} | {om:.2f} |"
+            text.append(line)
         text.append("")
     (out / "summary.md").write_text("\n".join(text) + "\n")
     print("\n".join(text))

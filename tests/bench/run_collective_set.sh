@@ -16,7 +16,9 @@
 # Sizes: TNT_BENCH_MIN_BYTES (64) to TNT_BENCH_MAX_BYTES (4 MiB) in powers
 # of 4 (TNT_BENCH_MIN_BYTES=8 TNT_BENCH_MAX_BYTES=2048 for 8 B and the small
 # sizes between the default ones), about TNT_BENCH_TIME (0.15) s
-# per size; TNT_BENCH_OPS=a,b,... runs only those ops (all by default): a
+# per size; TNT_BENCH_ISOLATED=1 times each call alone, a barrier before
+# it (--isolated: the OSU benchmarks' method; the report then adds the
+# slowest rank's latency); TNT_BENCH_OPS=a,b,... runs only those ops (all by default): a
 # run of all takes about 25 s, shorter than the placement's usual
 # stretch, so that most runs keep one placement. Never fails on speed.
 # TNT_BENCH_LAYOUT=NODESxRANKS (default 1x2, the programs above) runs
@@ -35,6 +37,7 @@ max=${TNT_BENCH_MAX_BYTES:-4194304}
 per_size=${TNT_BENCH_TIME:-0.15}
 ops=()
 [ -z "${TNT_BENCH_OPS:-}" ] || ops=(--ops "$TNT_BENCH_OPS")
+[ "${TNT_BENCH_ISOLATED:-0}" = 0 ] || ops+=(--isolated)
 layout=${TNT_BENCH_LAYOUT:-1x2}
 nodes=${layout%x*}
 ranks=$((nodes * ${layout#*x}))

@@ -180,6 +180,15 @@ struct tnt_comm {
      * thread after a blocking call drained the queue waits instead of
      * running beside it. */
     _Atomic uint32_t in_flight;
+    /* Until the first post (blocking_only), nothing but the calling thread
+     * can run a collective, so a blocking call marks itself in
+     * blocking_busy with plain stores instead of taking in_flight with a
+     * compare-and-swap: no barrier on the path of a program that never
+     * posts. The first post clears blocking_only and issues an asymmetric
+     * barrier (membarrier) before any request can run; from then on every
+     * taker of in_flight also checks blocking_busy (comm/progress.c). */
+    _Atomic uint32_t blocking_only;
+    _Atomic uint32_t blocking_busy;
 };
 
 /* Set up and tear down the queue (tnt_init / tnt_finalize). Finalize drains
