@@ -23,10 +23,10 @@ if [ "$rc" = 0 ] || [ "$rc" -ge 124 ]; then
   echo "shm_small_devshm: default staging exited with $rc; expected tnt_init to fail" >&2
   fail=1
 fi
-# Each rank's own line: 2 x 4 MiB of staging, 2 x 64 KiB of eager rings, a
+# Each rank's own line: 2 x 4 MiB of staging, 2 x 512 KiB of eager rings, a
 # page of control blocks and a page for the hang doctor's board (the launcher may stop the second rank before it
 # prints, once the first has failed); never a SIGBUS.
-n=$(printf '%s\n' "$out" | grep -cE '^collectives_check: tnt_init: rank [01]: .*needs 8328 KiB in /dev/shm.*--shm-size.*TNT_SHM_STAGING_KB')
+n=$(printf '%s\n' "$out" | grep -cE '^collectives_check: tnt_init: rank [01]: .*needs 9224 KiB in /dev/shm.*--shm-size.*TNT_SHM_STAGING_KB')
 if [ "$n" -lt 1 ]; then
   echo "shm_small_devshm: no rank reported the size and the fix" >&2
   fail=1

@@ -996,7 +996,7 @@ static void test_sig_digest(void **state)
             assert_true(tnt_shm_sig_digest(v[0], v[1], v[2], v[3]) != d);
         }
     }
-    /* The same call eight phases later (the same entry of the ring). */
+    /* The same call TNT_SHM_RING phases later (the same entry of the ring). */
     assert_true(tnt_shm_sig_digest(base[0] + TNT_SHM_RING, base[1], base[2], base[3]) != d);
 }
 

@@ -107,9 +107,9 @@ enum tnt_shm_kind {
  * signatures of p and read the data.
  *
  * Every rank of an eager call also stores a digest of its signature and
- * the phase (tnt_shm_sig_digest) in its line of digests (ctl.sums), eight
+ * the phase (tnt_shm_sig_digest) in its lines of digests (ctl.sums), eight
  * phases to a line. A sender checks its sends against the peers' digests,
- * reading one line per peer for up to TNT_SHM_RING phases; only where a
+ * reading one line per peer for every eight phases; only where a
  * digest differs does it read the signatures themselves (the slow path,
  * which names the ranks). So nobody reads a receiver's entry while the
  * calls match, and the receiver (the root of a gather or reduce, the
@@ -168,8 +168,12 @@ enum tnt_shm_kind {
  * line (tag, signature and up to TNT_SHM_RING_INLINE bytes of data) and a
  * block for larger data (TNT_SHM_RING_DATA). The header lines of a rank's
  * entries lie side by side, so that a receiver reading small messages in
- * order reads consecutive lines, which the hardware prefetches. */
-#define TNT_SHM_RING        8
+ * order reads consecutive lines, which the hardware prefetches. 64
+ * entries: back-to-back 8-32 B gathers, reduces and scatters ran
+ * 1.13-1.20x the bus bandwidth of 8 entries, 128 little more
+ * (docs/benchmarks.md, "A deeper eager ring"); the data blocks' pages are
+ * touched only by calls of more than TNT_SHM_RING_INLINE bytes. */
+#define TNT_SHM_RING        64
 #define TNT_SHM_RING_BYTES  (2 * TNT_SHM_EAGER_MAX)
 #define TNT_SHM_RING_INLINE 32
 #define TNT_SHM_RING_DATA   (TNT_SHM_RING_BYTES - TNT_SHM_CACHE_LINE)
