@@ -223,9 +223,14 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
             return status;
         }
         if (sends) {
-            /* The blocks to the others as they lie in sendbuf: one copy
-             * (the root's own block travels along unread). */
-            memcpy(data, sendbuf, all);
+            /* The blocks to the others, where each receiver reads its own
+             * (index by rank); the root's own block is not written: every
+             * line written here is one the receivers had read, and costs a
+             * transfer back (2 ranks: half the lines). */
+            const size_t own = (size_t)root * bytes_per_rank;
+            memcpy(data, sendbuf, own);
+            memcpy(data + own + bytes_per_rank, (const char *)sendbuf + own + bytes_per_rank,
+                   all - own - bytes_per_rank);
         }
         if ((status = tnt_shm_eager_publish(shm, sends, "scatter")) != TNT_OK || sends) {
             return status;
