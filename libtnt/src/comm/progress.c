@@ -40,15 +40,15 @@
  * (seq_cst), and the sleeper raises the count (seq_cst) before its last
  * check, so either the waker sees the sleeper or the sleeper sees the bump.
  *
- * Blocking only. The in-flight word costs a blocking call two full
- * barriers (its compare-and-swap, its seq_cst release), each waiting for
- * the stores before it, such as the shared-memory lines the peer has just
- * pulled away: without them a 2-rank barrier took 0.19 us instead of 0.22,
- * and a gather's sender handed off in 0.05 us instead of 0.12
- * (docs/benchmarks.md, "Blocking calls without barriers"). Until a communicator's first
- * post nothing but the calling thread can run a collective on it, so a
- * blocking call marks itself in blocking_busy with plain stores. The first
- * post (blocking_only_end) clears blocking_only and then issues
+ * Blocking only. The in-flight word costs a blocking call two full barriers
+ * (its compare-and-swap, its seq_cst release), each waiting for the stores
+ * before it, such as the shared-memory lines the peer has just pulled away:
+ * without them a 2-rank barrier took 0.19 us instead of 0.22, and a gather's
+ * sender handed off in 0.05 us instead of 0.12 (docs/benchmarks.md,
+ * "Blocking calls without barriers"). Until a communicator's first post
+ * nothing but the calling thread can run a collective on it, so a blocking
+ * call marks itself in blocking_busy with plain stores. The first post
+ * (blocking_only_end) clears blocking_only and then issues
  * membarrier(PRIVATE_EXPEDITED), a full barrier on every thread of the
  * process, before any request can be taken: a blocking call whose mark
  * preceded that barrier is seen by every taker, which then waits for it
