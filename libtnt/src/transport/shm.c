@@ -24,6 +24,9 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 /* Up to this size every rank copies its whole vector into its slot and
  * reduces all n slots itself: one phase instead of two, which saves more
@@ -562,6 +565,17 @@ static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
 
 /* ---- eager rooted calls (shm_impl.h, "Eager rooted calls") ------------- */
 
+/* Whether tnt_shm_prefetch_write may run here (see Taking lines early). */
+static int tnt_shm_has_prefetch_write(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) && (ecx & bit_PRFCHW) != 0;
+#else
+    return 1;
+#endif
+}
+
 static const char tnt_shm_late[] =
     "; this rank had already returned from its eager call, which hands its data to the shared "
     "segment without waiting for the others, and learns of the difference now";
@@ -668,6 +682,9 @@ tnt_status_t tnt_shm_eager_claim(struct tnt_shm *shm, enum tnt_shm_kind kind, ui
     tnt_status_t status = tnt_shm_ring_free(shm, q, what);
     if (status != TNT_OK) {
         return status;
+    }
+    if (sends && shm->take_lines && shm->ring_clear + TNT_SHM_RING >= q + TNT_SHM_RING_AHEAD) {
+        tnt_shm_ring_prefetch(shm, q + TNT_SHM_RING_AHEAD, bytes);
     }
     struct tnt_shm_ring_entry *e = tnt_shm_ring(shm, shm->me, q);
     const uint64_t sig_what = (shm->num_collectives << 24) | ((uint64_t)kind << 16) |
@@ -868,6 +885,7 @@ tnt_status_t tnt_shm_create(const tnt_shm_params_t *params, tnt_shm_t **shm_p)
     if (shm->cma_block_bytes < TNT_SHM_CMA_BLOCK_MIN) {
         shm->cma_block_bytes = TNT_SHM_CMA_BLOCK_MIN;
     }
+    shm->take_lines = tnt_shm_has_prefetch_write();
     /* Spinning only pays when no local rank has to share a core. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     shm->spin_ns = cpus >= shm->n ? TNT_SHM_SPIN_NS : 0;

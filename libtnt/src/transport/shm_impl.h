@@ -156,7 +156,21 @@ enum tnt_shm_kind {
  * finds the ring full, finalize). Where nobody sent, every rank waits at
  * that phase and the difference is handled as any other (the caller's
  * round names it, and the segment stays in step). The calls' digests
- * (tnt_shm_terms_next) never have either bit set. */
+ * (tnt_shm_terms_next) never have either bit set.
+ *
+ * Taking lines early. A receiver's reads leave a copy of every line of a
+ * sender's entry in the receiver's cache; the sender's next store to the
+ * entry, TNT_SHM_RING calls later, must first take the line back from
+ * that core, and since a core's stores retire in order, that one transfer
+ * held up every later store of the sender. Back to back, those transfers
+ * set its pace (0.09 us a call for 8 bytes, 2 ranks). So a sender asks
+ * for the lines of its entry TNT_SHM_RING_AHEAD calls on, header and the
+ * call's bytes of data, with a prefetch for writing
+ * (tnt_shm_ring_prefetch), and only where ring_clear shows that every
+ * peer is done with that entry: taking a line from a receiver still to
+ * read it would cost the receiver the transfer instead. The prefetch is a
+ * hint and changes no value, so the rules above hold without it
+ * (docs/benchmarks.md, "Taking ring lines early"). */
 #define TNT_SHM_TERMS_EAGER (UINT64_C(1) << 63)
 #define TNT_SHM_TERMS_SENT  (UINT64_C(1) << 62)
 /* Bytes up to which gather and scatter send eagerly (per rank) and reduce
@@ -177,6 +191,9 @@ enum tnt_shm_kind {
 #define TNT_SHM_RING_BYTES  (2 * TNT_SHM_EAGER_MAX)
 #define TNT_SHM_RING_INLINE 32
 #define TNT_SHM_RING_DATA   (TNT_SHM_RING_BYTES - TNT_SHM_CACHE_LINE)
+/* How many calls ahead a sender takes the lines of its entry (see Taking
+ * lines early; 4 to 32 were measured, 8 was the fastest). */
+#define TNT_SHM_RING_AHEAD 8
 /* Blocks (per rank and peer) from which allgather, gather, scatter and
  * alltoall(v) copy once, from the sender's buffer into the receiver's with
  * CMA, instead of twice through the slots: two phases and one system call
@@ -330,6 +347,7 @@ struct tnt_shm {
     uint64_t unchecked;
     const char *eager_what;
     uint64_t ring_clear;
+    int take_lines; /* the processor has a prefetch for writing (Taking lines early) */
     /* The liveness thread (see Liveness): holds ctl[me].alive until
      * tnt_shm_destroy tells it to exit. */
     pthread_t alive_thread;
@@ -397,6 +415,34 @@ static inline unsigned char *tnt_shm_ring_data(const struct tnt_shm *shm, int ra
     }
     return (unsigned char *)shm->ring + (size_t)rank * TNT_SHM_RING * TNT_SHM_RING_BYTES +
            TNT_SHM_RING * TNT_SHM_CACHE_LINE + (phase % TNT_SHM_RING) * TNT_SHM_RING_DATA;
+}
+
+/* Asks for a line for writing: the core takes it from whichever core holds
+ * it now, before the store that needs it. Only a hint; call it only where
+ * shm->take_lines. */
+static inline void tnt_shm_prefetch_write(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    /* PREFETCHW (CPUID PRFCHW, checked at create), which compilers emit
+     * only when built for a target that has it. */
+    __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+
+/* A sender's lines of its entry of phase p for a call of bytes bytes (see
+ * Taking lines early): the header line, and the lines of the data where
+ * it does not fit there. */
+static inline void tnt_shm_ring_prefetch(const struct tnt_shm *shm, uint64_t p, size_t bytes)
+{
+    tnt_shm_prefetch_write(tnt_shm_ring(shm, shm->me, p));
+    if (bytes > TNT_SHM_RING_INLINE) {
+        const unsigned char *data = tnt_shm_ring_data(shm, shm->me, p, bytes);
+        for (size_t off = 0; off < bytes; off += TNT_SHM_CACHE_LINE) {
+            tnt_shm_prefetch_write(data + off);
+        }
+    }
 }
 
 /* Counts a collective; its status is the segment's (broken or not), or,
