@@ -168,8 +168,11 @@ enum tnt_shm_kind {
  * call's bytes of data, with a prefetch for writing
  * (tnt_shm_ring_prefetch), and only where ring_clear shows that every
  * peer is done with that entry: taking a line from a receiver still to
- * read it would cost the receiver the transfer instead. The prefetch is a
- * hint and changes no value, so the rules above hold without it
+ * read it would cost the receiver the transfer instead. A receiver, for
+ * its part, asks for the peers' header lines of the next phase as it
+ * finishes a call (a prefetch for reading): in a run of calls it reads
+ * them next, and a sender is usually past them by then. Both are hints
+ * and change no value, so the rules above hold without them
  * (docs/benchmarks.md, "Taking ring lines early"). */
 #define TNT_SHM_TERMS_EAGER (UINT64_C(1) << 63)
 #define TNT_SHM_TERMS_SENT  (UINT64_C(1) << 62)
