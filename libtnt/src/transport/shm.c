@@ -747,13 +747,6 @@ tnt_status_t tnt_shm_eager_publish(struct tnt_shm *shm, int sends, const char *w
     if (q + 1 > TNT_SHM_RING && q + 1 - TNT_SHM_RING > shm->ring_clear) {
         shm->ring_clear = q + 1 - TNT_SHM_RING;
     }
-    /* The peers' header lines of the next phase, which a run of these calls
-     * reads next (see Taking lines early). */
-    for (int j = 0; j < shm->n; j++) {
-        if (j != shm->me) {
-            __builtin_prefetch(tnt_shm_ring(shm, j, q + 1), 0, 3);
-        }
-    }
     tnt_status_t status = TNT_OK;
     if (shm->unchecked != 0) {
         /* This rank's own older sends, oldest first: every peer is past them. */

@@ -155,6 +155,9 @@ tnt_status_t tnt_shm_reduce(tnt_shm_t *shm, const void *sendbuf, void *recvbuf, 
         return status;
     }
     for (int j = 0; j < shm->n; j++) {
+        if (j != shm->me) {
+            tnt_shm_ring_prefetch_read(shm, j, shm->phase + 1, bytes, 0, bytes);
+        }
         shm->srcs[j] = tnt_shm_ring_data(shm, j, shm->phase, bytes);
     }
     tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count, op == TNT_AVG ? shm->n : 1);

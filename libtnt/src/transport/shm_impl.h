@@ -169,10 +169,12 @@ enum tnt_shm_kind {
  * (tnt_shm_ring_prefetch), and only where ring_clear shows that every
  * peer is done with that entry: taking a line from a receiver still to
  * read it would cost the receiver the transfer instead. A receiver, for
- * its part, asks for the peers' header lines of the next phase as it
- * finishes a call (a prefetch for reading): in a run of calls it reads
- * them next, and a sender is usually past them by then. Both are hints
- * and change no value, so the rules above hold without them
+ * its part, asks for the lines it will read of the peers' entries of the
+ * next phase as soon as it has the current ones (a prefetch for reading,
+ * tnt_shm_ring_prefetch_read): in a run of calls it reads them next, and
+ * a sender is usually past them by then; past TNT_SHM_RING_READ_AHEAD
+ * bytes it would take them from a sender still writing them. Both are
+ * hints and change no value, so the rules above hold without them
  * (docs/benchmarks.md, "Taking ring lines early"). */
 #define TNT_SHM_TERMS_EAGER (UINT64_C(1) << 63)
 #define TNT_SHM_TERMS_SENT  (UINT64_C(1) << 62)
@@ -197,6 +199,10 @@ enum tnt_shm_kind {
 /* How many calls ahead a sender takes the lines of its entry (see Taking
  * lines early; 4 to 32 were measured, 8 was the fastest). */
 #define TNT_SHM_RING_AHEAD 8
+/* Bytes of a peer's next entry a receiver asks for beyond the header line
+ * (see Taking lines early; 256, 512 and 1024 were measured: at 1024 a
+ * scatter's receiver took lines its sender was still writing). */
+#define TNT_SHM_RING_READ_AHEAD 512
 /* Blocks (per rank and peer) from which allgather, gather, scatter and
  * alltoall(v) copy once, from the sender's buffer into the receiver's with
  * CMA, instead of twice through the slots: two phases and one system call
@@ -444,6 +450,22 @@ static inline void tnt_shm_ring_prefetch(const struct tnt_shm *shm, uint64_t p, 
         const unsigned char *data = tnt_shm_ring_data(shm, shm->me, p, bytes);
         for (size_t off = 0; off < bytes; off += TNT_SHM_CACHE_LINE) {
             tnt_shm_prefetch_write(data + off);
+        }
+    }
+}
+
+/* A receiver's lines of peer's entry of phase p, an entry of entry_bytes
+ * bytes of which it reads bytes from offset off (see Taking lines early):
+ * the header line, and the data up to TNT_SHM_RING_READ_AHEAD bytes. */
+static inline void tnt_shm_ring_prefetch_read(const struct tnt_shm *shm, int peer, uint64_t p,
+                                              size_t entry_bytes, size_t off, size_t bytes)
+{
+    __builtin_prefetch(tnt_shm_ring(shm, peer, p), 0, 3);
+    if (entry_bytes > TNT_SHM_RING_INLINE) {
+        const unsigned char *data = tnt_shm_ring_data(shm, peer, p, entry_bytes) + off;
+        size_t len = bytes < TNT_SHM_RING_READ_AHEAD ? bytes : TNT_SHM_RING_READ_AHEAD;
+        for (size_t at = 0; at < len; at += TNT_SHM_CACHE_LINE) {
+            __builtin_prefetch(data + at, 0, 3);
         }
     }
 }

@@ -165,6 +165,12 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         }
         for (int j = 0; j < shm->n; j++) {
             if (j != root) {
+                tnt_shm_ring_prefetch_read(shm, j, shm->phase + 1, bytes_per_rank, 0,
+                                           bytes_per_rank);
+            }
+        }
+        for (int j = 0; j < shm->n; j++) {
+            if (j != root) {
                 memcpy((char *)recvbuf + (size_t)j * bytes_per_rank,
                        tnt_shm_ring_data(shm, j, shm->phase, bytes_per_rank), bytes_per_rank);
             }
@@ -235,6 +241,8 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         if ((status = tnt_shm_eager_publish(shm, sends, "scatter")) != TNT_OK || sends) {
             return status;
         }
+        tnt_shm_ring_prefetch_read(shm, root, shm->phase + 1, all,
+                                   (size_t)shm->me * bytes_per_rank, bytes_per_rank);
         memcpy(recvbuf,
                tnt_shm_ring_data(shm, root, shm->phase, all) + (size_t)shm->me * bytes_per_rank,
                bytes_per_rank);
