@@ -565,7 +565,8 @@ static tnt_status_t tnt_shm_wait_all(struct tnt_shm *shm, const char *what)
 
 /* ---- eager rooted calls (shm_impl.h, "Eager rooted calls") ------------- */
 
-/* Whether tnt_shm_prefetch_write may run here (see Taking lines early). */
+/* Whether tnt_shm_prefetch may ask for lines for writing here (see Taking
+ * lines early). */
 static int tnt_shm_has_prefetch_write(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

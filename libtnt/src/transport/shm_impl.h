@@ -426,17 +426,30 @@ static inline unsigned char *tnt_shm_ring_data(const struct tnt_shm *shm, int ra
            TNT_SHM_RING * TNT_SHM_CACHE_LINE + (phase % TNT_SHM_RING) * TNT_SHM_RING_DATA;
 }
 
-/* Asks for a line for writing: the core takes it from whichever core holds
- * it now, before the store that needs it. Only a hint; call it only where
- * shm->take_lines. */
-static inline void tnt_shm_prefetch_write(const void *p)
+/* Asks for a line ahead of its use: for writing (the core takes it from
+ * whichever core holds it now, before the store that needs it) or for
+ * reading. Only a hint; for writing, call it only where shm->take_lines.
+ * Inline assembly, because GCC's dead-code elimination drops
+ * __builtin_prefetch under a branch (it did in every call site here). */
+static inline void tnt_shm_prefetch(const void *p, int write)
 {
 #if defined(__x86_64__) || defined(__i386__)
     /* PREFETCHW (CPUID PRFCHW, checked at create), which compilers emit
-     * only when built for a target that has it. */
-    __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
+     * only when built for a target that has it; PREFETCHT0 is SSE. */
+    if (write) {
+        __asm__ volatile("prefetchw %0" ::"m"(*(const char *)p));
+    } else {
+        __asm__ volatile("prefetcht0 %0" ::"m"(*(const char *)p));
+    }
+#elif defined(__aarch64__)
+    if (write) {
+        __asm__ volatile("prfm pstl1keep, %0" ::"Q"(*(const char *)p));
+    } else {
+        __asm__ volatile("prfm pldl1keep, %0" ::"Q"(*(const char *)p));
+    }
 #else
-    __builtin_prefetch(p, 1, 3);
+    (void)p;
+    (void)write;
 #endif
 }
 
@@ -445,11 +458,11 @@ static inline void tnt_shm_prefetch_write(const void *p)
  * it does not fit there. */
 static inline void tnt_shm_ring_prefetch(const struct tnt_shm *shm, uint64_t p, size_t bytes)
 {
-    tnt_shm_prefetch_write(tnt_shm_ring(shm, shm->me, p));
+    tnt_shm_prefetch(tnt_shm_ring(shm, shm->me, p), 1);
     if (bytes > TNT_SHM_RING_INLINE) {
         const unsigned char *data = tnt_shm_ring_data(shm, shm->me, p, bytes);
         for (size_t off = 0; off < bytes; off += TNT_SHM_CACHE_LINE) {
-            tnt_shm_prefetch_write(data + off);
+            tnt_shm_prefetch(data + off, 1);
         }
     }
 }
@@ -460,12 +473,12 @@ static inline void tnt_shm_ring_prefetch(const struct tnt_shm *shm, uint64_t p, 
 static inline void tnt_shm_ring_prefetch_read(const struct tnt_shm *shm, int peer, uint64_t p,
                                               size_t entry_bytes, size_t off, size_t bytes)
 {
-    __builtin_prefetch(tnt_shm_ring(shm, peer, p), 0, 3);
+    tnt_shm_prefetch(tnt_shm_ring(shm, peer, p), 0);
     if (entry_bytes > TNT_SHM_RING_INLINE) {
         const unsigned char *data = tnt_shm_ring_data(shm, peer, p, entry_bytes) + off;
         size_t len = bytes < TNT_SHM_RING_READ_AHEAD ? bytes : TNT_SHM_RING_READ_AHEAD;
         for (size_t at = 0; at < len; at += TNT_SHM_CACHE_LINE) {
-            __builtin_prefetch(data + at, 0, 3);
+            tnt_shm_prefetch(data + at, 0);
         }
     }
 }
