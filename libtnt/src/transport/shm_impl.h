@@ -172,10 +172,11 @@ enum tnt_shm_kind {
  * its part, asks for the lines it will read of the peers' entries of the
  * next phase as soon as it has the current ones (a prefetch for reading,
  * tnt_shm_ring_prefetch_read): in a run of calls it reads them next, and
- * a sender is usually past them by then; past TNT_SHM_RING_READ_AHEAD
- * bytes it would take them from a sender still writing them. Both are
- * hints and change no value, so the rules above hold without them
- * (docs/benchmarks.md, "Taking ring lines early"). */
+ * a sender is usually past them by then (the root of a gather or reduce
+ * reads n - 1 entries against each sender's one; a scatter's receiver
+ * asks for the header line only, as it would catch its root writing the
+ * data). Both are hints and change no value, so the rules above hold
+ * without them (docs/benchmarks.md, "Taking ring lines early"). */
 #define TNT_SHM_TERMS_EAGER (UINT64_C(1) << 63)
 #define TNT_SHM_TERMS_SENT  (UINT64_C(1) << 62)
 /* Bytes up to which gather and scatter send eagerly (per rank) and reduce
@@ -200,8 +201,8 @@ enum tnt_shm_kind {
  * lines early; 4 to 32 were measured, 8 was the fastest). */
 #define TNT_SHM_RING_AHEAD 8
 /* Bytes of a peer's next entry a receiver asks for beyond the header line
- * (see Taking lines early; 256, 512 and 1024 were measured: at 1024 a
- * scatter's receiver took lines its sender was still writing). */
+ * (see Taking lines early; 256, 512, 1024 and 4096 were measured: 256 too
+ * few for a reduce of 512 bytes, more no faster). */
 #define TNT_SHM_RING_READ_AHEAD 512
 /* Blocks (per rank and peer) from which allgather, gather, scatter and
  * alltoall(v) copy once, from the sender's buffer into the receiver's with

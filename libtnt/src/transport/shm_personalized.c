@@ -241,8 +241,11 @@ tnt_status_t tnt_shm_scatter(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
         if ((status = tnt_shm_eager_publish(shm, sends, "scatter")) != TNT_OK || sends) {
             return status;
         }
-        tnt_shm_ring_prefetch_read(shm, root, shm->phase + 1, all,
-                                   (size_t)shm->me * bytes_per_rank, bytes_per_rank);
+        /* The header line only: a receiver of a scatter, with one block to
+         * copy against the root's n - 1, would take the data lines of the
+         * next call from a root still writing them (docs/benchmarks.md,
+         * "Taking ring lines early"). */
+        tnt_shm_ring_prefetch_read(shm, root, shm->phase + 1, all, 0, 0);
         memcpy(recvbuf,
                tnt_shm_ring_data(shm, root, shm->phase, all) + (size_t)shm->me * bytes_per_rank,
                bytes_per_rank);
