@@ -107,6 +107,17 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
         shm->srcs[j] = tnt_shm_slot(shm, j, shm->phase);
     }
     tnt_reduce_n_div(dtype, op, recvbuf, shm->srcs, shm->n, count, op == TNT_AVG ? shm->n : 1);
+    /* The slot this rank writes next was last read in phase - 1, and every
+     * peer has reached phase since, so it is done with it: take its lines
+     * now (shm_impl.h, "Taking lines early"), not at the next call's
+     * store, where every peer waits for them. */
+    if (shm->take_lines) {
+        const char *next = tnt_shm_slot(shm, shm->me, shm->phase + 1);
+        const size_t bytes = count * tnt_dtype_bytes(dtype);
+        for (size_t at = 0; at < bytes; at += TNT_SHM_CACHE_LINE) {
+            tnt_shm_prefetch(next + at, 1);
+        }
+    }
     return TNT_OK;
 }
 
