@@ -112,11 +112,8 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
      * now (shm_impl.h, "Taking lines early"), not at the next call's
      * store, where every peer waits for them. */
     if (shm->take_lines) {
-        const char *next = tnt_shm_slot(shm, shm->me, shm->phase + 1);
-        const size_t bytes = count * tnt_dtype_bytes(dtype);
-        for (size_t at = 0; at < bytes; at += TNT_SHM_CACHE_LINE) {
-            tnt_shm_prefetch(next + at, 1);
-        }
+        tnt_shm_prefetch_lines(tnt_shm_slot(shm, shm->me, shm->phase + 1),
+                               count * tnt_dtype_bytes(dtype), 1);
     }
     return TNT_OK;
 }

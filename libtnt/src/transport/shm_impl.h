@@ -454,6 +454,15 @@ static inline void tnt_shm_prefetch(const void *p, int write)
 #endif
 }
 
+/* tnt_shm_prefetch for every line of [p, p + bytes). */
+static inline void tnt_shm_prefetch_lines(const void *p, size_t bytes, int write)
+{
+    const uintptr_t first = (uintptr_t)p & ~(uintptr_t)(TNT_SHM_CACHE_LINE - 1);
+    for (uintptr_t at = first; at < (uintptr_t)p + bytes; at += TNT_SHM_CACHE_LINE) {
+        tnt_shm_prefetch((const void *)at, write);
+    }
+}
+
 /* A sender's lines of its entry of phase p for a call of bytes bytes (see
  * Taking lines early): the header line, and the lines of the data where
  * it does not fit there. */
@@ -461,10 +470,7 @@ static inline void tnt_shm_ring_prefetch(const struct tnt_shm *shm, uint64_t p, 
 {
     tnt_shm_prefetch(tnt_shm_ring(shm, shm->me, p), 1);
     if (bytes > TNT_SHM_RING_INLINE) {
-        const unsigned char *data = tnt_shm_ring_data(shm, shm->me, p, bytes);
-        for (size_t off = 0; off < bytes; off += TNT_SHM_CACHE_LINE) {
-            tnt_shm_prefetch(data + off, 1);
-        }
+        tnt_shm_prefetch_lines(tnt_shm_ring_data(shm, shm->me, p, bytes), bytes, 1);
     }
 }
 
@@ -476,11 +482,9 @@ static inline void tnt_shm_ring_prefetch_read(const struct tnt_shm *shm, int pee
 {
     tnt_shm_prefetch(tnt_shm_ring(shm, peer, p), 0);
     if (entry_bytes > TNT_SHM_RING_INLINE) {
-        const unsigned char *data = tnt_shm_ring_data(shm, peer, p, entry_bytes) + off;
-        size_t len = bytes < TNT_SHM_RING_READ_AHEAD ? bytes : TNT_SHM_RING_READ_AHEAD;
-        for (size_t at = 0; at < len; at += TNT_SHM_CACHE_LINE) {
-            tnt_shm_prefetch(data + at, 0);
-        }
+        tnt_shm_prefetch_lines(tnt_shm_ring_data(shm, peer, p, entry_bytes) + off,
+                               bytes < TNT_SHM_RING_READ_AHEAD ? bytes : TNT_SHM_RING_READ_AHEAD,
+                               0);
     }
 }
 

@@ -167,10 +167,6 @@ tnt_status_t tnt_shm_gather(tnt_shm_t *shm, const void *sendbuf, void *recvbuf,
             if (j != root) {
                 tnt_shm_ring_prefetch_read(shm, j, shm->phase + 1, bytes_per_rank, 0,
                                            bytes_per_rank);
-            }
-        }
-        for (int j = 0; j < shm->n; j++) {
-            if (j != root) {
                 memcpy((char *)recvbuf + (size_t)j * bytes_per_rank,
                        tnt_shm_ring_data(shm, j, shm->phase, bytes_per_rank), bytes_per_rank);
             }
