@@ -38,6 +38,15 @@ tnt_p2p_test(truncate_2 60 ARGS --ranks 2 --mode truncate)
 tnt_p2p_test(unmatched_send_2 60 ENV TNT_TIMEOUT=3 ARGS --ranks 2 --mode unmatched-send)
 tnt_p2p_test(unmatched_send_2x2 60 ENV TNT_TIMEOUT=3 ARGS --ranks 2 --nodes 2 --mode unmatched-send)
 tnt_p2p_test(unmatched_recv_3 60 ENV TNT_TIMEOUT=3 ARGS --ranks 3 --mode unmatched-recv)
+# Messages from 256 KiB (TNT_P2P_CMA_KB), which on one host the receiver
+# reads from the sender's buffer: the same checks on one node, across two,
+# and with the read turned off.
+tnt_p2p_test(reads_2 60 ARGS --ranks 2 --mode reads)
+tnt_p2p_test(reads_3 60 ARGS --ranks 3 --mode reads)
+tnt_p2p_test(reads_2x2 60 ARGS --ranks 2 --nodes 2 --mode reads)
+tnt_p2p_test(reads_off_2 60 ENV TNT_P2P_CMA_KB=0 ARGS --ranks 2 --mode reads)
+# The sender of a message read on one host is killed before it is received.
+tnt_p2p_test(peer_dies_read_2 90 ENV TNT_TIMEOUT=60 ARGS --ranks 2 --mode peer-dies-read)
 # A rank killed while a message to it moves, and while its peer waits for
 # one: the peer fails with TNT_ERR_PEER_FAILED within seconds (TNT_TIMEOUT
 # is long here), on one node (the segment's robust locks) and across two

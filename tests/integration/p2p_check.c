@@ -54,6 +54,21 @@
  *               and every collective result is exact, so neither took the
  *               other's bytes; then messages sent before the collectives
  *               and received only after them
+ *   reads       messages from 256 KiB (TNT_P2P_CMA_KB) between ranks 0 and 1,
+ *               which on one host the receiver reads from the sender's
+ *               buffer: sizes at and just below the threshold; a receive
+ *               whose message comes only after the sender's large one,
+ *               waited for first (the large one must move on meanwhile);
+ *               two messages of one tag received in order and waited for
+ *               out of order, the sender reusing the first buffer as soon
+ *               as its send is done; any-source; a buffer of 512 KiB and
+ *               one of 8 B for a 1 MiB message (TNT_ERR_MISMATCH naming
+ *               the buffer, while the send succeeds at once); the
+ *               transport works afterwards. The same checks pass across
+ *               nodes and with TNT_P2P_CMA_KB=0 (UCX carries them)
+ *   peer-dies-read  rank 1 says hello, posts a 64 MiB send to rank 0 and
+ *               is killed before rank 0 receives it: rank 0's receive fails with
+ *               TNT_ERR_PEER_FAILED naming rank 1 within seconds
  *   pingpong    (a measurement, not a check) ranks 0 and 1: round-trip
  *               latency and bandwidth for 8 B .. 16 MiB, printed as a table
  */
@@ -653,6 +668,116 @@ static void mode_peer_dies_recv(tnt_comm_t *comm)
     }
 }
 
+/* The send of a message that the receiver cannot take whole: it succeeds,
+ * and at once (the receiver answers even when it does not read). */
+static void expect_quick_send(tnt_status_t st, double t0, const char *what)
+{
+    CHECK(st == TNT_OK, "%s: %s: %s", what, tnt_status_string(st), tnt_last_error());
+    CHECK(now_s() - t0 < 5, "%s took %.1f s", what, now_s() - t0);
+}
+
+static void mode_reads(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    const size_t mib = (size_t)1 << 20, at = (size_t)256 << 10;
+    const size_t sizes[] = { at - 1, at, mib + 3 };
+    unsigned char *a = malloc(mib + 3), *b = malloc(mib + 3), small[8];
+    tnt_recv_info_t info;
+    tnt_request_t *ra, *rb;
+    CHECK(a != NULL && b != NULL, "out of memory");
+    if (me == 0) {
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            fill(a, sizes[i], 0, 1, 30);
+            CHECK_OK(tnt_send(comm, a, sizes[i], 1, 30));
+        }
+        /* Rank 1 waits for the small one first; it can only come after. */
+        fill(a, mib, 0, 1, 31);
+        CHECK_OK(tnt_send(comm, a, mib, 1, 31));
+        CHECK_OK(tnt_send(comm, small, sizeof(small), 1, 32));
+        /* Two of one tag: the first buffer is refilled as soon as its send
+         * is done, which must mean that rank 1 has read it. */
+        fill(a, mib, 0, 1, 33);
+        fill(b, mib, 0, 1, 34);
+        CHECK_OK(tnt_send_post(comm, a, mib, 1, 33, &ra));
+        CHECK_OK(tnt_send_post(comm, b, mib, 1, 33, &rb));
+        CHECK_OK(tnt_wait(ra));
+        memset(a, 0xEE, mib);
+        CHECK_OK(tnt_wait(rb));
+        fill(a, mib, 0, 1, 35);
+        CHECK_OK(tnt_send(comm, a, mib, 1, 35));
+        double t0 = now_s();
+        expect_quick_send(tnt_send(comm, a, mib, 1, 36), t0, "a 1 MiB send into 512 KiB");
+        t0 = now_s();
+        expect_quick_send(tnt_send(comm, a, mib, 1, 37), t0, "a 1 MiB send into 8 B");
+        fill(a, mib + 3, 0, 1, 38);
+        CHECK_OK(tnt_send(comm, a, mib + 3, 1, 38));
+    } else if (me == 1) {
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            memset(a, 0, sizes[i]);
+            CHECK_OK(tnt_recv(comm, a, sizes[i], 0, 30, &info));
+            CHECK(info.bytes == sizes[i] && info.source == 0, "%zu B message: info %zu B from %d",
+                  sizes[i], info.bytes, info.source);
+            expect_pattern(a, sizes[i], 0, 1, 30, "at the read threshold");
+        }
+        CHECK_OK(tnt_recv_post(comm, a, mib, 0, 31, &info, &ra));
+        CHECK_OK(tnt_recv(comm, small, sizeof(small), 0, 32, NULL));
+        CHECK_OK(tnt_wait(ra));
+        CHECK(info.bytes == mib, "the large message waited for second: %zu B", info.bytes);
+        expect_pattern(a, mib, 0, 1, 31, "the large message waited for second");
+        tnt_recv_info_t info_b;
+        CHECK_OK(tnt_recv_post(comm, a, mib, 0, 33, &info, &ra));
+        CHECK_OK(tnt_recv_post(comm, b, mib, 0, 33, &info_b, &rb));
+        CHECK_OK(tnt_wait(rb));
+        CHECK_OK(tnt_wait(ra));
+        expect_pattern(a, mib, 0, 1, 33, "the first of one tag");
+        expect_pattern(b, mib, 0, 1, 34, "the second of one tag");
+        CHECK_OK(tnt_recv(comm, a, mib, TNT_ANY_SOURCE, 35, &info));
+        CHECK(info.source == 0 && info.bytes == mib, "any-source: %zu B from %d", info.bytes,
+              info.source);
+        expect_pattern(a, mib, 0, 1, 35, "any-source");
+        tnt_status_t st = tnt_recv(comm, a, mib / 2, 0, 36, NULL);
+        CHECK(st == TNT_ERR_MISMATCH && strstr(tnt_last_error(), "524288 B") != NULL,
+              "1 MiB into 512 KiB gave %s: %s", tnt_status_string(st), tnt_last_error());
+        st = tnt_recv(comm, small, sizeof(small), 0, 37, NULL);
+        CHECK(st == TNT_ERR_MISMATCH && strstr(tnt_last_error(), " 8 B") != NULL,
+              "1 MiB into 8 B gave %s: %s", tnt_status_string(st), tnt_last_error());
+        CHECK_OK(tnt_recv(comm, a, mib + 3, 0, 38, &info));
+        expect_pattern(a, mib + 3, 0, 1, 38, "after the short buffers");
+    }
+    CHECK_OK(tnt_barrier(comm));
+    free(a);
+    free(b);
+}
+
+/* The sender is gone before its message is received. */
+static void mode_peer_dies_read(tnt_comm_t *comm)
+{
+    const size_t big = 64u << 20;
+    int me = tnt_rank(comm);
+    unsigned char *buf = malloc(big);
+    CHECK(buf != NULL, "out of memory");
+    memset(buf, me + 1, big);
+    char hello = 'h';
+    if (me == 1) {
+        tnt_request_t *req;
+        CHECK_OK(tnt_send(comm, &hello, 1, 0, 20));
+        CHECK_OK(tnt_send_post(comm, buf, big, 0, 26, &req));
+        for (int i = 0; i < 3; i++) {
+            (void)tnt_test(req);
+        }
+        die_now();
+    } else if (me == 0) {
+        CHECK_OK(tnt_recv(comm, &hello, 1, 1, 20, NULL));
+        struct timespec ts = { 0, 300 * 1000000 };
+        nanosleep(&ts, NULL);
+        int first = 1;
+        double t0 = now_s();
+        expect_peer_failed(tnt_recv(comm, buf, big, 1, 26, NULL), t0, &first,
+                           "a receive from rank 1, gone since it sent");
+    }
+    free(buf);
+}
+
 static int count_fds(void)
 {
     int n = 0;
@@ -912,6 +1037,10 @@ static int run(tnt_comm_t *comm, const char *mode)
         mode_peer_dies_send(comm);
     } else if (strcmp(mode, "peer-dies-recv") == 0) {
         mode_peer_dies_recv(comm);
+    } else if (strcmp(mode, "reads") == 0) {
+        mode_reads(comm);
+    } else if (strcmp(mode, "peer-dies-read") == 0) {
+        mode_peer_dies_read(comm);
     } else if (strcmp(mode, "coll-mix") == 0) {
         mode_coll_mix(comm);
     } else if (strcmp(mode, "pingpong") == 0) {
@@ -919,7 +1048,11 @@ static int run(tnt_comm_t *comm, const char *mode)
     } else {
         CHECK(0, "unknown mode %s", mode);
     }
+    /* After a peer died, nobody is left to wait for. */
+    double t0 = now_s();
     tnt_finalize(comm);
+    CHECK(strncmp(mode, "peer-dies", 9) != 0 || now_s() - t0 < 10,
+          "tnt_finalize after rank 1 died took %.1f s", now_s() - t0);
     return 0;
 }
 

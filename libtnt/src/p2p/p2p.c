@@ -76,7 +76,8 @@ tnt_status_t tnt_p2p_post_in(tnt_comm_t *comm, struct tnt_p2p_op *op, enum tnt_p
                              int is_recv, void *buf, size_t bytes, int peer, int tag,
                              const char *fn)
 {
-    op->op = NULL;
+    op->ops[0] = op->ops[1] = NULL;
+    op->read = 0;
     op->is_recv = is_recv;
     op->peer = peer;
     op->tag = tag;

@@ -11,7 +11,8 @@
  * progress on whichever thread calls tnt_send, tnt_recv, tnt_test or
  * tnt_wait, beside the progress thread. UCX picks shared memory (its mm and
  * CMA transports) between ranks of a host and the network between hosts,
- * and brings tag matching with MPI's order.
+ * and brings tag matching with MPI's order; large messages between ranks
+ * of a host are read by the receiver itself (p2p_ucx.c says why).
  *
  * That worker costs every communicator descriptors, memory and two
  * bootstrap allgathers at creation, whether or not it ever sends
@@ -48,9 +49,22 @@ tnt_status_t tnt_p2p_create(tnt_comm_t *comm);
 void tnt_p2p_destroy(tnt_comm_t *comm);
 
 /* One send or receive in flight. Owned by the caller (the public request
- * embeds it); the transport's own request sits in op. */
+ * embeds it); the transport's own requests sit in ops. */
 struct tnt_p2p_op {
-    tnt_ucx_op_t *op;
+    /* p2p_ucx.c's requests: the message, or a read descriptor in its place,
+     * and for a read its acknowledgement (received by the sender, sent by
+     * the receiver). */
+    tnt_ucx_op_t *ops[2];
+    /* p2p_ucx.c's read between ranks of a host: the descriptor a sender
+     * sends; the acknowledgement, received or sent; and, on the receiver,
+     * how its read went. */
+    uint64_t desc[3];
+    int32_t ack[2];
+    void *transport; /* the struct tnt_p2p_ucx that carries it */
+    int read;        /* a descriptor took the message's place (sent, or received) */
+    int read_ack;    /* the ack's code (p2p_ucx.c) */
+    int read_err;    /* errno of a failed read */
+    size_t read_bytes;
     int is_recv;
     int peer; /* TNT_ANY_SOURCE for an any-source receive */
     int tag;
@@ -73,6 +87,11 @@ struct tnt_p2p_op {
     int pending;
     tnt_status_t status;
 };
+
+/* Point-to-point operations that may be in flight on one communicator:
+ * half the UCX transport's request pool, since an operation holds up to
+ * two of its requests (p2p_ucx.c); the one-rank queue keeps the same limit. */
+#define TNT_P2P_MAX_IN_FLIGHT (TNT_UCX_POOL_SLOTS / 2)
 
 /* Tag spaces: the user's messages (tnt_send / tnt_recv) and, apart from
  * them, those of tnt_send_device / tnt_recv_device (gpu/device.c): an

@@ -12,7 +12,7 @@
  * receive with TNT_ERR_MISMATCH and is lost; an operation that nothing
  * matched within TNT_TIMEOUT of its post or of the last match fails with
  * TNT_ERR_TIMEOUT and the same words, and after that every call fails at
- * once. At most TNT_UCX_POOL_SLOTS operations wait unmatched, as on UCX.
+ * once. At most TNT_P2P_MAX_IN_FLIGHT operations wait unmatched, as on UCX.
  *
  * Both queues hold operations in posting order; an operation is in one of
  * them while pending. The lock is for safety only: point-to-point calls on
@@ -125,12 +125,12 @@ tnt_status_t tnt_p2p_self_post(struct tnt_p2p_self *self, struct tnt_p2p_op *op,
     op->posted_ns = tnt_time_ns();
     pthread_mutex_lock(&self->lock);
     failed = self->failed;
-    if (failed == TNT_OK && self->pending >= TNT_UCX_POOL_SLOTS) {
+    if (failed == TNT_OK && self->pending >= TNT_P2P_MAX_IN_FLIGHT) {
         pthread_mutex_unlock(&self->lock);
         return tnt_error_raise(TNT_ERR_NO_MEMORY,
                                "%s: %d point-to-point operations are already in flight; wait "
                                "for some before posting more",
-                               tnt_p2p_op_what(op), TNT_UCX_POOL_SLOTS);
+                               tnt_p2p_op_what(op), TNT_P2P_MAX_IN_FLIGHT);
     }
     if (failed == TNT_OK) {
         struct tnt_p2p_op *match =

@@ -786,16 +786,35 @@ tnt_status_t tnt_shm_cma_error(struct tnt_shm *shm, int peer, int err, const cha
     return shm->broken;
 }
 
+int tnt_shm_cma_usable(const tnt_shm_t *shm)
+{
+    return shm->use_cma;
+}
+
+int tnt_shm_read_local(tnt_shm_t *shm, int local_rank, void *local, uint64_t remote,
+                       size_t bytes)
+{
+    /* The kernel copies at most about 2 GiB per call, and stops short at
+     * an unmapped page: go on from where it stopped. */
+    while (bytes > 0) {
+        struct iovec liov = { local, bytes };
+        struct iovec riov = { (void *)(uintptr_t)remote, bytes };
+        ssize_t got = process_vm_readv(shm->pids[local_rank], &liov, 1, &riov, 1, 0);
+        if (got <= 0) {
+            return got < 0 ? errno : EIO;
+        }
+        local = (char *)local + got;
+        remote += (uint64_t)got;
+        bytes -= (size_t)got;
+    }
+    return 0;
+}
+
 tnt_status_t tnt_shm_cma_read(struct tnt_shm *shm, int peer, void *local, uint64_t remote,
                               size_t bytes, const char *what)
 {
-    struct iovec liov = { local, bytes };
-    struct iovec riov = { (void *)(uintptr_t)remote, bytes };
-    ssize_t got = process_vm_readv(shm->pids[peer], &liov, 1, &riov, 1, 0);
-    if (got == (ssize_t)bytes) {
-        return TNT_OK;
-    }
-    return tnt_shm_cma_error(shm, peer, got < 0 ? errno : EIO, what);
+    int err = tnt_shm_read_local(shm, peer, local, remote, bytes);
+    return err == 0 ? TNT_OK : tnt_shm_cma_error(shm, peer, err, what);
 }
 
 tnt_status_t tnt_shm_cma_write(struct tnt_shm *shm, int peer, const void *local, uint64_t remote,

@@ -84,6 +84,17 @@ void *tnt_shm_extra(tnt_shm_t *shm);
  * point-to-point transport asks it for its peers on this node, whose UCX
  * endpoints have no failure detection of their own (p2p/p2p.c). */
 int tnt_shm_local_alive(tnt_shm_t *shm, int local_rank);
+/* 1 when every local rank can read the others' memory with
+ * process_vm_readv: the probe at create found it allowed for all, and
+ * TNT_SHM_CMA is not off. The same on every local rank. */
+int tnt_shm_cma_usable(const tnt_shm_t *shm);
+/* Copies bytes at address remote in local rank local_rank's memory into
+ * local with process_vm_readv (of the pid the bootstrap gave for that
+ * rank); returns 0 or an errno (ESRCH: it has exited). Changes nothing
+ * else, so the caller makes its own error; the point-to-point transport
+ * reads large messages on a host so (p2p/p2p_ucx.c). */
+int tnt_shm_read_local(tnt_shm_t *shm, int local_rank, void *local, uint64_t remote,
+                       size_t bytes);
 
 tnt_status_t tnt_shm_barrier(tnt_shm_t *shm);
 /* TNT_AVG divides by local_size. */

@@ -153,6 +153,8 @@ static const setting_desc_t settings_table[] = {
     { "TNT_OVERLAP", SETTING_CHOICE, "auto", 0, 0, overlap_choices, FIELD(overlap), NULL },
     { "TNT_P2P", SETTING_CHOICE, "on", 0, 0, p2p_choices, FIELD(p2p),
       "off = communicators of several ranks make no point-to-point transport" },
+    { "TNT_P2P_CMA_KB", SETTING_SIZE_KB, "256", 0, 1073741824, NULL, FIELD(p2p_cma_bytes),
+      "0 = UCX carries every message" },
     { "TNT_SHM_STAGING_KB", SETTING_SIZE_KB, "4096", 64, 1048576, NULL, FIELD(shm_staging_bytes),
       NULL },
     { "TNT_SHM_SMALL_KB", SETTING_SIZE_KB, NULL, 0, 1048576, NULL, FIELD(shm_small_bytes), NULL },

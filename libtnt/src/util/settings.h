@@ -93,6 +93,7 @@ typedef struct tnt_settings {
     int fusion_threshold_tune;          /* TNT_FUSION_THRESHOLD: 1 = auto, 0 = fixed */
     tnt_settings_overlap_t overlap;     /* TNT_OVERLAP */
     tnt_settings_p2p_t p2p;             /* TNT_P2P */
+    size_t p2p_cma_bytes;               /* TNT_P2P_CMA_KB; 0 = never */
     size_t shm_staging_bytes;           /* TNT_SHM_STAGING_KB */
     size_t shm_small_bytes;             /* TNT_SHM_SMALL_KB, or TNT_SETTINGS_BY_LAYOUT */
     int shm_cma;                        /* TNT_SHM_CMA (tnt_settings_cma_t) */

@@ -46,13 +46,75 @@ static struct tnt_ucx_op *tnt_ucx_pool_get(tnt_ucx_t *ucx)
     op->info.length = 0;
     op->result = NULL;
     op->sync = 0;
+    op->flag.bits = 0;
+    op->flagged_queued = 0;
     return op;
 }
 
 void tnt_ucx_pool_put(tnt_ucx_t *ucx, struct tnt_ucx_op *op)
 {
+    if (op->flagged_queued) {
+        /* Reaped before its flag->fn ran (a failure's clean-up): out of
+         * the queue, which is short. */
+        struct tnt_ucx_op **link = &ucx->flagged_head, *prev = NULL;
+        while (*link != op) {
+            prev = *link;
+            link = &(*link)->flagged_next;
+        }
+        *link = op->flagged_next;
+        if (ucx->flagged_tail == op) {
+            ucx->flagged_tail = prev;
+        }
+        op->flagged_queued = 0;
+    }
     op->in_use = 0;
     ucx->free_slots[ucx->num_free++] = tnt_ucx_pool_slot_of(ucx, op);
+}
+
+/* UCX's completion callback of a flagged receive (irecv_from's flag): runs
+ * inside UCX (its progress, or the posting call when the message was
+ * already here), where no send may be posted, so it only queues the op for
+ * tnt_ucx_serve_flagged. Receives complete in the order they matched, and
+ * the queue keeps it. */
+static void tnt_ucx_flagged_done(void *request, ucs_status_t status,
+                                 const ucp_tag_recv_info_t *info, void *user_data)
+{
+    struct tnt_ucx_op *op = request;
+    tnt_ucx_t *ucx = op->ucx;
+    uint64_t low = info->sender_tag ^ ucx->low_key; /* the step and rank fields, unkeyed */
+
+    (void)user_data;
+    if ((status != UCS_OK && status != UCS_ERR_MESSAGE_TRUNCATED) || (low & op->flag.bits) == 0) {
+        return;
+    }
+    op->flagged_source = (int)((low >> TNT_UCX_TAG_STEP_BITS) & (TNT_UCX_MAX_RANKS - 1));
+    op->flagged_bytes = info->length;
+    op->flagged_truncated = status == UCS_ERR_MESSAGE_TRUNCATED;
+    op->flagged_next = NULL;
+    op->flagged_queued = 1;
+    if (ucx->flagged_tail != NULL) {
+        ucx->flagged_tail->flagged_next = op;
+    } else {
+        ucx->flagged_head = op;
+    }
+    ucx->flagged_tail = op;
+}
+
+void tnt_ucx_serve_flagged(tnt_ucx_t *ucx)
+{
+    struct tnt_ucx_op *op;
+
+    while ((op = ucx->flagged_head) != NULL) {
+        ucx->flagged_head = op->flagged_next;
+        if (ucx->flagged_head == NULL) {
+            ucx->flagged_tail = NULL;
+        }
+        op->flagged_queued = 0;
+        if (op->flagged_source < ucx->size) {
+            op->flag.fn(op->flag.arg, op->flagged_source, op->flagged_bytes,
+                        op->flagged_truncated);
+        }
+    }
 }
 
 /* Consuming receives use a generic datatype whose unpack hands each
@@ -323,8 +385,10 @@ tnt_status_t tnt_ucx_irecvv(tnt_ucx_t *ucx, int peer, uint64_t tag, tnt_ucx_iov_
 #define TNT_UCX_TAG_ANY_RANK_MASK (~((uint64_t)(TNT_UCX_MAX_RANKS - 1) << TNT_UCX_TAG_STEP_BITS))
 
 tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
-                                tnt_ucx_recv_result_t *result, tnt_ucx_op_t **op_p)
+                                const tnt_ucx_flag_t *flag, tnt_ucx_recv_result_t *result,
+                                tnt_ucx_op_t **op_p)
 {
+    uint64_t mask = peer >= 0 ? UINT64_MAX : TNT_UCX_TAG_ANY_RANK_MASK;
     ucp_request_param_t param;
     struct tnt_ucx_op *op = NULL;
     tnt_status_t status;
@@ -359,13 +423,15 @@ tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *bu
     param.request = op;
     param.datatype = ucp_dt_make_contig(1);
     param.recv_info.tag_info = &op->info;
-    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, buf, bytes, tnt_ucx_wire_tag(ucx, tag),
-                                       peer >= 0 ? UINT64_MAX : TNT_UCX_TAG_ANY_RANK_MASK, &param));
+    if (flag != NULL && flag->bits != 0) {
+        /* The flag bits match anything: the wire form only xors them. */
+        op->flag = *flag;
+        mask &= ~(uint64_t)(flag->bits & ((1u << TNT_UCX_TAG_STEP_BITS) - 1));
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK;
+        param.cb.recv = tnt_ucx_flagged_done;
+    }
+    tnt_ucx_start(op, ucp_tag_recv_nbx(ucx->worker, buf, bytes, tnt_ucx_wire_tag(ucx, tag), mask,
+                                       &param));
     *op_p = op;
     return TNT_OK;
-}
-
-int tnt_ucx_free_ops(const tnt_ucx_t *ucx)
-{
-    return ucx->num_free;
 }

@@ -39,7 +39,8 @@ typedef struct tnt_ucx tnt_ucx_t;
 typedef struct tnt_ucx_op tnt_ucx_op_t;
 /* Ops in flight at once. Collectives keep at most 2 * pipeline depth plus a
  * few; the wire-up handshake batches to stay under it; point-to-point
- * posts check tnt_ucx_free_ops first. */
+ * operations hold at most two each, and at most TNT_P2P_MAX_IN_FLIGHT of
+ * them are in flight (p2p/p2p.h). */
 #define TNT_UCX_POOL_SLOTS 256
 
 typedef struct {
@@ -162,6 +163,12 @@ static inline const char *tnt_ucx_what_text(const tnt_ucx_what_t *what)
     return what->text != NULL ? what->text : what->describe(what->arg);
 }
 
+/* The caller found that the transport cannot go on (a peer on this host
+ * died while this rank read its memory, p2p/p2p_ucx.c): fails it as its
+ * own waits do, so that later calls fail at once and destroy waits for no
+ * goodbye. status is what later calls report. */
+void tnt_ucx_fail(tnt_ucx_t *ucx, tnt_status_t status);
+
 /* tnt_ucx_wait naming the op through what. */
 tnt_status_t tnt_ucx_wait_what(tnt_ucx_t *ucx, tnt_ucx_op_t **op, const tnt_ucx_what_t *what);
 
@@ -182,15 +189,31 @@ tnt_status_t tnt_ucx_sendrecv(tnt_ucx_t *ucx, int dst, uint64_t send_tag, const 
  * *result says who sent it and how long it was; the transport connects
  * back to an any-source sender, so that both sides of the pair hold an
  * endpoint. A longer message fails the receive with TNT_ERR_MISMATCH but
- * leaves the transport usable. */
+ * leaves the transport usable.
+ *
+ * flag (or NULL) lets a sender mark a message: flag->bits are bits of the
+ * tag's step field that take no part in matching. When a message with any
+ * of them set completes the receive, truncated or not, flag->fn(flag->arg,
+ * source, bytes, truncated) runs once, in the order the receives matched,
+ * from the next test or wait of this transport (whichever op it waits for:
+ * a wait for one message moves another's on), outside UCX's callbacks, so
+ * it may post sends, and before the op is reaped. bytes is the message's
+ * length, truncated nonzero when it did not fit. The point-to-point
+ * transport marks its read descriptors so (p2p/p2p_ucx.c). */
 typedef struct {
     int source;
     size_t bytes;
 } tnt_ucx_recv_result_t;
+typedef struct {
+    uint32_t bits;
+    void (*fn)(void *arg, int source, size_t bytes, int truncated);
+    void *arg;
+} tnt_ucx_flag_t;
 tnt_status_t tnt_ucx_isend_sync(tnt_ucx_t *ucx, int peer, uint64_t tag, const void *buf,
                                 size_t bytes, tnt_ucx_op_t **op_p);
 tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *buf, size_t bytes,
-                                tnt_ucx_recv_result_t *result, tnt_ucx_op_t **op_p);
+                                const tnt_ucx_flag_t *flag, tnt_ucx_recv_result_t *result,
+                                tnt_ucx_op_t **op_p);
 /* One round of progress without blocking: TNT_IN_PROGRESS while *op_p
  * runs; otherwise *op_p is reaped (set to NULL) and its status returned.
  * Fails the op (cancelling it and failing the transport, as a wait would)
@@ -198,9 +221,6 @@ tnt_status_t tnt_ucx_irecv_from(tnt_ucx_t *ucx, int peer, uint64_t tag, void *bu
  * timeout_s since started_ns (tnt_time_ns) or since the last progress. */
 tnt_status_t tnt_ucx_test(tnt_ucx_t *ucx, tnt_ucx_op_t **op_p, uint64_t started_ns,
                           const tnt_ucx_what_t *what);
-/* Request slots still free (of TNT_UCX_POOL_SLOTS); posting with none
- * left fails the transport, so callers that let users post check first. */
-int tnt_ucx_free_ops(const tnt_ucx_t *ucx);
 
 /* Side messages for the hang doctor, in a tag range no collective uses, on
  * the thread that drives the worker. side_send sends at once or not at all

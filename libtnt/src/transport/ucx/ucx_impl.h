@@ -68,6 +68,15 @@ struct tnt_ucx_op {
      * bytes, and where to report sender and length. NULL otherwise. */
     tnt_ucx_recv_result_t *result;
     int sync; /* a synchronous send (tnt_ucx_isend_sync) */
+    /* irecv_from's flag (bits 0: none), and, once a flagged message
+     * completed the receive, its sender, length and whether it was
+     * truncated, and the link in the transport's queue of them. */
+    tnt_ucx_flag_t flag;
+    int flagged_source;
+    int flagged_truncated;
+    size_t flagged_bytes;
+    struct tnt_ucx_op *flagged_next;
+    int flagged_queued;
 };
 
 struct tnt_ucx_peer {
@@ -133,6 +142,11 @@ struct tnt_ucx {
     uint64_t bytes_sent;
     uint64_t bytes_received;
     uint64_t bytes_consumed; /* of bytes_received: through consuming receives */
+    /* Receives that a flagged message completed (irecv_from's flag), whose
+     * flag->fn is still to run, oldest first: UCX's completion callback
+     * queues them, tnt_ucx_serve_flagged runs them. */
+    struct tnt_ucx_op *flagged_head;
+    struct tnt_ucx_op *flagged_tail;
 
     /* The communicator's cookie (rank 0's, from the address exchange) and
      * the tag keys derived from it (tnt_ucx_wire_tag). */
@@ -171,8 +185,11 @@ static inline uint64_t tnt_ucx_wire_tag(const tnt_ucx_t *ucx, uint64_t tag)
 /* The generic datatype of consuming receives (ucx.c). */
 extern const ucp_generic_dt_ops_t tnt_ucx_consume_ops;
 
-/* ucx.c: returns a reaped op's slot to the request pool. */
+/* ucx.c: returns a reaped op's slot to the request pool (leaving the
+ * queue of flagged receives if it is still in it). */
 void tnt_ucx_pool_put(tnt_ucx_t *ucx, struct tnt_ucx_op *op);
+/* ucx.c: runs flag->fn for each queued flagged receive, oldest first. */
+void tnt_ucx_serve_flagged(tnt_ucx_t *ucx);
 /* ucx_wireup.c: force-closes every endpoint after a failure; creates the
  * endpoint to rank r on first use. */
 void tnt_ucx_poison(tnt_ucx_t *ucx);

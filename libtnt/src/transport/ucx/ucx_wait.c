@@ -144,6 +144,9 @@ static int tnt_ucx_reap_finished(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n,
 {
     int finished = 0;
 
+    if (ucx->flagged_head != NULL) {
+        tnt_ucx_serve_flagged(ucx); /* before any of them is reaped */
+    }
     for (int i = 0; i < n; i++) {
         if (ops[i] != NULL && tnt_ucx_poll_op(ops[i])) {
             tnt_status_t s = tnt_ucx_reap(ucx, ops[i], what);
@@ -284,6 +287,14 @@ static void tnt_ucx_abandon(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int n, int remai
             remaining = 0;
         }
     }
+}
+
+void tnt_ucx_fail(tnt_ucx_t *ucx, tnt_status_t status)
+{
+    if (ucx->failed == TNT_OK) {
+        ucx->failed = status;
+    }
+    tnt_ucx_poison(ucx);
 }
 
 /* No progress for timeout_s: fails the transport, naming the peer of the
