@@ -110,7 +110,9 @@ void tnt_ucx_serve_flagged(tnt_ucx_t *ucx)
             ucx->flagged_tail = NULL;
         }
         op->flagged_queued = 0;
-        if (op->flagged_source < ucx->size) {
+        /* After a failure nothing moves on: the op is abandoned with the
+         * rest (its sender, if alive, learns of the failure the same way). */
+        if (ucx->failed == TNT_OK && op->flagged_source < ucx->size) {
             op->flag.fn(op->flag.arg, op->flagged_source, op->flagged_bytes,
                         op->flagged_truncated);
         }
