@@ -47,6 +47,8 @@ tnt_p2p_test(reads_2x2 60 ARGS --ranks 2 --nodes 2 --mode reads)
 tnt_p2p_test(reads_off_2 60 ENV TNT_P2P_CMA_KB=0 ARGS --ranks 2 --mode reads)
 # The sender of a message read on one host is killed before it is received.
 tnt_p2p_test(peer_dies_read_2 90 ENV TNT_TIMEOUT=60 ARGS --ranks 2 --mode peer-dies-read)
+# A rank on the host killed before its peer ever connected to it.
+tnt_p2p_test(peer_dies_first_2 90 ENV TNT_TIMEOUT=60 ARGS --ranks 2 --mode peer-dies-first)
 # A rank killed while a message to it moves, and while its peer waits for
 # one: the peer fails with TNT_ERR_PEER_FAILED within seconds (TNT_TIMEOUT
 # is long here), on one node (the segment's robust locks) and across two

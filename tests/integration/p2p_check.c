@@ -69,6 +69,10 @@
  *   peer-dies-read  rank 1 says hello, posts a 64 MiB send to rank 0 and
  *               is killed before rank 0 receives it: rank 0's receive fails with
  *               TNT_ERR_PEER_FAILED naming rank 1 within seconds
+ *   peer-dies-first  rank 1 is killed before it exchanged any message
+ *               with rank 0: rank 0's first receive from it (which makes
+ *               the endpoint) fails with TNT_ERR_PEER_FAILED naming rank 1,
+ *               not with a transport error
  *   pingpong    (a measurement, not a check) ranks 0 and 1: round-trip
  *               latency and bandwidth for 8 B .. 16 MiB, printed as a table
  */
@@ -749,6 +753,28 @@ static void mode_reads(tnt_comm_t *comm)
     free(b);
 }
 
+/* Rank 1 is killed before the two ever exchanged a message, so rank 0
+ * has no endpoint to it yet: its first receive from rank 1 must still say
+ * that rank 1 died, not blame the transport. */
+static void mode_peer_dies_first(tnt_comm_t *comm)
+{
+    int me = tnt_rank(comm);
+    char buf[8];
+    if (me == 1) {
+        die_now();
+    } else if (me == 0) {
+        struct timespec ts = { 0, 300 * 1000000 };
+        nanosleep(&ts, NULL);
+        int first = 1;
+        double t0 = now_s();
+        expect_peer_failed(tnt_recv(comm, buf, sizeof(buf), 1, 27, NULL), t0, &first,
+                           "a first receive from rank 1, dead before it");
+        t0 = now_s();
+        expect_peer_failed(tnt_send(comm, buf, sizeof(buf), 1, 28), t0, &first,
+                           "a send to rank 1 after that");
+    }
+}
+
 /* The sender is gone before its message is received. */
 static void mode_peer_dies_read(tnt_comm_t *comm)
 {
@@ -1039,6 +1065,8 @@ static int run(tnt_comm_t *comm, const char *mode)
         mode_peer_dies_recv(comm);
     } else if (strcmp(mode, "reads") == 0) {
         mode_reads(comm);
+    } else if (strcmp(mode, "peer-dies-first") == 0) {
+        mode_peer_dies_first(comm);
     } else if (strcmp(mode, "peer-dies-read") == 0) {
         mode_peer_dies_read(comm);
     } else if (strcmp(mode, "coll-mix") == 0) {

@@ -198,8 +198,18 @@ tnt_status_t tnt_ucx_check_peer(tnt_ucx_t *ucx, int peer)
          * for the life of the transport (UCX allocates here), never again
          * on the data path. A receive connects too, so that both sides of
          * every pair that talks hold an endpoint: the peer's failure is
-         * reported on it, and the goodbye handshake stays symmetric. */
-        tnt_status_t status = tnt_ucx_ep_create(ucx, peer);
+         * reported on it, and the goodbye handshake stays symmetric. A
+         * peer on this host that died took its shared memory with it, so
+         * connecting fails: that is its death, not the transport's fault. */
+        tnt_status_t status =
+            tnt_ucx_local_peer_died(ucx, peer) ? TNT_ERR_PEER_FAILED : tnt_ucx_ep_create(ucx, peer);
+        if (status != TNT_OK && tnt_ucx_local_peer_died(ucx, peer)) {
+            status = tnt_error_raise(TNT_ERR_PEER_FAILED,
+                                     "ucx: rank %d on this host died before this rank exchanged "
+                                     "a message with it; its own output (or the launcher's) "
+                                     "names the cause",
+                                     peer);
+        }
         if (status != TNT_OK) {
             ucx->failed = status;
             return status;

@@ -182,6 +182,14 @@ static inline uint64_t tnt_ucx_wire_tag(const tnt_ucx_t *ucx, uint64_t tag)
     return (seq << TNT_UCX_TAG_SEQ_SHIFT) | ((tag ^ ucx->low_key) & TNT_UCX_TAG_LOW_MASK);
 }
 
+/* A peer on this host (params.local), other than this rank, that
+ * peer_alive reports dead: a slow-path check. */
+static inline int tnt_ucx_local_peer_died(const tnt_ucx_t *ucx, int peer)
+{
+    return peer != ucx->rank && ucx->peers[peer].local && ucx->peer_alive != NULL &&
+           !ucx->peer_alive(ucx->alive_arg, peer);
+}
+
 /* The generic datatype of consuming receives (ucx.c). */
 extern const ucp_generic_dt_ops_t tnt_ucx_consume_ops;
 

@@ -198,7 +198,7 @@ static tnt_status_t tnt_ucx_check_alive(tnt_ucx_t *ucx, tnt_ucx_op_t **ops, int 
         int first = ops[i] == NULL ? 0 : ops[i]->peer < 0 ? 0 : ops[i]->peer;
         int last = ops[i] == NULL ? -1 : ops[i]->peer < 0 ? ucx->size - 1 : ops[i]->peer;
         for (int r = first; r <= last; r++) {
-            if (r != ucx->rank && ucx->peers[r].local && !ucx->peer_alive(ucx->alive_arg, r)) {
+            if (tnt_ucx_local_peer_died(ucx, r)) {
                 ucx->failed = TNT_ERR_PEER_FAILED;
                 return tnt_error_raise(TNT_ERR_PEER_FAILED,
                                        "%s: rank %d on this host died; its own output (or the "
