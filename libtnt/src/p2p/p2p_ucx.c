@@ -321,7 +321,6 @@ tnt_status_t tnt_p2p_ucx_test(struct tnt_p2p_ucx *p2p, struct tnt_p2p_op *op)
         return op->status; /* already finished */
     }
     const tnt_ucx_what_t what = { .describe = describe_op, .arg = op };
-    tnt_status_t status = TNT_OK;
     /* In order: reaping the message may start the acknowledgement. */
     for (int i = 0; i < 2; i++) {
         if (op->ops[i] != NULL) {
@@ -334,8 +333,7 @@ tnt_status_t tnt_p2p_ucx_test(struct tnt_p2p_ucx *p2p, struct tnt_p2p_op *op)
     if (op->ops[0] != NULL || op->ops[1] != NULL) {
         return TNT_IN_PROGRESS;
     }
-    status = op->status;
-    return p2p_finish(p2p, op, status);
+    return p2p_finish(p2p, op, op->status);
 }
 
 tnt_status_t tnt_p2p_ucx_wait(struct tnt_p2p_ucx *p2p, struct tnt_p2p_op *op)
