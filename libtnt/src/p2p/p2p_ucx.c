@@ -9,7 +9,7 @@
  *
  * Large messages between ranks of a host are read by the receiver. UCX's
  * own rendezvous between processes of a host copies them with CMA too,
- * but measured 0.84-0.95x OpenMPI's bandwidth from 512 KiB (which reads
+ * but measured 0.87-0.96x the bandwidth of OpenMPI from 2 MiB (which reads
  * the whole message with one process_vm_readv): docs/benchmarks.md,
  * "Point-to-point messages read by the receiver". So a message of
  * TNT_P2P_CMA_KB or more to a rank of this host, where every local rank
