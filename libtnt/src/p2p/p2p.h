@@ -56,14 +56,12 @@ struct tnt_p2p_op {
      * the receiver). */
     tnt_ucx_op_t *ops[2];
     /* p2p_ucx.c's read between ranks of a host: the descriptor a sender
-     * sends; the acknowledgement, received or sent; and, on the receiver,
-     * how its read went. */
+     * sends; the acknowledgement (code, errno), received by the sender or
+     * sent by the receiver; and the length the descriptor gave. */
     uint64_t desc[3];
     int32_t ack[2];
     void *transport; /* the struct tnt_p2p_ucx that carries it */
     int read;        /* a descriptor took the message's place (sent, or received) */
-    int read_ack;    /* the ack's code (p2p_ucx.c) */
-    int read_err;    /* errno of a failed read */
     size_t read_bytes;
     int is_recv;
     int peer; /* TNT_ANY_SOURCE for an any-source receive */

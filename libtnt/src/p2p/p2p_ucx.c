@@ -170,10 +170,9 @@ static void p2p_read(void *arg, int source, size_t bytes, int truncated)
     struct tnt_p2p_ucx *p2p = op->transport;
     const tnt_comm_t *comm = op->comm;
     uint64_t desc[3] = { 0, 0, 0 };
-    int code;
+    int code, err = 0;
 
     op->read = 1;
-    op->read_err = 0;
     op->read_bytes = 0;
     if (truncated) {
         code = P2P_ACK_TOO_LONG; /* the receive reports it (tnt_ucx_test) */
@@ -188,17 +187,17 @@ static void p2p_read(void *arg, int source, size_t bytes, int truncated)
         } else if (desc[1] > op->bytes) {
             code = P2P_ACK_TOO_LONG;
         } else {
-            op->read_err = tnt_shm_read_local(p2p->shm, comm->local_rank_of_rank[source], op->buf,
-                                              desc[2], (size_t)desc[1]);
-            code = op->read_err == 0 ? P2P_ACK_READ : P2P_ACK_READ_FAILED;
+            err = tnt_shm_read_local(p2p->shm, comm->local_rank_of_rank[source], op->buf, desc[2],
+                                     (size_t)desc[1]);
+            code = err == 0 ? P2P_ACK_READ : P2P_ACK_READ_FAILED;
         }
     }
-    op->read_ack = code;
-    if (op->read_err == ESRCH) {
+    /* The receiver keeps its answer where the sender receives it. */
+    op->ack[0] = code;
+    op->ack[1] = err;
+    if (err == ESRCH) {
         return; /* the sender has exited: nobody waits for the answer */
     }
-    op->ack[0] = code;
-    op->ack[1] = op->read_err;
     /* An error here (the transport already failed) is the one the receive
      * reports: the transport's tests fail it from now on. */
     (void)tnt_ucx_isend(p2p->ucx, source,
@@ -211,8 +210,7 @@ static tnt_status_t p2p_read_status(struct tnt_p2p_op *op, tnt_status_t status)
 {
     const tnt_comm_t *comm = op->comm;
     int peer = op->is_recv ? op->result.source : op->peer;
-    int code = op->is_recv ? op->read_ack : op->ack[0];
-    int err = op->is_recv ? op->read_err : op->ack[1];
+    int code = op->ack[0], err = op->ack[1];
 
     if (status != TNT_OK) {
         return status;
