@@ -45,6 +45,7 @@ tnt_p2p_test(reads_2 60 ARGS --ranks 2 --mode reads)
 tnt_p2p_test(reads_3 60 ARGS --ranks 3 --mode reads)
 tnt_p2p_test(reads_2x2 60 ARGS --ranks 2 --nodes 2 --mode reads)
 tnt_p2p_test(reads_off_2 60 ENV TNT_P2P_CMA_KB=0 ARGS --ranks 2 --mode reads)
+tnt_p2p_test(reads_rank1_off_2 60 ARGS --ranks 2 --mode reads-rank1-off)
 # The sender of a message read on one host is killed before it is received.
 tnt_p2p_test(peer_dies_read_2 90 ENV TNT_TIMEOUT=60 ARGS --ranks 2 --mode peer-dies-read)
 # A rank on the host killed before its peer ever connected to it.

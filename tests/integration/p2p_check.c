@@ -66,6 +66,9 @@
  *               the buffer, while the send succeeds at once); the
  *               transport works afterwards. The same checks pass across
  *               nodes and with TNT_P2P_CMA_KB=0 (UCX carries them)
+ *   reads-rank1-off  the same with TNT_P2P_CMA_KB=0 on rank 1 only: the
+ *               setting is the sender's, and rank 1 still reads what rank
+ *               0 sends (forked ranks only)
  *   peer-dies-read  rank 1 says hello, posts a 64 MiB send to rank 0 and
  *               is killed before rank 0 receives it: rank 0's receive fails with
  *               TNT_ERR_PEER_FAILED naming rank 1 within seconds
@@ -1063,7 +1066,7 @@ static int run(tnt_comm_t *comm, const char *mode)
         mode_peer_dies_send(comm);
     } else if (strcmp(mode, "peer-dies-recv") == 0) {
         mode_peer_dies_recv(comm);
-    } else if (strcmp(mode, "reads") == 0) {
+    } else if (strcmp(mode, "reads") == 0 || strcmp(mode, "reads-rank1-off") == 0) {
         mode_reads(comm);
     } else if (strcmp(mode, "peer-dies-first") == 0) {
         mode_peer_dies_first(comm);
@@ -1101,6 +1104,9 @@ static int run_forked_rank(const char *dir, int rank, void *arg)
     snprintf(host, sizeof(host), "p2p-node%d", rank * nodes / size);
     if (strcmp(mode, "off-rank1") == 0 && rank == 1) {
         setenv("TNT_P2P", "off", 1);
+    }
+    if (strcmp(mode, "reads-rank1-off") == 0 && rank == 1) {
+        setenv("TNT_P2P_CMA_KB", "0", 1); /* its sends go through UCX; it still reads */
     }
     tnt_oob_t oob = {
         .allgather = store_allgather,

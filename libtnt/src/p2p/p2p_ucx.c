@@ -177,7 +177,11 @@ static void p2p_read(void *arg, int source, size_t bytes, int truncated)
     if (truncated) {
         code = P2P_ACK_TOO_LONG; /* the receive reports it (tnt_ucx_test) */
     } else if (bytes != sizeof(desc) || source == comm->rank ||
-               comm->node_of_rank[source] != comm->node_id || p2p->read_from == SIZE_MAX) {
+               comm->node_of_rank[source] != comm->node_id || p2p->shm == NULL ||
+               !tnt_shm_cma_usable(p2p->shm)) {
+        /* Not from this host, or CMA is off here (which the probe makes
+         * the same on every rank of the host). TNT_P2P_CMA_KB is the
+         * sender's alone: a rank that sends none still reads. */
         code = P2P_ACK_REFUSED;
     } else {
         memcpy(desc, op->buf, sizeof(desc));
