@@ -110,8 +110,9 @@ static tnt_status_t tnt_shm_allreduce_small(struct tnt_shm *shm, const void *sen
     /* The slot this rank writes next was last read in phase - 1, and every
      * peer has reached phase since, so it is done with it: take its lines
      * now (shm_impl.h, "Taking lines early"), not at the next call's
-     * store, where every peer waits for them. */
-    if (shm->take_lines) {
+     * store, where every peer waits for them. Small vectors only: taking
+     * a large slot at once made the calls slower (TNT_SHM_TAKE_SLOT_MAX). */
+    if (shm->take_lines && count * tnt_dtype_bytes(dtype) <= TNT_SHM_TAKE_SLOT_MAX) {
         tnt_shm_prefetch_lines(tnt_shm_slot(shm, shm->me, shm->phase + 1),
                                count * tnt_dtype_bytes(dtype), 1);
     }

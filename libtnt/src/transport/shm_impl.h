@@ -204,6 +204,12 @@ enum tnt_shm_kind {
  * (see Taking lines early; 256, 512, 1024 and 4096 were measured: 256 too
  * few for a reduce of 512 bytes, more no faster). */
 #define TNT_SHM_RING_READ_AHEAD 512
+/* Vectors up to which the small allreduce takes the lines of the slot it
+ * writes next as it finishes (see Taking lines early): it gained 1.3-1.4x
+ * at 512 B-2 KiB, nothing at 8 KiB, and from 32 KiB to 512 KiB (the rest
+ * of the one-phase path with 2 ranks) taking the whole slot made calls
+ * 1.06-1.19x slower (docs/benchmarks.md, "Taking ring lines early"). */
+#define TNT_SHM_TAKE_SLOT_MAX 2048
 /* Blocks (per rank and peer) from which allgather, gather, scatter and
  * alltoall(v) copy once, from the sender's buffer into the receiver's with
  * CMA, instead of twice through the slots: two phases and one system call
